@@ -1,0 +1,32 @@
+// Runs a whole topology in this process: an actor system, the
+// coordinator (which spawns every other actor), and a wait for the end.
+// `rlx launch` and the end-to-end tests call this.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "actors/coordinator.hpp"
+
+namespace rlx {
+
+struct RunResult {
+  RunOutcome outcome = RunOutcome::failed;
+  std::string summary;
+};
+
+struct RunHooks {
+  std::function<void(const Status&)> on_status;   // progress (coordinator's thread)
+  // Called once the run started, with a function that drains and stops
+  // it as interrupted (any thread may call it; `rlx launch` does on
+  // SIGINT/SIGTERM). May be null.
+  std::function<void(std::function<void(const std::string&)> stop)> on_start;
+};
+
+// Runs `config` to its stop condition. `envs` names the environments.
+RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, const RunHooks& hooks, const Logger& log);
+
+// Threads of the CAF scheduler for a topology on this machine.
+std::size_t scheduler_threads(const ClusterConfig& config);
+
+}  // namespace rlx

@@ -1,0 +1,294 @@
+#include "actors/coordinator.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "actors/env_actor.hpp"
+#include "actors/explorer_actor.hpp"
+#include "actors/guard.hpp"
+#include "actors/learner_actor.hpp"
+#include "actors/recorder.hpp"
+#include "actors/reward_actor.hpp"
+#include "actors/weight_store.hpp"
+
+namespace rlx {
+
+struct CoordinatorState {
+  CoordinatorOptions options;
+  learner_actor learner;
+  weight_store_actor weight_store;
+  recorder_actor recorder;
+  std::vector<explorer_actor> explorers;
+  std::vector<reward_actor> rewards;
+  std::size_t explorers_joined = 0;
+  std::uint64_t explorers_lost = 0;
+  MetricsData metrics;
+  double swap_us_sum = 0;
+  std::uint64_t swaps = 0;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  double last_tick_s = 0;
+  std::uint64_t last_tick_steps = 0;
+  std::ofstream jsonl;
+  bool stopping = false;
+  RunOutcome outcome = RunOutcome::solved;
+  std::string reason;
+  std::chrono::steady_clock::time_point stop_deadline;
+  ErrorCounts errors;
+
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
+namespace {
+
+using Self = coordinator_actor::stateful_pointer<CoordinatorState>;
+
+std::chrono::milliseconds report_period(const ClusterConfig& c) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(c.run.report_interval_s * 1000.0));
+}
+
+std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null"; }
+
+void write_metrics_line(Self self) {
+  auto& st = self->state;
+  const auto& m = st.metrics;
+  if (!st.jsonl) return;
+  std::string util;
+  for (auto u : m.expert_utilisation) util += (util.empty() ? "" : ",") + json_number(u);
+  std::string hist;
+  for (auto h : m.lag_histogram) hist += (hist.empty() ? "" : ",") + std::to_string(h);
+  st.jsonl << fmt::format(
+      "{{\"time_s\":{},\"env_steps\":{},\"episodes\":{},\"mean_return\":{},\"policy_version\":{},"
+      "\"segments_received\":{},\"segments_trained\":{},\"segments_dropped_stale\":{},\"segments_rejected\":{},\"lag_mean\":{},\"lag_max\":{},"
+      "\"lag_histogram\":[{}],\"ratio_mean\":{},\"ratio_max\":{},\"truncated_fraction\":{},\"policy_loss\":{},"
+      "\"value_loss\":{},\"entropy\":{},\"load_balance_loss\":{},\"expert_utilisation\":[{}],\"updates\":{},"
+      "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{}}}\n",
+      json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
+      m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
+      json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
+      json_number(m.policy_loss), json_number(m.value_loss), json_number(m.entropy), json_number(m.load_balance_loss),
+      util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
+      st.explorers.size(), st.explorers_lost);
+  st.jsonl.flush();
+}
+
+Status make_status(Self self) {
+  auto& st = self->state;
+  const auto& m = st.metrics;
+  Status s;
+  s.time_s = st.elapsed();
+  s.env_steps = m.env_steps;
+  double dt = s.time_s - st.last_tick_s;
+  s.steps_per_s = dt > 0 ? static_cast<double>(m.env_steps - st.last_tick_steps) / dt : 0;
+  s.episodes = m.episodes;
+  s.mean_return = m.mean_return;
+  s.policy_version = m.policy_version;
+  s.lag_mean = m.lag_mean;
+  s.lag_max = m.lag_max;
+  s.trained = m.segments_trained;
+  s.dropped_stale = m.segments_dropped_stale;
+  s.rejected = m.segments_rejected;
+  s.explorers = st.explorers.size();
+  return s;
+}
+
+// Every actor exits; the launcher learns the outcome.
+void finish(Self self) {
+  auto& st = self->state;
+  auto shutdown = [self](std::uint64_t records) {
+    auto& st = self->state;
+    for (auto& r : st.rewards) self->send_exit(r, caf::exit_reason::user_shutdown);
+    self->send_exit(st.learner, caf::exit_reason::user_shutdown);
+    self->send_exit(st.weight_store, caf::exit_reason::user_shutdown);
+    if (st.recorder) self->send_exit(st.recorder, caf::exit_reason::user_shutdown);
+    const auto& m = st.metrics;
+    std::string summary = fmt::format(
+        "{}: {} after {:.1f} s, {} env steps, {} episodes, mean return {:.1f}, policy v{}, segments trained {} / "
+        "dropped stale {} / rejected {}, {} records",
+        st.options.config.run.name, st.reason, st.elapsed(), m.env_steps, m.episodes, m.mean_return, m.policy_version,
+        m.segments_trained, m.segments_dropped_stale, m.segments_rejected, records);
+    caf::anon_send(st.options.launcher, done_atom::value, static_cast<int>(st.outcome), summary);
+    self->quit();
+  };
+  if (!st.recorder) return shutdown(0);
+  self->request(st.recorder, std::chrono::seconds(10), flush_atom::value)
+      .then([shutdown](std::uint64_t n) { shutdown(n); },
+            [self, shutdown](const caf::error& e) {
+              self->state.options.log->error("recorder did not flush: {}", caf::to_string(e));
+              shutdown(0);
+            });
+}
+
+void begin_stop(Self self, RunOutcome outcome, const std::string& reason) {
+  auto& st = self->state;
+  if (st.stopping) return;
+  st.stopping = true;
+  st.outcome = outcome;
+  st.reason = reason;
+  st.options.log->info("stopping: {}", reason);
+  write_metrics_line(self);
+  if (st.options.on_status) st.options.on_status(make_status(self));
+  st.stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  if (st.explorers.empty()) return finish(self);
+  for (auto& e : st.explorers) self->send(e, drain_atom::value);
+}
+
+void check_stop(Self self) {
+  auto& st = self->state;
+  const auto& stop = st.options.config.run.stop;
+  const auto& m = st.metrics;
+  if (m.episodes >= 100 && m.mean_return >= stop.mean_return)
+    begin_stop(self, RunOutcome::solved, fmt::format("solved (mean return {:.1f} >= {})", m.mean_return, stop.mean_return));
+  else if (m.env_steps >= stop.max_env_steps)
+    begin_stop(self, RunOutcome::budget, fmt::format("max_env_steps {} reached", stop.max_env_steps));
+  else if (stop.max_seconds > 0 && st.elapsed() >= stop.max_seconds)
+    begin_stop(self, RunOutcome::budget, fmt::format("max_seconds {} reached", stop.max_seconds));
+}
+
+void spawn_cluster(Self self) {
+  auto& st = self->state;
+  const auto& cfg = st.options.config;
+  const EnvFactory* factory = st.options.envs->find(cfg.run.env);
+  RLX_REQUIRE(factory != nullptr, cfg.run.env);
+  const EnvSpec spec = (*factory)(cfg.run.seed, 0)->spec();
+  auto log = st.options.log;
+  coordinator_actor me{self};
+
+  st.weight_store = spawn_weight_store(self->system(),
+                                WeightStoreOptions{static_cast<std::size_t>(cfg.weight_store.keep_versions),
+                                                   child_logger(log, "weight_store")});
+  if (cfg.run.record)
+    st.recorder = spawn_recorder(self->system(), RecorderOptions{std::filesystem::path(cfg.run.log_dir) / "rollouts",
+                                                            child_logger(log, "recorder")});
+  LearnerActorOptions lo;
+  lo.trainer = TrainerOptions{cfg.learner, cfg.policy, spec.obs_dim, spec.num_actions, cfg.run.seed};
+  lo.max_staleness = cfg.run.max_staleness;
+  lo.batch_segments = static_cast<std::size_t>(cfg.learner.batch_segments);
+  lo.publish_every = static_cast<std::uint64_t>(cfg.learner.publish_every);
+  lo.weight_store = st.weight_store;
+  lo.recorder = st.recorder;
+  lo.coordinator = me;
+  lo.log = child_logger(log, "learner");
+  st.learner = spawn_learner(self->system(), lo);
+  self->monitor(st.learner);
+
+  std::uint32_t explorer_id = 0, reward_id = 0;
+  auto scorer = std::make_shared<const ArithmeticScorer>();
+  for (const auto& node : cfg.nodes) {
+    for (std::int64_t i = 0; i < node.rewards; ++i) {
+      std::string name = "reward/" + std::to_string(reward_id++);
+      st.rewards.push_back(spawn_reward(self->system(), RewardActorOptions{scorer, name, child_logger(log, name)}));
+    }
+    for (std::int64_t i = 0; i < node.explorers; ++i, ++explorer_id) {
+      const std::uint64_t first_env = std::uint64_t{explorer_id} * static_cast<std::uint64_t>(node.envs_per_explorer);
+      std::string env_name = "env/" + std::to_string(explorer_id);
+      auto env = spawn_env(self->system(), EnvActorOptions{*factory, first_env, env_name, child_logger(log, env_name)});
+      ExplorerActorOptions eo;
+      eo.rollout = RolloutOptions{explorer_id, node.envs_per_explorer, spec.obs_dim, spec.num_actions,
+                                  cfg.explorer.segment_steps, cfg.run.seed, cfg.policy};
+      eo.env_seed = cfg.run.seed;
+      eo.max_staleness = cfg.run.max_staleness;
+      eo.sync = cfg.run.mode == "sync";
+      eo.node = node.name;
+      eo.env = env;
+      eo.learner = st.learner;
+      eo.weight_store = st.weight_store;
+      eo.coordinator = me;
+      eo.log = child_logger(log, "explorer/" + std::to_string(explorer_id));
+      auto ex = spawn_explorer(self->system(), eo);
+      // The env lives and dies with its explorer.
+      ex->attach_functor([env](const caf::error&) { caf::anon_send_exit(env, caf::exit_reason::user_shutdown); });
+      self->monitor(ex);
+      st.explorers.push_back(ex);
+    }
+  }
+}
+
+}  // namespace
+
+coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions options) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  const auto& cfg = st.options.config;
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.run.log_dir, ec);
+  st.jsonl.open(std::filesystem::path(cfg.run.log_dir) / "metrics.jsonl", std::ios::trunc);
+  if (!st.jsonl) st.options.log->error("cannot write {}/metrics.jsonl", cfg.run.log_dir);
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& st = self->state;
+    if (dm.source == st.learner.address()) {
+      st.options.log->error("the learner died: {}", caf::to_string(dm.reason));
+      st.stopping = false;
+      begin_stop(self, RunOutcome::failed, "the learner died");
+      return;
+    }
+    auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
+                           [&](const explorer_actor& e) { return e.address() == dm.source; });
+    if (it == st.explorers.end()) return;
+    st.explorers.erase(it);
+    if (!st.stopping) {
+      ++st.explorers_lost;
+      st.options.log->warn("an explorer died ({}); {} left", caf::to_string(dm.reason), st.explorers.size());
+      if (st.explorers.empty()) begin_stop(self, RunOutcome::failed, "no explorer left");
+    } else if (st.explorers.empty()) {
+      finish(self);
+    }
+  });
+  spawn_cluster(self);
+  self->delayed_send(self, report_period(cfg), tick_atom::value);
+  return {
+      [self](join_atom, const WireMsg& msg) {
+        auto& st = self->state;
+        auto j = decode_or_count<JoinData>(self, msg, st.errors, st.options.log);
+        if (!j) return;
+        ++st.explorers_joined;
+        st.options.log->debug("{} {} joined from node {}", to_string(j->role), j->member_id, j->node);
+      },
+      [self](leave_atom, const WireMsg& msg) {
+        auto& st = self->state;
+        auto l = decode_or_count<LeaveData>(self, msg, st.errors, st.options.log);
+        if (l) st.options.log->debug("{} {} left: {}", to_string(l->role), l->member_id, l->reason);
+      },
+      [self](metrics_atom, const WireMsg& msg) {
+        auto& st = self->state;
+        auto m = decode_or_count<MetricsData>(self, msg, st.errors, st.options.log);
+        if (!m) return;
+        st.metrics = std::move(*m);
+        if (!st.stopping) check_stop(self);
+      },
+      [self](swap_atom, std::uint32_t, double us) {
+        self->state.swap_us_sum += us;
+        ++self->state.swaps;
+      },
+      [self](tick_atom) {
+        auto& st = self->state;
+        if (st.stopping) {
+          if (std::chrono::steady_clock::now() >= st.stop_deadline) {
+            st.options.log->warn("{} explorers did not drain in time", st.explorers.size());
+            st.explorers.clear();
+            finish(self);
+            return;
+          }
+        } else {
+          write_metrics_line(self);
+          auto s = make_status(self);
+          if (st.options.on_status) st.options.on_status(s);
+          st.last_tick_s = s.time_s;
+          st.last_tick_steps = s.env_steps;
+          check_stop(self);
+        }
+        self->delayed_send(self, report_period(st.options.config), tick_atom::value);
+      },
+      [self](stop_atom, const std::string& why) { begin_stop(self, RunOutcome::interrupted, why); },
+  };
+}
+
+coordinator_actor spawn_coordinator(caf::actor_system& system, CoordinatorOptions options) {
+  return system.spawn(coordinator_impl, std::move(options));
+}
+
+}  // namespace rlx

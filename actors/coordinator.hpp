@@ -1,0 +1,51 @@
+// The coordinator: builds the cluster's actors from the topology (one
+// process for now: every node's actors live here), tracks membership
+// (joins, leaves, deaths via down messages), aggregates metrics into the
+// status line and <log_dir>/metrics.jsonl, checks the stop condition and
+// drains the run: explorers finish their step and leave, the recorder
+// flushes, then every actor exits and the launcher gets `done`.
+#pragma once
+
+#include <functional>
+
+#include "actors/interfaces.hpp"
+#include "core/config.hpp"
+#include "core/logging.hpp"
+#include "envs/env.hpp"
+
+namespace rlx {
+
+// One line of progress, for the launcher to show.
+struct Status {
+  double time_s = 0;
+  std::uint64_t env_steps = 0;
+  double steps_per_s = 0;       // over the last report interval
+  std::uint64_t episodes = 0;
+  double mean_return = 0;       // NaN before the first episode
+  std::uint64_t policy_version = 0;
+  double lag_mean = 0;
+  std::uint64_t lag_max = 0;
+  std::uint64_t trained = 0, dropped_stale = 0, rejected = 0;
+  std::uint64_t explorers = 0;
+};
+
+// How a run ended (exit codes of `rlx launch`).
+enum class RunOutcome : int {
+  solved = 0,          // stop.mean_return reached
+  budget = 3,          // max_env_steps or max_seconds reached first
+  failed = 4,          // the learner died or no explorer is left
+  interrupted = 130,   // SIGINT / SIGTERM
+};
+
+struct CoordinatorOptions {
+  ClusterConfig config;
+  const EnvRegistry* envs = nullptr;          // must outlive the run
+  std::function<void(const Status&)> on_status;  // called every report interval (coordinator's thread)
+  caf::actor launcher;                        // receives (done_atom, int outcome, std::string summary)
+  Logger log;
+};
+
+// Spawns the actor in `system` (the state type stays private to the .cpp).
+coordinator_actor spawn_coordinator(caf::actor_system& system, CoordinatorOptions options);
+
+}  // namespace rlx

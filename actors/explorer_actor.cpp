@@ -1,0 +1,178 @@
+#include "actors/explorer_actor.hpp"
+
+#include <optional>
+
+#include "actors/guard.hpp"
+
+namespace rlx {
+
+struct ExplorerState {
+  ExplorerActorOptions options;
+  std::unique_ptr<Rollout> rollout;
+  std::string name;
+  std::vector<float> obs;                 // current observations [B, D]
+  std::optional<WireMsg> pending;         // a segment waiting for a credit
+  std::uint32_t credits = 0;
+  std::uint64_t newest_known = 0;         // newest version announced by the store
+  std::uint64_t sync_wait_for = 0;        // sync mode: version needed before the next segment
+  std::uint64_t step_index = 0;
+  bool started = false;                   // env reset done
+  bool step_in_flight = false;
+  bool fetch_in_flight = false;
+  bool draining = false;
+  std::chrono::steady_clock::time_point fetch_started;
+  ErrorCounts errors;
+};
+
+namespace {
+
+using Self = explorer_actor::stateful_pointer<ExplorerState>;
+
+void advance(Self self);
+
+void leave(Self self, const std::string& reason) {
+  auto& st = self->state;
+  LeaveData l{Role::explorer, st.options.rollout.explorer_id, reason};
+  self->send(st.options.coordinator, leave_atom::value, WireMsg{encode(l, st.name)});
+  self->quit();
+}
+
+void fail(Self self, const std::string& what) {
+  self->state.options.log->error("{}: {}; leaving", self->state.name, what);
+  self->quit(caf::sec::runtime_error);
+}
+
+void send_segment(Self self, WireMsg msg) {
+  auto& st = self->state;
+  if (st.credits > 0) {
+    --st.credits;
+    self->send(st.options.learner, segment_atom::value, std::move(msg));
+  } else {
+    st.pending = std::move(msg);
+  }
+}
+
+void fetch(Self self, std::uint64_t version, bool latest = false) {
+  auto& st = self->state;
+  st.fetch_in_flight = true;
+  st.fetch_started = std::chrono::steady_clock::now();
+  WireMsg req{encode(WeightRequestData{version, latest}, st.name)};
+  self->request(st.options.weight_store, st.options.request_timeout, fetch_atom::value, req)
+      .then(
+          [self](const WireMsg& msg) {
+            auto& st = self->state;
+            st.fetch_in_flight = false;
+            auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log);
+            if (w && w->version > st.rollout->version()) {
+              auto ok = st.rollout->load_weights(*w);
+              if (!ok) {
+                st.errors.add(ok.error().code);
+                st.options.log->warn("{}: weights v{} do not fit: {}", st.name, w->version, ok.error().message);
+              } else {
+                double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - st.fetch_started)
+                                .count();
+                self->send(st.options.coordinator, swap_atom::value, st.options.rollout.explorer_id, us);
+              }
+            }
+            if (st.newest_known > st.rollout->version()) fetch(self, st.newest_known);
+            advance(self);
+          },
+          [self, latest](const caf::error& err) {
+            auto& st = self->state;
+            st.fetch_in_flight = false;
+            st.options.log->warn("{}: fetching weights failed: {}", st.name, caf::to_string(err));
+            // The store evicted that version: ask for the newest instead.
+            // If the store itself failed, the next notification retries.
+            if (!latest) return fetch(self, 0, true);
+            advance(self);
+          });
+}
+
+void on_step_result(Self self, const WireMsg& msg) {
+  auto& st = self->state;
+  st.step_in_flight = false;
+  auto r = decode_or_count<EnvStepResultData>(self, msg, st.errors, st.options.log);
+  if (!r || static_cast<std::int64_t>(r->rewards.size()) != st.options.rollout.num_envs ||
+      static_cast<std::int64_t>(r->obs_dim) != st.options.rollout.obs_dim)
+    return fail(self, "the env answered with a malformed step result");
+  if (st.started) {
+    if (st.rollout->observe(*r)) {
+      Segment seg = st.rollout->take_segment();
+      if (st.options.sync) st.sync_wait_for = seg.policy_versions.back() + 1;
+      send_segment(self, WireMsg{encode(seg, st.name)});
+    }
+  }
+  st.started = true;
+  st.obs = std::move(r->observations);
+  advance(self);
+}
+
+// Takes the next step unless something holds the explorer back.
+void advance(Self self) {
+  auto& st = self->state;
+  if (st.step_in_flight || !st.started) return;
+  if (st.draining) return leave(self, "drained");
+  if (st.pending) return;  // no credit: wait for an ack
+  if (st.rollout->steps_in_segment() == 0) {
+    const auto v = st.rollout->version();
+    if (st.newest_known > v + st.options.max_staleness) return;  // fetch first (pacing)
+    if (st.options.sync && v < st.sync_wait_for) return;         // sync: wait for the next version
+  }
+  const auto& actions = st.rollout->act(st.obs);
+  WireMsg step{encode(EnvStepData{actions, ++st.step_index}, st.name)};
+  st.step_in_flight = true;
+  self->request(st.options.env, st.options.request_timeout, step_atom::value, step)
+      .then([self](const WireMsg& msg) { on_step_result(self, msg); },
+            [self](const caf::error& err) { fail(self, "env step failed: " + caf::to_string(err)); });
+}
+
+}  // namespace
+
+explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions options) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  st.name = "explorer/" + std::to_string(st.options.rollout.explorer_id);
+  st.credits = st.options.credits;
+  st.rollout = std::make_unique<Rollout>(st.options.rollout);
+  self->monitor(st.options.env);
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    if (dm.source == self->state.options.env.address()) fail(self, "its env actor died");
+  });
+  self->send(st.options.weight_store, subscribe_atom::value, explorer_actor{self});
+  JoinData join{Role::explorer, st.options.node, st.options.rollout.explorer_id, {}};
+  self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join, st.name)});
+  EnvResetData reset{st.options.env_seed, static_cast<std::uint32_t>(st.options.rollout.num_envs)};
+  self->request(st.options.env, st.options.request_timeout, reset_atom::value, WireMsg{encode(reset, st.name)})
+      .then([self](const WireMsg& msg) { on_step_result(self, msg); },
+            [self](const caf::error& err) { fail(self, "env reset failed: " + caf::to_string(err)); });
+  return {
+      [self](weights_atom, const WireMsg& msg) {
+        auto& st = self->state;
+        auto note = decode_or_count<WeightsAvailableData>(self, msg, st.errors, st.options.log);
+        if (!note) return;
+        st.newest_known = std::max(st.newest_known, note->version);
+        if (st.newest_known > st.rollout->version() && !st.fetch_in_flight) fetch(self, st.newest_known);
+      },
+      [self](ack_atom) {
+        auto& st = self->state;
+        ++st.credits;
+        if (st.pending) {
+          auto msg = std::move(*st.pending);
+          st.pending.reset();
+          send_segment(self, std::move(msg));
+        }
+        advance(self);
+      },
+      [self](drain_atom) {
+        self->state.draining = true;
+        if (!self->state.step_in_flight) leave(self, "drained");
+      },
+      [self](counts_atom) { return self->state.errors.total; },
+  };
+}
+
+explorer_actor spawn_explorer(caf::actor_system& system, ExplorerActorOptions options) {
+  return system.spawn(explorer_impl, std::move(options));
+}
+
+}  // namespace rlx

@@ -1,0 +1,34 @@
+// The explorer actor: wires a Rollout (explorers/) to its env actor, the
+// learner, the weight store and the coordinator. Flow control: at most
+// `credits` segments unacknowledged by the learner; pacing: a new segment
+// starts only while the explorer's version is within max_staleness of the
+// newest version it has heard of (in sync mode: only after a new version).
+#pragma once
+
+#include <chrono>
+
+#include "actors/interfaces.hpp"
+#include "core/logging.hpp"
+#include "explorers/rollout.hpp"
+
+namespace rlx {
+
+struct ExplorerActorOptions {
+  RolloutOptions rollout;
+  std::uint64_t env_seed = 1;             // base seed of the environments
+  std::uint64_t max_staleness = 4;
+  bool sync = false;                      // wait for a new version after every segment
+  std::uint32_t credits = 2;              // segments in flight to the learner
+  std::chrono::milliseconds request_timeout{30000};
+  std::string node = "local";
+  env_actor env;                          // its environments
+  learner_actor learner;
+  weight_store_actor weight_store;
+  coordinator_actor coordinator;
+  Logger log;
+};
+
+// Spawns the actor in `system` (the state type stays private to the .cpp).
+explorer_actor spawn_explorer(caf::actor_system& system, ExplorerActorOptions options);
+
+}  // namespace rlx

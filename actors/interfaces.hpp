@@ -1,0 +1,78 @@
+// Typed interfaces of every RLX actor (CAF 0.17 syntax). A handle lists
+// every message its actor accepts, so a wrong message is a compile error.
+// Payloads that may cross nodes are WireMsg (an Envelope's bytes) or
+// plain integers/strings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "messages/caf_wire.hpp"
+
+namespace rlx {
+
+using segment_atom = caf::atom_constant<caf::atom("segment")>;    // explorer -> learner
+using ack_atom = caf::atom_constant<caf::atom("seg_ack")>;        // learner -> explorer: one credit back
+using publish_atom = caf::atom_constant<caf::atom("publish")>;    // learner -> weight_store
+using fetch_atom = caf::atom_constant<caf::atom("fetch")>;        // explorer -> weight_store
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;// explorer -> weight_store
+using weights_atom = caf::atom_constant<caf::atom("weights")>;    // weight_store -> explorer
+using reset_atom = caf::atom_constant<caf::atom("env_reset")>;    // explorer -> env
+using step_atom = caf::atom_constant<caf::atom("env_step")>;      // explorer -> env
+using reward_atom = caf::atom_constant<caf::atom("reward")>;      // explorer -> reward
+using record_atom = caf::atom_constant<caf::atom("record")>;      // learner -> recorder
+using flush_atom = caf::atom_constant<caf::atom("flush")>;        // coordinator -> recorder
+using join_atom = caf::atom_constant<caf::atom("join")>;          // member -> coordinator
+using leave_atom = caf::atom_constant<caf::atom("leave")>;        // member -> coordinator
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;    // learner -> coordinator
+using swap_atom = caf::atom_constant<caf::atom("swap")>;          // explorer -> coordinator: swap latency
+using drain_atom = caf::atom_constant<caf::atom("drain")>;        // coordinator -> explorer
+using stop_atom = caf::atom_constant<caf::atom("stop")>;          // anyone -> coordinator
+using tick_atom = caf::atom_constant<caf::atom("tick")>;          // coordinator -> itself
+using done_atom = caf::atom_constant<caf::atom("done")>;          // coordinator -> the launcher
+using counts_atom = caf::atom_constant<caf::atom("counts")>;      // anyone -> actor: its error counters
+
+// Resets and steps B environments.
+using env_actor = caf::typed_actor<caf::replies_to<reset_atom, WireMsg>::with<WireMsg>,
+                                   caf::replies_to<step_atom, WireMsg>::with<WireMsg>,
+                                   caf::replies_to<counts_atom>::with<std::uint64_t>>;
+
+// Scores deferred rewards.
+using reward_actor = caf::typed_actor<caf::replies_to<reward_atom, WireMsg>::with<WireMsg>,
+                                      caf::replies_to<counts_atom>::with<std::uint64_t>>;
+
+// Rolls out; receives weight notifications and credits.
+using explorer_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>,  // WeightsAvailable
+                                        caf::reacts_to<ack_atom>,               // a segment was consumed
+                                        caf::reacts_to<drain_atom>,             // finish the step, leave
+                                        caf::replies_to<counts_atom>::with<std::uint64_t>>;
+
+// Keeps the last N weight sets.
+using weight_store_actor = caf::typed_actor<caf::reacts_to<publish_atom, WireMsg>,                 // WeightSet
+                                            caf::replies_to<fetch_atom, WireMsg>::with<WireMsg>,  // WeightRequest
+                                            caf::reacts_to<subscribe_atom, explorer_actor>,
+                                            caf::replies_to<counts_atom>::with<std::uint64_t>>;
+
+// Appends rollout records: segment envelope, verdict, learner version,
+// admission index, lag, reason.
+using recorder_actor =
+    caf::typed_actor<caf::reacts_to<record_atom, WireMsg, std::uint8_t, std::uint64_t, std::uint64_t, std::uint64_t,
+                                    std::string>,
+                     caf::replies_to<flush_atom>::with<std::uint64_t>>;  // records written
+
+// Trains. Segments in; metrics out on request.
+using learner_actor = caf::typed_actor<caf::reacts_to<segment_atom, WireMsg>,
+                                       caf::replies_to<metrics_atom>::with<WireMsg>,  // MetricsReport
+                                       caf::replies_to<counts_atom>::with<std::uint64_t>>;
+
+// Membership, metrics, stopping.
+using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg>,
+                                           caf::reacts_to<leave_atom, WireMsg>,
+                                           caf::reacts_to<metrics_atom, WireMsg>,
+                                           caf::reacts_to<swap_atom, std::uint32_t, double>,
+                                           caf::reacts_to<tick_atom>,
+                                           caf::reacts_to<stop_atom, std::string>>;
+
+}  // namespace rlx

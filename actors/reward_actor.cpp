@@ -1,0 +1,31 @@
+#include "actors/reward_actor.hpp"
+
+#include "actors/guard.hpp"
+
+namespace rlx {
+
+struct RewardState {
+  RewardActorOptions options;
+  ErrorCounts errors;
+};
+
+reward_actor::behavior_type reward_impl(reward_actor::stateful_pointer<RewardState> self, RewardActorOptions options) {
+  self->state.options = std::move(options);
+  return {
+      [self](reward_atom, const WireMsg& msg) -> caf::result<WireMsg> {
+        auto& st = self->state;
+        auto req = decode_or_count<RewardRequestData>(self, msg, st.errors, st.options.log);
+        if (!req) return caf::sec::invalid_argument;
+        RewardResultData res = st.options.scorer->score(*req);
+        res.request_id = req->request_id;
+        return WireMsg{encode(res, st.options.name)};
+      },
+      [self](counts_atom) { return self->state.errors.total; },
+  };
+}
+
+reward_actor spawn_reward(caf::actor_system& system, RewardActorOptions options) {
+  return system.spawn(reward_impl, std::move(options));
+}
+
+}  // namespace rlx

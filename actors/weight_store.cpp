@@ -1,0 +1,67 @@
+#include "actors/weight_store.hpp"
+
+#include <deque>
+#include <vector>
+
+#include "actors/guard.hpp"
+
+namespace rlx {
+
+struct WeightStoreState {
+  WeightStoreOptions options;
+  std::deque<std::pair<std::uint64_t, WireBuffer>> versions;  // oldest first
+  std::vector<explorer_actor> subscribers;
+  ErrorCounts errors;
+};
+
+weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful_pointer<WeightStoreState> self,
+                                                    WeightStoreOptions options) {
+  self->state.options = std::move(options);
+  auto& st = self->state;
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& subs = self->state.subscribers;
+    subs.erase(std::remove_if(subs.begin(), subs.end(), [&](const explorer_actor& a) { return a.address() == dm.source; }),
+               subs.end());
+  });
+  return {
+      [self, &st](publish_atom, const WireMsg& msg) {
+        // Full decode validates shapes and the checksum before anything is served.
+        auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log);
+        if (!w) return;
+        if (!st.versions.empty() && w->version <= st.versions.back().first) {
+          st.errors.add(Errc::invalid_field);
+          st.options.log->warn("refused version {}: not newer than {}", w->version, st.versions.back().first);
+          return;
+        }
+        st.versions.emplace_back(w->version, msg.buf);
+        while (st.versions.size() > st.options.keep_versions) st.versions.pop_front();
+        WireMsg note{encode(WeightsAvailableData{w->version, msg.buf.size(), 1}, "weight_store")};
+        for (auto& s : st.subscribers) self->send(s, weights_atom::value, note);
+      },
+      [self, &st](fetch_atom, const WireMsg& msg) -> caf::result<WireMsg> {
+        auto req = decode_or_count<WeightRequestData>(self, msg, st.errors, st.options.log);
+        if (!req) return caf::sec::invalid_argument;
+        if (st.versions.empty()) return caf::make_error(caf::sec::runtime_error, "no version published yet");
+        if (req->latest) return WireMsg{st.versions.back().second};
+        for (const auto& [v, buf] : st.versions)
+          if (v == req->version) return WireMsg{buf};
+        return caf::make_error(caf::sec::runtime_error, "version " + std::to_string(req->version) + " is not held");
+      },
+      [self, &st](subscribe_atom, explorer_actor who) {
+        self->monitor(who);
+        st.subscribers.push_back(who);
+        // A late subscriber learns the newest version at once.
+        if (!st.versions.empty()) {
+          const auto& [v, buf] = st.versions.back();
+          self->send(who, weights_atom::value, WireMsg{encode(WeightsAvailableData{v, buf.size(), 1}, "weight_store")});
+        }
+      },
+      [&st](counts_atom) { return st.errors.total; },
+  };
+}
+
+weight_store_actor spawn_weight_store(caf::actor_system& system, WeightStoreOptions options) {
+  return system.spawn(weight_store_impl, std::move(options));
+}
+
+}  // namespace rlx

@@ -1,0 +1,202 @@
+#include "bench/bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "actors/cluster.hpp"
+#include "envs/vector_env.hpp"
+#include "explorers/rollout.hpp"
+#include "messages/codec.hpp"
+#include "policy/moe_mlp_policy.hpp"
+#include "tools/embedded_config.hpp"
+
+namespace rlx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Row {
+  std::string name, measured, baseline, ratio, note;
+};
+
+ClusterConfig default_config(const EnvRegistry& envs) {
+  auto c = parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), policy_kinds());
+  RLX_REQUIRE(c.ok(), c.error().message);
+  c->run.record = false;
+  c->run.log_dir = "/tmp/rlx-bench";
+  c->run.report_interval_s = 0.5;
+  return *c;
+}
+
+// Raw loop: one thread, one VectorEnv, the policy forward and sampling.
+double raw_steps_per_s(const ClusterConfig& cfg, const EnvRegistry& envs, std::uint64_t steps) {
+  const EnvFactory& f = *envs.find(cfg.run.env);
+  const auto& node = cfg.nodes.front();
+  VectorEnv env(f, cfg.run.seed, 0, static_cast<int>(node.envs_per_explorer));
+  RolloutOptions ro{0, node.envs_per_explorer, env.spec().obs_dim, env.spec().num_actions, cfg.explorer.segment_steps,
+                    cfg.run.seed, cfg.policy};
+  Rollout rollout(ro);
+  EnvStepResultData r;
+  env.reset(r);
+  auto t0 = Clock::now();
+  std::uint64_t done = 0;
+  while (done < steps) {
+    auto actions = rollout.act(r.observations);
+    env.step(actions, r);
+    if (rollout.observe(r)) rollout.take_segment();
+    done += static_cast<std::uint64_t>(node.envs_per_explorer);
+  }
+  return static_cast<double>(done) / seconds_since(t0);
+}
+
+// The actor system with training switched off (a batch never fills), so
+// the figure is rollout throughput through env, explorer and learner actors.
+double actor_steps_per_s(ClusterConfig cfg, const EnvRegistry& envs, int explorers, std::uint64_t steps) {
+  cfg.nodes.front().explorers = explorers;
+  cfg.learner.batch_segments = 1 << 20;
+  cfg.run.stop.max_env_steps = steps;
+  cfg.run.stop.max_seconds = 300;
+  auto t0 = Clock::now();
+  RunResult r = run_cluster(cfg, envs, {}, null_logger());
+  return static_cast<double>(steps) / seconds_since(t0);
+}
+
+std::vector<Row> bench_env_throughput(const EnvRegistry& envs) {
+  auto cfg = default_config(envs);
+  const std::uint64_t steps = 1'000'000;
+  std::vector<Row> rows;
+  double raw = raw_steps_per_s(cfg, envs, steps / 2);
+  double one = actor_steps_per_s(cfg, envs, 1, steps);
+  raw = std::max(raw, raw_steps_per_s(cfg, envs, steps / 2));  // best of two: the baseline is not penalised by noise
+  const double cores = std::min<double>(2.0, std::thread::hardware_concurrency());
+  double two = actor_steps_per_s(cfg, envs, 2, steps);
+  rows.push_back({"env steps/s, actors, 1 explorer x 16 envs", fmt::format("{:.0f}", one),
+                  fmt::format("{:.0f} (raw loop, 1 thread)", raw), fmt::format("{:.2f}", one / raw),
+                  "per core used (1)"});
+  rows.push_back({"env steps/s, actors, 2 explorers x 16 envs", fmt::format("{:.0f}", two),
+                  fmt::format("{:.0f} x {:.0f} cores", raw, cores), fmt::format("{:.2f}", two / (raw * cores)),
+                  "per core used"});
+  return rows;
+}
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs[xs.size() / 2];
+}
+
+// Wall time from start to solved, per seed.
+std::vector<double> time_to_solve(ClusterConfig cfg, const EnvRegistry& envs, int seeds, std::string* notes) {
+  std::vector<double> times;
+  for (int s = 1; s <= seeds; ++s) {
+    cfg.run.seed = static_cast<std::uint64_t>(s);
+    auto t0 = Clock::now();
+    RunResult r = run_cluster(cfg, envs, {}, null_logger());
+    double t = seconds_since(t0);
+    if (r.outcome != RunOutcome::solved) t = std::numeric_limits<double>::infinity();
+    times.push_back(t);
+    *notes += fmt::format("{}seed {}: {:.1f} s", notes->empty() ? "" : ", ", s, t);
+    std::fprintf(stderr, "  %s seed %d: %.1f s (%s)\n", cfg.run.mode.c_str(), s, t, r.summary.c_str());
+  }
+  return times;
+}
+
+std::vector<Row> bench_solve(const EnvRegistry& envs, int seeds) {
+  auto cfg = default_config(envs);
+  std::string notes;
+  auto times = time_to_solve(cfg, envs, seeds, &notes);
+  return {{"default cluster.toml, wall time to mean return 475", fmt::format("{:.1f} s (median)", median(times)),
+           "target < 30 s", "", notes}};
+}
+
+std::vector<Row> bench_async_vs_sync(const EnvRegistry& envs, int seeds) {
+  auto cfg = default_config(envs);
+  // The same run both ways: one segment per explorer per update.
+  cfg.learner.batch_segments = cfg.total_explorers();
+  cfg.explorer.segment_steps *= 2;
+  std::string an, sn;
+  cfg.run.mode = "async";
+  double a = median(time_to_solve(cfg, envs, seeds, &an));
+  cfg.run.mode = "sync";
+  double s = median(time_to_solve(cfg, envs, seeds, &sn));
+  return {{"wall time to 475, async (overlapped)", fmt::format("{:.1f} s", a), fmt::format("{:.1f} s sync (alternated)", s),
+           fmt::format("{:.2f}", s / a), "async " + an + "; sync " + sn}};
+}
+
+std::vector<Row> bench_codec(const EnvRegistry& envs) {
+  auto cfg = default_config(envs);
+  const auto& node = cfg.nodes.front();
+  const std::uint32_t T = static_cast<std::uint32_t>(cfg.explorer.segment_steps);
+  const std::uint32_t B = static_cast<std::uint32_t>(node.envs_per_explorer), D = 4;
+  Segment s;
+  s.num_steps = T;
+  s.num_envs = B;
+  s.obs_dim = D;
+  s.observations.assign(std::size_t{T} * B * D, 0.5f);
+  s.actions.assign(std::size_t{T} * B, 1);
+  s.behaviour_log_probs.assign(std::size_t{T} * B, -0.69f);
+  s.rewards.assign(std::size_t{T} * B, 1.0f);
+  s.terminated.assign(std::size_t{T} * B, 0);
+  s.truncated.assign(std::size_t{T} * B, 0);
+  s.policy_versions.assign(T, 3);
+  s.bootstrap_observations.assign(std::size_t{B} * D, 0.1f);
+  const std::size_t bytes = encode(s, "bench").size();
+  const int iters = 5000;
+  auto t0 = Clock::now();
+  std::size_t sink = 0;
+  for (int i = 0; i < iters; ++i) {
+    auto buf = encode(s, "bench");
+    auto back = decode<Segment>(buf);
+    sink += back->actions.size();
+  }
+  double codec = static_cast<double>(bytes) * iters / seconds_since(t0);
+  // Baseline: the same bytes copied twice (into a message, out of it).
+  std::vector<char> src(bytes, 1), mid(bytes), dst(bytes);
+  t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) {
+    std::memcpy(mid.data(), src.data(), bytes);
+    std::memcpy(dst.data(), mid.data(), bytes);
+    src[static_cast<std::size_t>(i) % bytes] = dst[(static_cast<std::size_t>(i) * 7) % bytes];
+  }
+  double copy = static_cast<double>(bytes) * iters / seconds_since(t0);
+  if (sink == 42) std::fprintf(stderr, "%c\n", dst[0]);
+  return {{fmt::format("segment encode+decode ({} B, T={} B={})", bytes, T, B), fmt::format("{:.2f} GB/s", codec / 1e9),
+           fmt::format("{:.2f} GB/s (2x memcpy)", copy / 1e9), fmt::format("{:.2f}", codec / copy),
+           "decode validates every field"}};
+}
+
+}  // namespace
+
+int run_benchmarks(const BenchOptions& o) {
+  EnvRegistry envs = builtin_envs();
+  std::vector<Row> rows;
+  auto want = [&](const char* name) { return o.only.empty() || std::string(name).find(o.only) != std::string::npos; };
+  auto add = [&](std::vector<Row> r) {
+    for (auto& x : r) {
+      std::printf("%-55s %-22s %-34s ratio %-6s %s\n", x.name.c_str(), x.measured.c_str(), x.baseline.c_str(),
+                  x.ratio.c_str(), x.note.c_str());
+      std::fflush(stdout);
+      rows.push_back(std::move(x));
+    }
+  };
+  if (want("codec")) add(bench_codec(envs));
+  if (want("throughput")) add(bench_env_throughput(envs));
+  if (want("solve")) add(bench_solve(envs, o.seeds));
+  if (want("async")) add(bench_async_vs_sync(envs, o.seeds));
+  if (!o.markdown.empty()) {
+    std::ofstream md(o.markdown);
+    md << "| benchmark | measured | baseline | ratio | notes |\n|---|---|---|---|---|\n";
+    for (const auto& r : rows)
+      md << "| " << r.name << " | " << r.measured << " | " << r.baseline << " | " << r.ratio << " | " << r.note << " |\n";
+  }
+  return 0;
+}
+
+}  // namespace rlx

@@ -1,0 +1,319 @@
+#include "core/config.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+namespace rlx {
+namespace {
+
+// Thrown inside the parser only; parse_config turns it into an Error.
+struct ConfigFailure {
+  Error error;
+};
+
+std::string join(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+std::string show(const toml::node& n) {
+  std::ostringstream os;
+  if (n.is_string())
+    os << '"' << *n.value<std::string>() << '"';
+  else if (n.is_array() || n.is_table())
+    os << (n.is_array() ? "an array" : "a table");
+  else
+    n.visit([&](auto&& v) { os << v; });
+  return os.str();
+}
+
+const char* type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::array: return "array";
+    case toml::node_type::table: return "table";
+    default: return "date/time";
+  }
+}
+
+// Reads the keys of one table, remembering which it consumed so unknown
+// keys (usually typos) are reported.
+class TableReader {
+ public:
+  TableReader(const toml::table& table, std::string prefix, std::string_view source)
+      : table_(table), prefix_(std::move(prefix)), source_(source) {}
+
+  [[noreturn]] void fail(Errc code, const toml::node* at, const std::string& key,
+                         const std::string& what) const {
+    const auto& src = at ? at->source() : table_.source();
+    std::ostringstream os;
+    os << source_ << ":" << src.begin.line << ":" << src.begin.column << ": key '" << qualified(key)
+       << "'";
+    if (at && code != Errc::config_unknown_key) os << " = " << show(*at);
+    os << ": " << what;
+    throw ConfigFailure{make_error(code, os.str())};
+  }
+
+  std::string qualified(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
+
+  const toml::node* find(const std::string& key) {
+    seen_.insert(key);
+    return table_.get(key);
+  }
+
+  void string(const std::string& key, std::string& out, const std::vector<std::string>& allowed = {},
+              Errc unknown = Errc::config_range) {
+    const toml::node* n = find(key);
+    if (!n) return;
+    if (!n->is_string()) fail(Errc::config_type, n, key, std::string("expected a string, got ") + type_name(*n));
+    std::string v = *n->value<std::string>();
+    if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), v) == allowed.end())
+      fail(unknown, n, key, "allowed: " + join(allowed));
+    out = v;
+  }
+
+  void boolean(const std::string& key, bool& out) {
+    const toml::node* n = find(key);
+    if (!n) return;
+    if (!n->is_boolean()) fail(Errc::config_type, n, key, std::string("expected a boolean, got ") + type_name(*n));
+    out = *n->value<bool>();
+  }
+
+  template <class Int>
+  void integer(const std::string& key, Int& out, std::int64_t lo, std::int64_t hi) {
+    const toml::node* n = find(key);
+    if (!n) return;
+    if (!n->is_integer()) fail(Errc::config_type, n, key, std::string("expected an integer, got ") + type_name(*n));
+    std::int64_t v = *n->value<std::int64_t>();
+    if (v < lo || v > hi)
+      fail(Errc::config_range, n, key, "allowed: integers in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    out = static_cast<Int>(v);
+  }
+
+  // A number in [lo, hi] (or (lo, hi] when `lo_open`); integers are accepted.
+  void number(const std::string& key, double& out, double lo, double hi, bool lo_open = false) {
+    const toml::node* n = find(key);
+    if (!n) return;
+    if (!n->is_number()) fail(Errc::config_type, n, key, std::string("expected a number, got ") + type_name(*n));
+    double v = n->is_integer() ? static_cast<double>(*n->value<std::int64_t>()) : *n->value<double>();
+    bool below = lo_open ? v <= lo : v < lo;
+    if (below || v > hi || v != v) {
+      std::ostringstream os;
+      os << "allowed: numbers in " << (lo_open ? "(" : "[") << lo << ", " << hi << "]";
+      fail(Errc::config_range, n, key, os.str());
+    }
+    out = v;
+  }
+
+  void strings(const std::string& key, std::vector<std::string>& out, const std::vector<std::string>& allowed) {
+    const toml::node* n = find(key);
+    if (!n) return;
+    const toml::array* a = n->as_array();
+    if (!a) fail(Errc::config_type, n, key, std::string("expected an array of strings, got ") + type_name(*n));
+    out.clear();
+    for (const auto& item : *a) {
+      if (!item.is_string()) fail(Errc::config_type, &item, key, "expected an array of strings");
+      std::string v = *item.value<std::string>();
+      if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
+        fail(Errc::config_unknown_name, &item, key, "allowed: " + join(allowed));
+      out.push_back(v);
+    }
+  }
+
+  const toml::table* table(const std::string& key) {
+    const toml::node* n = find(key);
+    if (!n) return nullptr;
+    if (!n->is_table()) fail(Errc::config_type, n, key, std::string("expected a table, got ") + type_name(*n));
+    return n->as_table();
+  }
+
+  // Reports the first key that no reader asked for.
+  void reject_unknown(const std::vector<std::string>& known_hint) const {
+    for (const auto& [k, v] : table_) {
+      std::string key(k.str());
+      if (!seen_.count(key)) {
+        std::vector<std::string> sorted(known_hint);
+        fail(Errc::config_unknown_key, &v, key, "unknown key; known keys here: " + join(sorted));
+      }
+    }
+  }
+
+  const std::set<std::string>& seen() const { return seen_; }
+
+ private:
+  const toml::table& table_;
+  std::string prefix_;
+  std::string_view source_;
+  std::set<std::string> seen_;
+};
+
+std::vector<std::string> seen_list(const TableReader& r) { return {r.seen().begin(), r.seen().end()}; }
+
+constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
+
+void read_run(TableReader& r, RunConfig& c, const std::vector<std::string>& envs) {
+  r.string("name", c.name);
+  r.integer("seed", c.seed, 0, std::numeric_limits<std::int64_t>::max());
+  r.string("env", c.env, envs, Errc::config_unknown_name);
+  r.integer("max_staleness", c.max_staleness, 0, 1'000'000);
+  r.string("mode", c.mode, {"async", "sync"});
+  r.string("log_dir", c.log_dir);
+  r.number("report_interval_s", c.report_interval_s, 0.01, 3600.0);
+  r.boolean("record", c.record);
+}
+
+}  // namespace
+
+std::int64_t ClusterConfig::total_explorers() const {
+  std::int64_t n = 0;
+  for (const auto& node : nodes) n += node.explorers;
+  return n;
+}
+
+Result<ClusterConfig> parse_config(std::string_view text, std::string_view source,
+                                   const std::vector<std::string>& known_envs,
+                                   const std::vector<std::string>& known_policies) {
+  ClusterConfig c;
+  c.source = std::string(source);
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+    return make_error(Errc::config_parse, os.str());
+  }
+  try {
+    TableReader top(root, "", source);
+    if (const toml::table* t = top.table("run")) {
+      TableReader r(*t, "run", source);
+      read_run(r, c.run, known_envs);
+      if (const toml::table* st = r.table("stop")) {
+        TableReader s(*st, "run.stop", source);
+        s.number("mean_return", c.run.stop.mean_return, -1e12, 1e12);
+        s.integer("max_env_steps", c.run.stop.max_env_steps, 1, std::numeric_limits<std::int64_t>::max());
+        s.number("max_seconds", c.run.stop.max_seconds, 0.0, 1e9);
+        s.reject_unknown({"mean_return", "max_env_steps", "max_seconds"});
+      }
+      r.reject_unknown({"name", "seed", "env", "max_staleness", "mode", "log_dir", "report_interval_s", "record", "stop"});
+    }
+    if (const toml::table* t = top.table("policy")) {
+      TableReader r(*t, "policy", source);
+      r.string("kind", c.policy.kind, known_policies, Errc::config_unknown_name);
+      r.integer("hidden", c.policy.hidden, 1, 65536);
+      r.integer("experts", c.policy.experts, 1, 1024);
+      r.integer("top_k", c.policy.top_k, 1, 1024);
+      r.number("load_balance_coef", c.policy.load_balance_coef, 0.0, 100.0);
+      r.reject_unknown(seen_list(r));
+      if (c.policy.top_k > c.policy.experts)
+        r.fail(Errc::config_range, t->get("top_k"), "top_k",
+               "allowed: top_k <= experts, got experts = " + std::to_string(c.policy.experts));
+    }
+    if (const toml::table* t = top.table("learner")) {
+      TableReader r(*t, "learner", source);
+      auto& l = c.learner;
+      r.string("algorithm", l.algorithm, {"ppo", "vtrace"}, Errc::config_unknown_name);
+      r.string("device", l.device, {"cpu"});
+      r.integer("ranks", l.ranks, 1, 1);
+      r.integer("batch_segments", l.batch_segments, 1, 1 << 20);
+      r.number("lr", l.lr, 0.0, 10.0, true);
+      r.integer("publish_every", l.publish_every, 1, 1 << 20);
+      r.integer("epochs", l.epochs, 1, 1000);
+      r.integer("minibatches", l.minibatches, 1, 1 << 20);
+      r.number("gamma", l.gamma, 0.0, 1.0);
+      r.number("gae_lambda", l.gae_lambda, 0.0, 1.0);
+      r.number("clip", l.clip, 0.0, 10.0, true);
+      r.number("rho_bar", l.rho_bar, 0.0, 1e6, true);
+      r.number("c_bar", l.c_bar, 0.0, 1e6, true);
+      r.number("entropy_coef", l.entropy_coef, 0.0, 100.0);
+      r.number("value_coef", l.value_coef, 0.0, 100.0);
+      r.number("max_grad_norm", l.max_grad_norm, 0.0, 1e6);
+      r.integer("threads", l.threads, 1, 256);
+      r.reject_unknown(seen_list(r));
+    }
+    if (const toml::table* t = top.table("explorer")) {
+      TableReader r(*t, "explorer", source);
+      r.integer("segment_steps", c.explorer.segment_steps, 1, 1 << 16);
+      r.integer("threads", c.explorer.threads, 1, 256);
+      r.reject_unknown(seen_list(r));
+    }
+    if (const toml::table* t = top.table("weight_store")) {
+      TableReader r(*t, "weight_store", source);
+      r.integer("keep_versions", c.weight_store.keep_versions, 1, 1 << 16);
+      r.reject_unknown(seen_list(r));
+    }
+    if (const toml::table* t = top.table("log")) {
+      TableReader r(*t, "log", source);
+      r.string("level", c.log.level, {"trace", "debug", "info", "warn", "error", "off"});
+      r.reject_unknown(seen_list(r));
+    }
+    if (const toml::node* n = top.find("node")) {
+      const toml::array* nodes = n->as_array();
+      if (!nodes || !nodes->is_array_of_tables())
+        top.fail(Errc::config_type, n, "node", "expected [[node]] tables");
+      std::set<std::string> names;
+      for (std::size_t i = 0; i < nodes->size(); ++i) {
+        const toml::table& nt = *nodes->get(i)->as_table();
+        TableReader r(nt, "node[" + std::to_string(i) + "]", source);
+        NodeConfig node;
+        r.string("name", node.name);
+        if (node.name.empty()) r.fail(Errc::config_missing, nullptr, "name", "every [[node]] needs a non-empty name");
+        if (!names.insert(node.name).second)
+          r.fail(Errc::config_range, nt.get("name"), "name", "node names must be unique");
+        r.string("host", node.host);
+        r.integer("port", node.port, 0, 65535);
+        r.strings("actors", node.actors, {"coordinator", "learner", "weight_store", "recorder"});
+        r.integer("explorers", node.explorers, 0, 4096);
+        r.integer("envs_per_explorer", node.envs_per_explorer, 1, 1 << 16);
+        r.integer("rewards", node.rewards, 0, 4096);
+        r.reject_unknown(seen_list(r));
+        c.nodes.push_back(node);
+      }
+    }
+    top.reject_unknown({"run", "policy", "learner", "explorer", "weight_store", "log", "node"});
+
+    // Whole-topology checks.
+    auto count_role = [&](const std::string& role) {
+      int k = 0;
+      for (const auto& node : c.nodes)
+        k += static_cast<int>(std::count(node.actors.begin(), node.actors.end(), role));
+      return k;
+    };
+    const toml::node* node_at = root.get("node");
+    for (const char* role : {"coordinator", "learner", "weight_store", "recorder"}) {
+      if (count_role(role) != 1)
+        top.fail(Errc::config_range, node_at, "node",
+                 std::string("exactly one node must list \"") + role + "\" in actors, found " +
+                     std::to_string(count_role(role)));
+    }
+    if (c.total_explorers() < 1)
+      top.fail(Errc::config_range, node_at, "node", "the topology needs at least one explorer");
+    if (c.run.mode == "sync" && c.learner.batch_segments != c.total_explorers())
+      top.fail(Errc::config_range, root.get("learner"), "learner.batch_segments",
+               "in sync mode batch_segments must equal the number of explorers (" +
+                   std::to_string(c.total_explorers()) + "), got " + std::to_string(c.learner.batch_segments));
+  } catch (const ConfigFailure& f) {
+    return f.error;
+  }
+  return c;
+}
+
+Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs,
+                                  const std::vector<std::string>& known_policies) {
+  std::ifstream in(path);
+  if (!in) return make_error(Errc::io, path + ": cannot open the topology file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path, known_envs, known_policies);
+}
+
+}  // namespace rlx

@@ -1,0 +1,116 @@
+// Typed configuration of a run, parsed from cluster.toml in one place
+// (config.cpp). Each component gets its own struct; every field has its
+// default inline. docs/topology.md documents every key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace rlx {
+
+// [run.stop]: the run stops at the first condition met.
+struct StopConfig {
+  double mean_return = 475.0;        // mean return of the last 100 episodes
+  std::uint64_t max_env_steps = 2'000'000;  // env steps received by the learner
+  double max_seconds = 0.0;          // wall-clock limit; 0 = none
+};
+
+// [run]
+struct RunConfig {
+  std::string name = "cartpole";     // run name, used in logs
+  std::uint64_t seed = 1;            // base seed of every RNG
+  std::string env = "cartpole";      // environment registry name
+  std::uint64_t max_staleness = 4;   // policy versions a segment may lag
+  std::string mode = "async";        // async | sync (explorers wait for every version)
+  std::string log_dir = "runs/cartpole";  // metrics.jsonl, rollouts/ go here
+  double report_interval_s = 1.0;    // metrics.jsonl and status line period
+  bool record = true;                // write the rollout log
+  StopConfig stop;
+};
+
+// [policy]
+struct PolicyConfig {
+  std::string kind = "moe_mlp";      // moe_mlp
+  std::int64_t hidden = 64;          // hidden width of the actor and critic
+  std::int64_t experts = 4;          // experts in the MoE layer
+  std::int64_t top_k = 2;            // experts each token is routed to
+  double load_balance_coef = 0.01;   // weight of the load-balancing loss
+};
+
+// [learner]
+struct LearnerConfig {
+  std::string algorithm = "ppo";     // ppo | vtrace
+  std::string device = "cpu";        // cpu (cuda arrives with the GPU issue)
+  std::int64_t ranks = 1;            // data-parallel ranks (1 until the DP issue)
+  std::int64_t batch_segments = 4;   // segments per update
+  double lr = 3e-3;                  // Adam learning rate
+  std::int64_t publish_every = 1;    // publish weights every K updates
+  std::int64_t epochs = 4;           // passes over a batch (ppo)
+  std::int64_t minibatches = 4;      // minibatches per epoch (ppo)
+  double gamma = 0.99;               // discount
+  double gae_lambda = 0.95;          // GAE lambda (ppo)
+  double clip = 0.2;                 // PPO clip epsilon
+  double rho_bar = 1.0;              // truncation of the behaviour importance ratio
+  double c_bar = 1.0;                // truncation of the trace coefficient (vtrace)
+  double entropy_coef = 0.0;         // entropy bonus
+  double value_coef = 0.5;           // value loss weight
+  double max_grad_norm = 0.5;        // gradient clipping; 0 = off
+  std::int64_t threads = 1;          // LibTorch intra-op threads
+};
+
+// [explorer]
+struct ExplorerConfig {
+  std::int64_t segment_steps = 64;   // T: steps per segment
+  std::int64_t threads = 1;          // LibTorch intra-op threads
+};
+
+// [weight_store]
+struct WeightStoreConfig {
+  std::int64_t keep_versions = 4;    // N: versions held
+};
+
+// [[node]]
+struct NodeConfig {
+  std::string name;                  // unique node name
+  std::string host = "127.0.0.1";    // address it listens on
+  std::int64_t port = 0;             // 0 = pick a free port
+  std::vector<std::string> actors;   // coordinator, learner, weight_store, recorder
+  std::int64_t explorers = 0;        // explorer actors on this node
+  std::int64_t envs_per_explorer = 16;  // B
+  std::int64_t rewards = 0;          // reward workers on this node
+};
+
+// [log]
+struct LogConfig {
+  std::string level = "info";        // trace | debug | info | warn | error | off
+};
+
+struct ClusterConfig {
+  std::string source;                // file name (or "<embedded cluster.toml>")
+  RunConfig run;
+  PolicyConfig policy;
+  LearnerConfig learner;
+  ExplorerConfig explorer;
+  WeightStoreConfig weight_store;
+  LogConfig log;
+  std::vector<NodeConfig> nodes;
+
+  // Sum of explorers over all nodes.
+  std::int64_t total_explorers() const;
+};
+
+// Parses and validates a topology. Errors name file:line:column, the key,
+// the bad value and what is allowed. `known_envs`/`known_policies` are the
+// registries' names (passed in: no global registry).
+Result<ClusterConfig> parse_config(std::string_view text, std::string_view source,
+                                   const std::vector<std::string>& known_envs,
+                                   const std::vector<std::string>& known_policies);
+
+// Reads `path` and parses it.
+Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs,
+                                  const std::vector<std::string>& known_policies);
+
+}  // namespace rlx

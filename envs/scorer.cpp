@@ -1,0 +1,43 @@
+#include "envs/scorer.hpp"
+
+#include <charconv>
+
+namespace rlx {
+
+namespace {
+bool parse_int(std::string_view s, long long& out) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size() && !s.empty();
+}
+}  // namespace
+
+RewardResultData ArithmeticScorer::score(const RewardRequestData& req) const {
+  RewardResultData out;
+  out.request_id = req.request_id;
+  std::string_view t = req.task;
+  auto op = t.find_first_of("+-*", 1);
+  long long a = 0, b = 0, answer = 0;
+  if (op == std::string_view::npos || !parse_int(t.substr(0, op), a) || !parse_int(t.substr(op + 1), b)) {
+    out.ok = false;
+    out.reason = "unreadable task";
+    return out;
+  }
+  long long expected = 0;
+  bool overflow = t[op] == '+' ? __builtin_add_overflow(a, b, &expected)
+                  : t[op] == '-' ? __builtin_sub_overflow(a, b, &expected)
+                                  : __builtin_mul_overflow(a, b, &expected);
+  if (overflow) {
+    out.ok = false;
+    out.reason = "task overflows";
+    return out;
+  }
+  if (!parse_int(req.payload, answer)) {
+    out.reason = "answer is not an integer";
+    return out;
+  }
+  out.score = answer == expected ? 1.0f : 0.0f;
+  out.reason = answer == expected ? "correct" : "wrong";
+  return out;
+}
+
+}  // namespace rlx

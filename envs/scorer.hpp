@@ -1,0 +1,26 @@
+// Deferred-reward scoring: a Scorer turns a finished episode's output
+// (RewardRequest.payload) for a task into a reward. Reward actors own one.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "messages/types.hpp"
+
+namespace rlx {
+
+class Scorer {
+ public:
+  virtual ~Scorer() = default;
+  // Must not throw for any input: bad payloads score 0 with a reason.
+  virtual RewardResultData score(const RewardRequestData& request) const = 0;
+};
+
+// Scores integer arithmetic answers: task "a+b", "a-b" or "a*b" (decimal
+// integers), payload the answer; 1 when it equals the result, else 0.
+class ArithmeticScorer : public Scorer {
+ public:
+  RewardResultData score(const RewardRequestData& request) const override;
+};
+
+}  // namespace rlx

@@ -1,0 +1,73 @@
+// The explorer's compute: batched action selection for B environments,
+// segment building (with the policy version of every step), episode
+// bookkeeping and weight swaps. CAF-free; one explorer actor owns one.
+//
+// Protocol per step:  act(current observations) -> actions for the env;
+// observe(env result) -> true when a segment of T steps is complete, then
+// take_segment(). Weights may be swapped between any two steps.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <memory>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "messages/types.hpp"
+
+namespace rlx {
+
+struct RolloutOptions {
+  std::uint32_t explorer_id = 0;
+  std::int64_t num_envs = 16;       // B
+  std::int64_t obs_dim = 4;
+  std::int64_t num_actions = 2;
+  std::int64_t segment_steps = 64;  // T
+  std::uint64_t seed = 1;
+  PolicyConfig policy;
+};
+
+class Rollout {
+ public:
+  explicit Rollout(const RolloutOptions& options);
+  ~Rollout();
+
+  // Chooses actions for `observations` ([B, obs_dim]) with the current
+  // weights and records them as the next step of the segment.
+  const std::vector<std::int64_t>& act(const std::vector<float>& observations);
+
+  // Records the env's answer to the last act(); returns true when the
+  // segment is complete. REQUIRES: act() was called before.
+  bool observe(const EnvStepResultData& result);
+
+  // Moves the complete segment out and starts the next one.
+  Segment take_segment();
+
+  // Swaps in new weights (between steps). Errors leave the old weights.
+  Result<bool> load_weights(const WeightSetData& weights);
+
+  std::uint64_t version() const { return version_; }
+  std::uint64_t steps_in_segment() const { return t_; }
+  std::uint64_t env_steps() const { return env_steps_; }
+
+ private:
+  void start_segment();
+
+  struct Policy;  // LibTorch module, kept out of this header (compile time)
+  RolloutOptions options_;
+  std::unique_ptr<Policy> policy_;
+  std::mt19937_64 rng_;
+  std::uint64_t version_ = 0;
+  Segment seg_;
+  std::uint64_t t_ = 0;
+  std::uint64_t sequence_ = 0;
+  std::uint64_t env_steps_ = 0;
+  bool acted_ = false;
+  std::vector<std::int64_t> actions_;
+  std::vector<float> episode_return_;      // [B] running
+  std::vector<std::uint32_t> episode_len_; // [B] running
+};
+
+}  // namespace rlx

@@ -1,0 +1,35 @@
+#include "learner/admission.hpp"
+
+#include <algorithm>
+
+namespace rlx {
+
+AdmissionDecision Admission::admit(const Segment& segment, std::uint64_t learner_version) {
+  const std::uint64_t oldest = segment.oldest_version();
+  AdmissionDecision d;
+  d.lag = learner_version > oldest ? learner_version - oldest : 0;
+  if (d.lag > max_staleness_) {
+    d.verdict = Verdict::dropped_stale;
+    ++dropped_;
+    return d;
+  }
+  d.verdict = Verdict::trained;
+  ++accepted_;
+  histogram_[d.lag] += segment.env_steps();
+  window_sum_ += static_cast<double>(d.lag);
+  ++window_n_;
+  window_max_ = std::max(window_max_, d.lag);
+  return d;
+}
+
+Admission::Window Admission::take_window() {
+  Window w;
+  if (window_n_) w.mean = window_sum_ / static_cast<double>(window_n_);
+  w.max = window_max_;
+  window_sum_ = 0;
+  window_n_ = 0;
+  window_max_ = 0;
+  return w;
+}
+
+}  // namespace rlx

@@ -1,0 +1,27 @@
+#include "learner/losses.hpp"
+
+namespace rlx {
+
+torch::Tensor truncated_behaviour_weights(const torch::Tensor& prox_log_probs, const torch::Tensor& behaviour_log_probs,
+                                          double rho_bar) {
+  return torch::clamp_max(torch::exp(prox_log_probs - behaviour_log_probs), rho_bar);
+}
+
+torch::Tensor decoupled_ppo_loss(const torch::Tensor& new_log_probs, const torch::Tensor& prox_log_probs,
+                                 const torch::Tensor& behaviour_log_probs, const torch::Tensor& advantages,
+                                 double clip, double rho_bar, LossStats* stats) {
+  auto prox = prox_log_probs.detach();
+  auto behaviour_ratio = torch::exp(prox - behaviour_log_probs.detach());
+  auto w = torch::clamp_max(behaviour_ratio, rho_bar);
+  auto r = torch::exp(new_log_probs - prox);
+  auto adv = advantages.detach();
+  auto surrogate = torch::min(r * adv, torch::clamp(r, 1.0 - clip, 1.0 + clip) * adv);
+  if (stats) {
+    stats->ratio_mean = behaviour_ratio.mean().item<double>();
+    stats->ratio_max = behaviour_ratio.max().item<double>();
+    stats->truncated_fraction = (behaviour_ratio > rho_bar).to(torch::kFloat32).mean().item<double>();
+  }
+  return -(w * surrogate).mean();
+}
+
+}  // namespace rlx

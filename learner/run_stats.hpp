@@ -1,0 +1,31 @@
+// Counters of a run as the learner sees it: env steps and episodes in the
+// segments it received (any verdict: the episodes happened), and the mean
+// return of the last 100 episodes.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include "messages/types.hpp"
+
+namespace rlx {
+
+class RunStats {
+ public:
+  explicit RunStats(std::size_t window = 100) : window_(window) {}
+  void add(const Segment& s);
+  std::uint64_t env_steps() const { return env_steps_; }
+  std::uint64_t episodes() const { return episodes_; }
+  // NaN before the first episode ends.
+  double mean_return() const;
+  // True once `window` episodes have ended (the mean is over a full window).
+  bool window_full() const { return returns_.size() >= window_; }
+
+ private:
+  std::size_t window_;
+  std::uint64_t env_steps_ = 0, episodes_ = 0;
+  std::deque<float> returns_;
+  double sum_ = 0;
+};
+
+}  // namespace rlx

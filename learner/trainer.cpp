@@ -1,0 +1,233 @@
+#include "learner/trainer.hpp"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <torch/torch.h>
+
+#include "core/error.hpp"
+#include "learner/losses.hpp"
+#include "learner/returns.hpp"
+#include "policy/moe_mlp_policy.hpp"
+#include "policy/weights_io.hpp"
+
+namespace rlx {
+
+namespace {
+
+// A batch flattened to N = sum(T * B) rows, plus the per-segment [T, B]
+// views the return estimators need.
+struct Batch {
+  torch::Tensor obs;        // [N, D]
+  torch::Tensor actions;    // [N]
+  torch::Tensor behaviour;  // [N]
+  struct Part {
+    std::int64_t offset, T, B;
+    torch::Tensor rewards, terminated, truncated, boot_obs;  // [T,B] x3, [B, D]
+  };
+  std::vector<Part> parts;
+  std::uint64_t steps = 0;
+};
+
+}  // namespace
+
+struct Trainer::Impl {
+  explicit Impl(const TrainerOptions& o) : options(o) {
+    torch::manual_seed(o.seed);
+    policy = MoEMlpPolicy(PolicyOptions{o.obs_dim, o.num_actions, o.policy.hidden, o.policy.experts, o.policy.top_k});
+    optimizer = std::make_unique<torch::optim::Adam>(policy->parameters(),
+                                                     torch::optim::AdamOptions(o.learner.lr).eps(1e-5));
+    generator = at::make_generator<at::CPUGeneratorImpl>(o.seed + 7919);
+  }
+  Batch make_batch(const std::vector<const Segment*>& segments);
+  UpdateStats update_ppo(Batch& b);
+  UpdateStats update_vtrace(Batch& b);
+
+  const TrainerOptions options;
+  MoEMlpPolicy policy{nullptr};
+  std::unique_ptr<torch::optim::Adam> optimizer;
+  at::Generator generator;
+};
+
+Trainer::Trainer(const TrainerOptions& o) : options_(o), impl_(std::make_unique<Impl>(o)) {}
+Trainer::~Trainer() = default;
+
+WeightSetData Trainer::weights() const { return export_weights(*impl_->policy, version_, options_.policy.kind); }
+
+Batch Trainer::Impl::make_batch(const std::vector<const Segment*>& segments) {
+  RLX_REQUIRE(!segments.empty());
+  Batch b;
+  std::vector<torch::Tensor> obs, act, beh;
+  std::int64_t offset = 0;
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  for (const Segment* s : segments) {
+    RLX_REQUIRE(s->obs_dim == options.obs_dim, s->obs_dim, options.obs_dim);
+    const std::int64_t T = s->num_steps, B = s->num_envs, D = s->obs_dim;
+    auto clone = [](const auto& v, std::vector<std::int64_t> shape, torch::Dtype dt) {
+      return torch::from_blob(const_cast<void*>(static_cast<const void*>(v.data())), shape, dt).clone();
+    };
+    obs.push_back(clone(s->observations, {T * B, D}, torch::kFloat32));
+    act.push_back(clone(s->actions, {T * B}, torch::kInt64));
+    beh.push_back(clone(s->behaviour_log_probs, {T * B}, torch::kFloat32));
+    Batch::Part p{offset, T, B,
+                  clone(s->rewards, {T, B}, torch::kFloat32),
+                  clone(s->terminated, {T, B}, torch::kUInt8).to(f32),
+                  clone(s->truncated, {T, B}, torch::kUInt8).to(f32),
+                  clone(s->bootstrap_observations, {B, D}, torch::kFloat32)};
+    b.parts.push_back(std::move(p));
+    offset += T * B;
+    b.steps += s->env_steps();
+  }
+  b.obs = torch::cat(obs);
+  b.actions = torch::cat(act);
+  b.behaviour = torch::cat(beh);
+  return b;
+}
+
+namespace {
+
+// next_values and continues of one part (see returns.hpp).
+std::pair<torch::Tensor, torch::Tensor> bootstrap(const torch::Tensor& values, const torch::Tensor& boot_values,
+                                                  const torch::Tensor& terminated, const torch::Tensor& truncated) {
+  const auto T = values.size(0);
+  auto next = torch::cat({values.narrow(0, 1, T - 1), boot_values.unsqueeze(0)}, 0);
+  next = next * (1 - terminated) * (1 - truncated) + values * truncated;
+  auto done = torch::clamp_max(terminated + truncated, 1.0);
+  return {next, 1 - done};
+}
+
+}  // namespace
+
+Result<UpdateStats> Trainer::update(const std::vector<const Segment*>& segments) {
+  try {
+    Batch b = impl_->make_batch(segments);
+    UpdateStats s = options_.learner.algorithm == "vtrace" ? impl_->update_vtrace(b) : impl_->update_ppo(b);
+    s.steps = b.steps;
+    ++version_;
+    return s;
+  } catch (const c10::Error& e) {
+    // LibTorch refused the batch (a shape or value it cannot use): the
+    // caller counts and drops it; the policy keeps its previous weights
+    // unless an optimizer step already ran.
+    return make_error(Errc::invalid_field, std::string("update failed: ") + e.what_without_backtrace());
+  }
+}
+
+UpdateStats Trainer::Impl::update_ppo(Batch& b) {
+  const auto& L = options.learner;
+  const std::int64_t N = b.obs.size(0);
+  torch::Tensor adv_all, ret_all, prox_all;
+  UpdateStats stats;
+  {
+    torch::NoGradGuard guard;
+    auto out = policy->forward(b.obs);
+    prox_all = torch::log_softmax(out.logits, -1).gather(1, b.actions.unsqueeze(1)).squeeze(1);
+    std::vector<torch::Tensor> advs, rets;
+    for (auto& p : b.parts) {
+      auto v = out.value.narrow(0, p.offset, p.T * p.B).view({p.T, p.B});
+      auto boot = policy->forward(p.boot_obs).value;
+      auto [next, cont] = bootstrap(v, boot, p.terminated, p.truncated);
+      auto g = gae(p.rewards, v, next, cont, L.gamma, L.gae_lambda);
+      advs.push_back(g.advantages.reshape({-1}));
+      rets.push_back(g.returns.reshape({-1}));
+    }
+    adv_all = torch::cat(advs);
+    ret_all = torch::cat(rets);
+    // Behaviour-ratio statistics over the whole batch.
+    decoupled_ppo_loss(prox_all, prox_all, b.behaviour, adv_all, L.clip, L.rho_bar, &stats.correction);
+  }
+  const std::int64_t mb = std::max<std::int64_t>(1, N / L.minibatches);
+  int n = 0;
+  for (std::int64_t epoch = 0; epoch < L.epochs; ++epoch) {
+    auto perm = torch::randperm(N, generator, torch::TensorOptions().dtype(torch::kLong));
+    for (std::int64_t start = 0; start + mb <= N; start += mb) {
+      auto idx = perm.narrow(0, start, mb);
+      auto out = policy->forward(b.obs.index_select(0, idx));
+      auto logp_all = torch::log_softmax(out.logits, -1);
+      auto logp = logp_all.gather(1, b.actions.index_select(0, idx).unsqueeze(1)).squeeze(1);
+      auto entropy = -(logp_all.exp() * logp_all).sum(-1).mean();
+      auto adv = adv_all.index_select(0, idx);
+      adv = (adv - adv.mean()) / (adv.std() + 1e-8);
+      auto pg = decoupled_ppo_loss(logp, prox_all.index_select(0, idx), b.behaviour.index_select(0, idx), adv, L.clip,
+                                   L.rho_bar);
+      auto vl = 0.5 * (out.value - ret_all.index_select(0, idx)).pow(2).mean();
+      auto loss = pg + L.value_coef * vl - L.entropy_coef * entropy +
+                  options.policy.load_balance_coef * out.load_balance;
+      optimizer->zero_grad();
+      loss.backward();
+      if (L.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(policy->parameters(), L.max_grad_norm);
+      optimizer->step();
+      stats.policy_loss += pg.item<double>();
+      stats.value_loss += vl.item<double>();
+      stats.entropy += entropy.item<double>();
+      stats.load_balance += out.load_balance.item<double>();
+      auto frac = out.expert_fraction;
+      stats.expert_utilisation.assign(frac.data_ptr<float>(), frac.data_ptr<float>() + frac.numel());
+      ++n;
+    }
+  }
+  if (n) {
+    stats.policy_loss /= n;
+    stats.value_loss /= n;
+    stats.entropy /= n;
+    stats.load_balance /= n;
+  }
+  return stats;
+}
+
+UpdateStats Trainer::Impl::update_vtrace(Batch& b) {
+  const auto& L = options.learner;
+  UpdateStats stats;
+  int n = 0;
+  for (std::int64_t epoch = 0; epoch < L.epochs; ++epoch) {
+    auto out = policy->forward(b.obs);
+    auto logp_all = torch::log_softmax(out.logits, -1);
+    auto logp = logp_all.gather(1, b.actions.unsqueeze(1)).squeeze(1);
+    std::vector<torch::Tensor> vss, pgs;
+    {
+      torch::NoGradGuard guard;
+      auto log_rhos_all = logp.detach() - b.behaviour;
+      for (auto& p : b.parts) {
+        auto v = out.value.detach().narrow(0, p.offset, p.T * p.B).view({p.T, p.B});
+        auto boot = policy->forward(p.boot_obs).value;
+        auto [next, cont] = bootstrap(v, boot, p.terminated, p.truncated);
+        auto lr = log_rhos_all.narrow(0, p.offset, p.T * p.B).view({p.T, p.B});
+        auto r = vtrace(lr, p.rewards, v, next, cont, L.gamma, L.rho_bar, L.c_bar);
+        vss.push_back(r.vs.reshape({-1}));
+        pgs.push_back(r.pg_advantages.reshape({-1}));
+      }
+      if (epoch == 0) {
+        auto ratio = log_rhos_all.exp();
+        stats.correction.ratio_mean = ratio.mean().item<double>();
+        stats.correction.ratio_max = ratio.max().item<double>();
+        stats.correction.truncated_fraction = (ratio > L.rho_bar).to(torch::kFloat32).mean().item<double>();
+      }
+    }
+    auto vs = torch::cat(vss);
+    auto pg_adv = torch::cat(pgs);
+    pg_adv = (pg_adv - pg_adv.mean()) / (pg_adv.std() + 1e-8);
+    auto entropy = -(logp_all.exp() * logp_all).sum(-1).mean();
+    auto pg = -(pg_adv * logp).mean();
+    auto vl = 0.5 * (out.value - vs).pow(2).mean();
+    auto loss = pg + L.value_coef * vl - L.entropy_coef * entropy + options.policy.load_balance_coef * out.load_balance;
+    optimizer->zero_grad();
+    loss.backward();
+    if (L.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(policy->parameters(), L.max_grad_norm);
+    optimizer->step();
+    stats.policy_loss += pg.item<double>();
+    stats.value_loss += vl.item<double>();
+    stats.entropy += entropy.item<double>();
+    stats.load_balance += out.load_balance.item<double>();
+    auto frac = out.expert_fraction;
+    stats.expert_utilisation.assign(frac.data_ptr<float>(), frac.data_ptr<float>() + frac.numel());
+    ++n;
+  }
+  if (n) {
+    stats.policy_loss /= n;
+    stats.value_loss /= n;
+    stats.entropy /= n;
+    stats.load_balance /= n;
+  }
+  return stats;
+}
+
+}  // namespace rlx

@@ -1,0 +1,47 @@
+// The learner's compute: owns the policy and its optimizer, turns batches
+// of admitted segments into updates (PPO with GAE and the decoupled
+// correction, or V-trace actor-critic), and counts the policy version.
+// Single-threaded: owned by one learner actor (or a replay tool).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/config.hpp"
+#include "learner/update_stats.hpp"
+#include "messages/types.hpp"
+
+namespace rlx {
+
+struct TrainerOptions {
+  LearnerConfig learner;
+  PolicyConfig policy;
+  std::int64_t obs_dim = 4;
+  std::int64_t num_actions = 2;
+  std::uint64_t seed = 1;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainerOptions& options);
+  ~Trainer();
+
+  // One update on `segments` (all admitted); the version then grows by 1.
+  // A LibTorch error becomes an invalid_field error and the version stays.
+  // REQUIRES: segments non-empty, each with obs_dim == options.obs_dim.
+  Result<UpdateStats> update(const std::vector<const Segment*>& segments);
+
+  std::uint64_t version() const { return version_; }
+  // Sets the version counter (resume from a checkpoint).
+  void set_version(std::uint64_t v) { version_ = v; }
+  WeightSetData weights() const;
+  const TrainerOptions& options() const { return options_; }
+
+ private:
+  struct Impl;  // LibTorch state, kept out of this header (compile time)
+  TrainerOptions options_;
+  std::unique_ptr<Impl> impl_;
+  std::uint64_t version_ = 0;
+};
+
+}  // namespace rlx

@@ -1,0 +1,26 @@
+// What one learner update reports (plain data, no LibTorch).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace rlx {
+
+// The off-policy correction's statistics over a batch.
+struct LossStats {
+  double ratio_mean = 0;          // mean behaviour ratio pi_prox / pi_behaviour (before truncation)
+  double ratio_max = 0;           // its maximum
+  double truncated_fraction = 0;  // fraction of behaviour ratios above rho_bar
+};
+
+struct UpdateStats {
+  double policy_loss = 0;
+  double value_loss = 0;
+  double entropy = 0;
+  double load_balance = 0;
+  std::vector<float> expert_utilisation;
+  LossStats correction;
+  std::uint64_t steps = 0;   // env steps in the batch
+};
+
+}  // namespace rlx

@@ -1,0 +1,64 @@
+// Encoding plain messages (messages/types.hpp) into Envelopes and decoding
+// them defensively. Decoding never throws for bad input: every failure is
+// an rlx::Error with a named code (truncated_message, malformed_message,
+// message_too_large, message_too_deep, wrong_message_type,
+// unsupported_schema, invalid_field).
+#pragma once
+
+#include <string_view>
+
+#include "core/error.hpp"
+#include "messages/types.hpp"
+#include "messages/wire_buffer.hpp"
+
+namespace rlx {
+
+// Limits applied when reading a message from an untrusted peer.
+struct DecodeOptions {
+  std::size_t max_bytes = std::size_t{1} << 30;       // larger messages are refused unread
+  std::uint64_t traversal_limit_words = 1ull << 28;   // Cap'n Proto read budget (amplification guard)
+  int nesting_limit = 16;                             // our schemas nest at most 5 deep
+};
+
+// Which message an Envelope holds (mirrors Envelope.body).
+enum class MessageKind : std::uint16_t {
+  segment, weight_set, weight_chunk, weights_available, weight_request, env_reset, env_step,
+  env_step_result, env_spec, reward_request, reward_result, join, leave, heartbeat, metrics,
+  scale, record, unknown
+};
+const char* to_string(MessageKind k);
+
+WireBuffer encode(const Segment& x, std::string_view sender);
+WireBuffer encode(const WeightSetData& x, std::string_view sender);
+WireBuffer encode(const WeightsAvailableData& x, std::string_view sender);
+WireBuffer encode(const WeightRequestData& x, std::string_view sender);
+WireBuffer encode(const EnvResetData& x, std::string_view sender);
+WireBuffer encode(const EnvStepData& x, std::string_view sender);
+WireBuffer encode(const EnvStepResultData& x, std::string_view sender);
+WireBuffer encode(const RewardRequestData& x, std::string_view sender);
+WireBuffer encode(const RewardResultData& x, std::string_view sender);
+WireBuffer encode(const JoinData& x, std::string_view sender);
+WireBuffer encode(const LeaveData& x, std::string_view sender);
+WireBuffer encode(const HeartbeatData& x, std::string_view sender);
+WireBuffer encode(const MetricsData& x, std::string_view sender);
+WireBuffer encode(const ScaleCommandData& x, std::string_view sender);
+
+// A RolloutRecord whose segment is copied from `segment_envelope` (an
+// Envelope holding a segment) when the verdict is not `rejected`.
+WireBuffer encode_record(const RolloutRecordData& x, const WireBuffer& segment_envelope, std::string_view sender);
+
+// Decodes an Envelope that must hold a T. Specialised for every type above
+// (and RolloutRecordData paired with its Segment, see decode_record).
+template <class T>
+Result<T> decode(const WireBuffer& buf, const DecodeOptions& options = {});
+
+struct DecodedRecord {
+  RolloutRecordData record;
+  Segment segment;  // empty when rejected
+};
+Result<DecodedRecord> decode_record(const WireBuffer& buf, const DecodeOptions& options = {});
+
+// The kind of message a buffer holds, or an error if it is not a valid Envelope.
+Result<MessageKind> peek_kind(const WireBuffer& buf, const DecodeOptions& options = {});
+
+}  // namespace rlx

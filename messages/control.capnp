@@ -1,0 +1,69 @@
+# Membership, metrics and scaling: everyone <-> coordinator.
+@0xfa66ba085099ee6d;
+$import "/capnp/c++.capnp".namespace("rlx::wire");
+
+const controlSchemaVersion :UInt16 = 1;
+
+enum Role {
+  learner @0;
+  weightStore @1;
+  explorer @2;
+  env @3;
+  reward @4;
+  recorder @5;
+  evaluator @6;
+}
+
+# member -> coordinator: I am here.
+struct Join {
+  role @0 :Role;           # what the member is
+  node @1 :Text;           # topology node it runs on
+  memberId @2 :UInt32;     # id within its role (explorer id, rank...)
+  authToken @3 :Data;      # proof of the cluster secret (used across nodes)
+}
+
+# member -> coordinator: I am leaving on purpose (drain finished).
+struct Leave {
+  role @0 :Role;
+  memberId @1 :UInt32;
+  reason @2 :Text;         # e.g. "scaled down", "run stopped"
+}
+
+# member -> coordinator: I am alive.
+struct Heartbeat {
+  role @0 :Role;
+  memberId @1 :UInt32;
+  sentUnixNs @2 :UInt64;   # sender clock
+}
+
+# learner -> coordinator: counters, sent after every update and on request.
+struct MetricsReport {
+  envSteps @0 :UInt64;            # steps in all segments received (any verdict)
+  episodes @1 :UInt64;            # episodes finished inside received segments
+  meanReturn @2 :Float32;         # mean return of the last 100 episodes (NaN before any)
+  policyVersion @3 :UInt64;       # learner's version
+  segmentsReceived @4 :UInt64;    # every segment that arrived
+  segmentsTrained @5 :UInt64;     # admitted and trained on
+  segmentsDroppedStale @6 :UInt64;# dropped: lag > max_staleness
+  segmentsRejected @7 :UInt64;    # malformed
+  lagMean @8 :Float32;            # mean lag of trained segments since the previous report
+  lagMax @9 :UInt64;              # max lag of trained segments since the previous report
+  lagHistogram @10 :List(UInt64); # trained steps by lag 0..max_staleness (cumulative)
+  ratioMean @11 :Float32;         # mean behaviour importance ratio of the last update
+  ratioMax @12 :Float32;          # its maximum
+  truncatedFraction @13 :Float32; # fraction of ratios truncated at rho_bar in the last update
+  policyLoss @14 :Float32;        # last update's policy loss
+  valueLoss @15 :Float32;         # last update's value loss
+  entropy @16 :Float32;           # last update's mean policy entropy
+  loadBalanceLoss @17 :Float32;   # MoE auxiliary loss of the last update
+  expertUtilisation @18 :List(Float32); # fraction of routed tokens per expert, last update
+  updates @19 :UInt64;            # optimizer updates done
+  weightSwapMeanUs @20 :Float32;  # mean explorer weight-swap latency reported so far (0 if none)
+}
+
+# user -> coordinator: change the size of the rollout fleet.
+struct ScaleCommand {
+  explorers @0 :Int32;     # wanted number of explorers; -1 = unchanged
+  rewards @1 :Int32;       # wanted number of reward workers; -1 = unchanged
+  node @2 :Text;           # node to act on; empty = any
+}

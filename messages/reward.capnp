@@ -1,0 +1,19 @@
+# Deferred rewards: explorer -> reward pool -> explorer.
+@0x87464db38d8deab1;
+$import "/capnp/c++.capnp".namespace("rlx::wire");
+
+const rewardSchemaVersion :UInt16 = 1;
+
+struct RewardRequest {
+  requestId @0 :UInt64;    # unique per explorer; echoed in the result
+  explorerId @1 :UInt32;   # who asks
+  task @2 :Text;           # task identifier (e.g. which problem was posed)
+  payload @3 :Data;        # what to score: the episode's output (program text, answer...)
+}
+
+struct RewardResult {
+  requestId @0 :UInt64;    # echo of RewardRequest.requestId
+  score @1 :Float32;       # reward for the episode
+  ok @2 :Bool;             # false when scoring itself failed (then score is 0)
+  reason @3 :Text;         # why, when not ok or when a penalty applied
+}

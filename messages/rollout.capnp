@@ -1,0 +1,42 @@
+# Trajectory segments: explorer -> learner, learner -> recorder.
+@0xa426e0215ebd2566;
+$import "/capnp/c++.capnp".namespace("rlx::wire");
+using T = import "tensor.capnp";
+
+const rolloutSchemaVersion :UInt16 = 1;
+
+# T consecutive steps of the B environments of one explorer.
+struct TrajectorySegment {
+  explorerId @0 :UInt32;         # coordinator-assigned id of the producing explorer
+  sequence @1 :UInt64;           # per-explorer sequence number, starts at 0, no gaps
+  numSteps @2 :UInt32;           # T
+  numEnvs @3 :UInt32;            # B
+  observations @4 :T.Tensor;     # float32 [T, B, obs_dim]: the observation each action was chosen on
+  actions @5 :T.Tensor;          # int64 [T, B]: discrete actions taken
+  behaviourLogProbs @6 :T.Tensor;# float32 [T, B]: log pi_behaviour(action | observation)
+  rewards @7 :T.Tensor;          # float32 [T, B]: reward received after the action
+  terminated @8 :T.Tensor;       # uint8 [T, B]: 1 when the episode ended by termination at this step
+  truncated @9 :T.Tensor;        # uint8 [T, B]: 1 when the episode was cut by a time limit at this step
+  policyVersions @10 :List(UInt64); # [T]: version of the weights that chose the actions of each step
+  bootstrapObservations @11 :T.Tensor; # float32 [B, obs_dim]: observation after the last step (for the value bootstrap)
+  episodeReturns @12 :List(Float32);   # undiscounted returns of the episodes that ended inside this segment
+  episodeLengths @13 :List(UInt32);    # their lengths in steps, same order as episodeReturns
+  createdUnixNs @14 :UInt64;     # wall-clock time the segment was completed (explorer's clock)
+}
+
+# What happened to a segment at the learner.
+enum Verdict {
+  trained @0;       # admitted and used for an update
+  droppedStale @1;  # lag > max_staleness at admission
+  rejected @2;      # malformed: failed decoding or validation
+}
+
+# One record of the rollout log (recorder's stream).
+struct RolloutRecord {
+  verdict @0 :Verdict;            # outcome at the learner
+  learnerVersion @1 :UInt64;      # learner's policy version at admission
+  admissionIndex @2 :UInt64;      # order of arrival at the learner, from 0
+  lag @3 :UInt64;                 # learnerVersion - oldest step version (0 when rejected)
+  segment @4 :TrajectorySegment;  # the segment itself (absent when rejected)
+  reason @5 :Text;                # human-readable reason for `rejected`/`droppedStale`
+}

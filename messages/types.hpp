@@ -1,0 +1,164 @@
+// Plain C++ forms of the wire messages (messages/*.capnp). Compute code
+// works on these; messages/codec converts them to and from Envelopes.
+// Tensors are flat row-major vectors with their dimensions alongside.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rlx {
+
+// TrajectorySegment: T steps of B environments.
+struct Segment {
+  std::uint32_t explorer_id = 0;
+  std::uint64_t sequence = 0;
+  std::uint32_t num_steps = 0;   // T
+  std::uint32_t num_envs = 0;    // B
+  std::uint32_t obs_dim = 0;
+  std::vector<float> observations;           // [T, B, obs_dim]
+  std::vector<std::int64_t> actions;         // [T, B]
+  std::vector<float> behaviour_log_probs;    // [T, B]
+  std::vector<float> rewards;                // [T, B]
+  std::vector<std::uint8_t> terminated;      // [T, B]
+  std::vector<std::uint8_t> truncated;       // [T, B]
+  std::vector<std::uint64_t> policy_versions;  // [T]
+  std::vector<float> bootstrap_observations; // [B, obs_dim]
+  std::vector<float> episode_returns;        // episodes that ended in the segment
+  std::vector<std::uint32_t> episode_lengths;
+  std::uint64_t created_unix_ns = 0;
+
+  // The version of the oldest step (what admission measures lag from).
+  std::uint64_t oldest_version() const;
+  std::uint64_t env_steps() const { return std::uint64_t{num_steps} * num_envs; }
+};
+
+enum class Verdict : std::uint8_t { trained = 0, dropped_stale = 1, rejected = 2 };
+const char* to_string(Verdict v);
+
+struct NamedTensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+
+// WeightSet: every parameter of the policy at one version.
+struct WeightSetData {
+  std::uint64_t version = 0;
+  std::string policy_kind;
+  std::vector<NamedTensor> tensors;
+  std::uint64_t checksum = 0;       // xxh64 over the tensors' bytes in order
+  std::uint64_t created_unix_ns = 0;
+
+  // Recomputes the checksum from the tensors.
+  std::uint64_t compute_checksum() const;
+};
+
+struct WeightsAvailableData {
+  std::uint64_t version = 0;
+  std::uint64_t total_bytes = 0;
+  std::uint32_t chunk_count = 1;
+};
+
+struct WeightRequestData {
+  std::uint64_t version = 0;
+  bool latest = true;
+};
+
+struct EnvResetData {
+  std::uint64_t seed = 0;
+  std::uint32_t num_envs = 0;
+};
+
+struct EnvStepData {
+  std::vector<std::int64_t> actions;  // [B]
+  std::uint64_t step_index = 0;
+};
+
+// The result of a reset or step of B environments.
+struct EnvStepResultData {
+  std::uint32_t obs_dim = 0;
+  std::vector<float> observations;       // [B, obs_dim]
+  std::vector<float> rewards;            // [B]
+  std::vector<std::uint8_t> terminated;  // [B]
+  std::vector<std::uint8_t> truncated;   // [B]
+  std::uint64_t step_index = 0;
+};
+
+struct RewardRequestData {
+  std::uint64_t request_id = 0;
+  std::uint32_t explorer_id = 0;
+  std::string task;
+  std::string payload;
+};
+
+struct RewardResultData {
+  std::uint64_t request_id = 0;
+  float score = 0;
+  bool ok = true;
+  std::string reason;
+};
+
+enum class Role : std::uint8_t { learner, weight_store, explorer, env, reward, recorder, evaluator };
+const char* to_string(Role r);
+
+struct JoinData {
+  Role role = Role::explorer;
+  std::string node;
+  std::uint32_t member_id = 0;
+  std::string auth_token;
+};
+
+struct LeaveData {
+  Role role = Role::explorer;
+  std::uint32_t member_id = 0;
+  std::string reason;
+};
+
+struct HeartbeatData {
+  Role role = Role::explorer;
+  std::uint32_t member_id = 0;
+  std::uint64_t sent_unix_ns = 0;
+};
+
+// MetricsReport (learner -> coordinator).
+struct MetricsData {
+  std::uint64_t env_steps = 0;
+  std::uint64_t episodes = 0;
+  float mean_return = 0;
+  std::uint64_t policy_version = 0;
+  std::uint64_t segments_received = 0;
+  std::uint64_t segments_trained = 0;
+  std::uint64_t segments_dropped_stale = 0;
+  std::uint64_t segments_rejected = 0;
+  float lag_mean = 0;
+  std::uint64_t lag_max = 0;
+  std::vector<std::uint64_t> lag_histogram;
+  float ratio_mean = 0;
+  float ratio_max = 0;
+  float truncated_fraction = 0;
+  float policy_loss = 0;
+  float value_loss = 0;
+  float entropy = 0;
+  float load_balance_loss = 0;
+  std::vector<float> expert_utilisation;
+  std::uint64_t updates = 0;
+  float weight_swap_mean_us = 0;
+};
+
+struct ScaleCommandData {
+  std::int32_t explorers = -1;
+  std::int32_t rewards = -1;
+  std::string node;
+};
+
+// RolloutRecord: a segment's fate at the learner.
+struct RolloutRecordData {
+  Verdict verdict = Verdict::trained;
+  std::uint64_t learner_version = 0;
+  std::uint64_t admission_index = 0;
+  std::uint64_t lag = 0;
+  std::string reason;
+};
+
+}  // namespace rlx

@@ -1,0 +1,44 @@
+# Versioned weights: learner -> weight_store -> explorers.
+@0xd4fcec63de781afb;
+$import "/capnp/c++.capnp".namespace("rlx::wire");
+using T = import "tensor.capnp";
+
+const weightsSchemaVersion :UInt16 = 1;
+
+struct NamedTensor {
+  name @0 :Text;      # parameter name as the policy module names it, e.g. "actor.moe.router.weight"
+  tensor @1 :T.Tensor;# the values
+}
+
+# A whole set of policy weights of one version.
+struct WeightSet {
+  version @0 :UInt64;            # policy version; only grows
+  policyKind @1 :Text;           # "moe_mlp" | "moe_transformer": the module these fit
+  tensors @2 :List(NamedTensor); # every parameter, in module order
+  checksum @3 :UInt64;           # xxh64 of the concatenated tensor data, in order
+  createdUnixNs @4 :UInt64;      # when the learner published it
+}
+
+# One chunk of a serialised WeightSet, for sets that cross nodes in pieces.
+struct WeightChunk {
+  version @0 :UInt64;     # version of the set this chunk belongs to
+  index @1 :UInt32;       # chunk number, from 0
+  count @2 :UInt32;       # total number of chunks of this version
+  totalBytes @3 :UInt64;  # size of the whole serialised WeightSet
+  offset @4 :UInt64;      # byte offset of `data` within it
+  data @5 :Data;          # the bytes
+  checksum @6 :UInt64;    # xxh64 of `data`
+}
+
+# weight_store -> subscribers: a new version can be fetched.
+struct WeightsAvailable {
+  version @0 :UInt64;     # newest version held by the store
+  totalBytes @1 :UInt64;  # size of its serialised WeightSet
+  chunkCount @2 :UInt32;  # chunks it is served in across nodes
+}
+
+# explorer -> weight_store: ask for a version.
+struct WeightRequest {
+  version @0 :UInt64;     # the version wanted; ignored when `latest`
+  latest @1 :Bool;        # true: the newest version held
+}

@@ -1,0 +1,44 @@
+#include "policy/weights_io.hpp"
+
+namespace rlx {
+
+WeightSetData export_weights(const torch::nn::Module& module, std::uint64_t version, const std::string& kind) {
+  WeightSetData w;
+  w.version = version;
+  w.policy_kind = kind;
+  for (const auto& p : module.named_parameters(true)) {
+    auto t = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    NamedTensor nt;
+    nt.name = p.key();
+    nt.shape = t.sizes().vec();
+    nt.values.assign(t.data_ptr<float>(), t.data_ptr<float>() + t.numel());
+    w.tensors.push_back(std::move(nt));
+  }
+  w.checksum = w.compute_checksum();
+  return w;
+}
+
+Result<bool> import_weights(torch::nn::Module& module, const WeightSetData& weights) {
+  auto params = module.named_parameters(true);
+  if (params.size() != weights.tensors.size())
+    return make_error(Errc::invalid_field, "weight set has " + std::to_string(weights.tensors.size()) +
+                                               " tensors, the policy " + std::to_string(params.size()));
+  std::size_t i = 0;
+  for (const auto& p : params) {
+    const auto& t = weights.tensors[i++];
+    if (t.name != p.key() || t.shape != p.value().sizes().vec())
+      return make_error(Errc::invalid_field, "weight tensor " + t.name + " does not fit parameter " + p.key());
+  }
+  torch::NoGradGuard guard;
+  i = 0;
+  for (auto& p : params) {
+    const auto& t = weights.tensors[i++];
+    auto src = torch::from_blob(const_cast<float*>(t.values.data()), p.value().sizes(), torch::kFloat32);
+    p.value().copy_(src);
+  }
+  return true;
+}
+
+std::uint64_t weights_checksum(const torch::nn::Module& module) { return export_weights(module, 0, "").checksum; }
+
+}  // namespace rlx

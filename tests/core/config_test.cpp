@@ -1,0 +1,99 @@
+#include <cstdlib>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "tests/helpers.hpp"
+
+using namespace rlx;
+
+namespace {
+std::string valid_nodes() {
+  return "\n[[node]]\nname = \"head\"\nactors = [\"coordinator\", \"learner\", \"weight_store\", \"recorder\"]\n"
+         "explorers = 2\n";
+}
+}  // namespace
+
+TEST_CASE("the embedded cluster.toml is valid and has the documented defaults", "[core][config]") {
+  auto c = test::default_config();
+  CHECK(c.run.env == "cartpole");
+  CHECK(c.policy.kind == "moe_mlp");
+  CHECK(c.total_explorers() >= 2);
+  CHECK(c.run.max_staleness > 0);
+}
+
+TEST_CASE("a wrong type names the file, line, column, key and value", "[core][config]") {
+  auto r = test::parse("[run]\nseed = 1\nmax_staleness = \"four\"\n" + valid_nodes());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::config_type);
+  const auto& m = r.error().message;
+  CHECK(m.find("test.toml:3:17") != std::string::npos);
+  CHECK(m.find("run.max_staleness") != std::string::npos);
+  CHECK(m.find("\"four\"") != std::string::npos);
+  CHECK(m.find("expected an integer") != std::string::npos);
+}
+
+TEST_CASE("an unknown key is reported with what is known", "[core][config]") {
+  auto r = test::parse("[learner]\nlearning_rate = 0.1\n" + valid_nodes());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::config_unknown_key);
+  CHECK(r.error().message.find("test.toml:2:1") != std::string::npos);
+  CHECK(r.error().message.find("learner.learning_rate") != std::string::npos);
+  CHECK(r.error().message.find("lr") != std::string::npos);
+  auto top = test::parse("[runn]\nseed = 1\n" + valid_nodes());
+  REQUIRE_FALSE(top.ok());
+  CHECK(top.error().code == Errc::config_unknown_key);
+}
+
+TEST_CASE("an out-of-range number names the allowed range", "[core][config]") {
+  auto r = test::parse("[learner]\nlr = -0.5\n" + valid_nodes());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::config_range);
+  CHECK(r.error().message.find("learner.lr") != std::string::npos);
+  CHECK(r.error().message.find("-0.5") != std::string::npos);
+  CHECK(r.error().message.find("(0, 10]") != std::string::npos);
+  auto k = test::parse("[policy]\nexperts = 2\ntop_k = 3\n" + valid_nodes());
+  REQUIRE_FALSE(k.ok());
+  CHECK(k.error().message.find("top_k <= experts") != std::string::npos);
+}
+
+TEST_CASE("an unknown env or policy name lists the registry", "[core][config]") {
+  auto e = test::parse("[run]\nenv = \"cartpol\"\n" + valid_nodes());
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.error().code == Errc::config_unknown_name);
+  CHECK(e.error().message.find("\"cartpol\"") != std::string::npos);
+  CHECK(e.error().message.find("allowed: cartpole") != std::string::npos);
+  auto p = test::parse("[policy]\nkind = \"dense\"\n" + valid_nodes());
+  REQUIRE_FALSE(p.ok());
+  CHECK(p.error().code == Errc::config_unknown_name);
+  CHECK(p.error().message.find("moe_mlp") != std::string::npos);
+}
+
+TEST_CASE("a TOML syntax error names the line and column", "[core][config]") {
+  auto r = test::parse("[run]\nseed = = 1\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::config_parse);
+  CHECK(r.error().message.find("test.toml:2:") != std::string::npos);
+}
+
+TEST_CASE("a topology without a learner or explorers is refused", "[core][config]") {
+  auto r = test::parse("[[node]]\nname = \"a\"\nactors = [\"coordinator\"]\nexplorers = 1\n");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("\"learner\"") != std::string::npos);
+  auto s = test::parse("[run]\nmode = \"sync\"\n[learner]\nbatch_segments = 3\n" + valid_nodes());
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message.find("sync mode") != std::string::npos);
+}
+
+TEST_CASE("rlx launch exits 2 with the message on a bad config", "[core][config][tools]") {
+  const std::string path = "rlx_bad_config_test.toml";
+  std::ofstream(path) << "[run]\nmax_staleness = -3\n" << valid_nodes();
+  const std::string cmd = std::string(RLX_BINARY) + " launch " + path + " 2> rlx_bad_config_test.err";
+  int status = std::system(cmd.c_str());
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 2);
+  std::ifstream err("rlx_bad_config_test.err");
+  std::string text((std::istreambuf_iterator<char>(err)), {});
+  CHECK(text.find("rlx_bad_config_test.toml:2:17") != std::string::npos);
+  CHECK(text.find("run.max_staleness") != std::string::npos);
+}

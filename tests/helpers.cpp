@@ -1,0 +1,41 @@
+#include "tests/helpers.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "policy/moe_mlp_policy.hpp"
+#include "tools/embedded_config.hpp"
+
+namespace rlx::test {
+
+Segment make_segment(std::uint32_t T, std::uint32_t B, std::uint64_t version, std::uint32_t explorer) {
+  Segment s;
+  s.explorer_id = explorer;
+  s.num_steps = T;
+  s.num_envs = B;
+  s.obs_dim = 4;
+  for (std::uint32_t i = 0; i < T * B * 4; ++i) s.observations.push_back(0.01f * static_cast<float>(i % 7) - 0.03f);
+  for (std::uint32_t i = 0; i < T * B; ++i) {
+    s.actions.push_back(i % 2);
+    s.behaviour_log_probs.push_back(-0.6931f);
+    s.rewards.push_back(1.0f);
+    s.terminated.push_back(i == T * B - 1);
+    s.truncated.push_back(0);
+  }
+  s.policy_versions.assign(T, version);
+  s.bootstrap_observations.assign(std::size_t{B} * 4, 0.0f);
+  s.episode_returns = {float(T)};
+  s.episode_lengths = {T};
+  return s;
+}
+
+Result<ClusterConfig> parse(const std::string& text) {
+  return parse_config(text, "test.toml", builtin_envs().names(), policy_kinds());
+}
+
+ClusterConfig default_config() {
+  auto c = parse_config(embedded_cluster_toml(), "<embedded>", builtin_envs().names(), policy_kinds());
+  REQUIRE(c.ok());
+  return *c;
+}
+
+}  // namespace rlx::test

@@ -1,0 +1,21 @@
+// Shared test fixtures: small valid messages and configs.
+#pragma once
+
+#include <string>
+
+#include "core/config.hpp"
+#include "envs/env.hpp"
+#include "messages/types.hpp"
+
+namespace rlx::test {
+
+// A valid segment of T steps, B envs, obs_dim 4, every step at `version`.
+Segment make_segment(std::uint32_t T, std::uint32_t B, std::uint64_t version, std::uint32_t explorer = 0);
+
+// The embedded cluster.toml, parsed (must be valid).
+ClusterConfig default_config();
+
+// Parses TOML text as "test.toml" with the built-in registries.
+Result<ClusterConfig> parse(const std::string& text);
+
+}  // namespace rlx::test

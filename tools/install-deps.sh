@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages RLX needs (see docs/DEPS in ../shared/DEPS.md).
+# Idempotent: only missing packages are installed. Run as root.
+set -euo pipefail
+pkgs=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libcaf-dev capnproto libcapnp-dev
+  libtorch-dev libopenblas0-pthread libgloo-dev
+  libspdlog-dev catch2 libtomlplusplus-dev libcli11-dev
+  libzstd-dev libxxhash-dev
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "rlx: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

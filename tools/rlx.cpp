@@ -1,0 +1,117 @@
+// The rlx command line: launch a run, run the benchmarks.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "actors/cluster.hpp"
+#include "bench/bench.hpp"
+#include "policy/moe_mlp_policy.hpp"
+#include "tools/embedded_config.hpp"
+#include "tools/threads.hpp"
+
+namespace {
+
+using namespace rlx;
+
+// Prints the status line: in place on a terminal, one line per report otherwise.
+void print_status(const Status& s) {
+  static const bool tty = isatty(STDERR_FILENO);
+  auto line = fmt::format("[{:7.1f}s] steps {:>9} ({:>7.0f}/s) episodes {:>6} return {:>6.1f} v{:<5} lag {:.2f}/{} "
+                          "trained {} dropped {} rejected {} explorers {}",
+                          s.time_s, s.env_steps, s.steps_per_s, s.episodes, s.mean_return, s.policy_version,
+                          s.lag_mean, s.lag_max, s.trained, s.dropped_stale, s.rejected, s.explorers);
+  if (tty)
+    std::fprintf(stderr, "\r%s\033[K", line.c_str());
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+// Turns SIGINT/SIGTERM into a clean stop; SIGUSR1 ends the watcher.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    sigaddset(&set_, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);  // before any other thread starts
+    thread_ = std::thread([this] {
+      for (;;) {
+        int sig = 0;
+        if (sigwait(&set_, &sig) != 0 || sig == SIGUSR1) return;
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) stop_(sig == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)");
+      }
+    });
+  }
+  ~SignalWatcher() {
+    pthread_kill(thread_.native_handle(), SIGUSR1);
+    thread_.join();
+  }
+  void set_stop(std::function<void(const std::string&)> f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = std::move(f);
+  }
+
+ private:
+  sigset_t set_;
+  std::mutex mu_;
+  std::function<void(const std::string&)> stop_;
+  std::thread thread_;
+};
+
+Result<ClusterConfig> read_config(const std::string& path, const EnvRegistry& envs) {
+  if (path.empty()) return parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), policy_kinds());
+  return load_config(path, envs.names(), policy_kinds());
+}
+
+int launch(const std::string& path, const std::string& log_level) {
+  SignalWatcher signals;
+  EnvRegistry envs = builtin_envs();
+  auto config = read_config(path, envs);
+  if (!config) {
+    std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
+    return 2;
+  }
+  LogOptions lo;
+  lo.level = log_level.empty() ? config->log.level : log_level;
+  Logger log = make_root_logger(lo);
+  configure_compute_threads(config->learner.threads);
+  log->info("run '{}': env {}, policy {} ({} experts, top-{}), {} explorers, max_staleness {}, mode {}",
+            config->run.name, config->run.env, config->policy.kind, config->policy.experts, config->policy.top_k,
+            config->total_explorers(), config->run.max_staleness, config->run.mode);
+  RunHooks hooks;
+  hooks.on_status = print_status;
+  hooks.on_start = [&](std::function<void(const std::string&)> stop) { signals.set_stop(std::move(stop)); };
+  RunResult r = run_cluster(*config, envs, hooks, log);
+  if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
+  std::printf("%s\n", r.summary.c_str());
+  return static_cast<int>(r.outcome);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"rlx: asynchronous reinforcement learning over actors"};
+  app.require_subcommand(1);
+  std::string config_path, log_level;
+  auto* launch_cmd = app.add_subcommand("launch", "run a topology to its stop condition (default: the embedded cluster.toml)");
+  launch_cmd->add_option("config", config_path, "a cluster.toml");
+  launch_cmd->add_option("--log-level", log_level, "trace|debug|info|warn|error|off (overrides [log] level)");
+  std::string bench_filter, bench_out;
+  int bench_seeds = 3;
+  auto* bench_cmd = app.add_subcommand("bench", "run the benchmarks (ratios against raw baselines)");
+  bench_cmd->add_option("--only", bench_filter, "run only benchmarks whose name contains this");
+  bench_cmd->add_option("--seeds", bench_seeds, "seeds for the time-to-solve benchmarks");
+  bench_cmd->add_option("--markdown", bench_out, "also write the results as a Markdown table to this file");
+  CLI11_PARSE(app, argc, argv);
+  if (*launch_cmd) return launch(config_path, log_level);
+  if (*bench_cmd) return rlx::run_benchmarks(rlx::BenchOptions{bench_filter, bench_seeds, bench_out});
+  return 1;
+}

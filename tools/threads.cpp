@@ -1,0 +1,18 @@
+#include "tools/threads.hpp"
+
+#include <dlfcn.h>
+
+#include <ATen/Parallel.h>
+
+namespace rlx {
+
+void configure_compute_threads(int n) {
+  at::set_num_threads(n);
+  at::set_num_interop_threads(1);
+  // OpenBLAS is found at run time (Debian's BLAS alternatives), so look the
+  // setter up instead of linking it.
+  using SetThreads = void (*)(int);
+  if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
+}
+
+}  // namespace rlx
