@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages RLX needs (see docs/DEPS in ../shared/DEPS.md).
+# Installs the Debian 12 packages RLX needs (docs/dependencies.md lists why each one).
 # Idempotent: only missing packages are installed. Run as root.
 set -euo pipefail
 pkgs=(

@@ -32,27 +32,42 @@ void print_status(const Status& s) {
     std::fprintf(stderr, "%s\n", line.c_str());
 }
 
-// Turns SIGINT/SIGTERM into a clean stop; SIGUSR1 ends the watcher.
+// Turns SIGINT/SIGTERM into a clean stop. The handler only writes the
+// signal number to a pipe (async-signal-safe, whichever thread takes the
+// signal); a watcher thread blocks on the pipe and calls the stop function.
 class SignalWatcher {
  public:
   SignalWatcher() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGUSR1);
-    pthread_sigmask(SIG_BLOCK, &set_, nullptr);  // before any other thread starts
+    if (pipe(fds_) != 0) return;
+    write_fd_ = fds_[1];
+    struct sigaction sa {};
+    sa.sa_handler = [](int sig) {
+      const char c = static_cast<char>(sig);
+      [[maybe_unused]] auto n = write(write_fd_, &c, 1);
+    };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
     thread_ = std::thread([this] {
-      for (;;) {
-        int sig = 0;
-        if (sigwait(&set_, &sig) != 0 || sig == SIGUSR1) return;
+      char c = 0;
+      while (read(fds_[0], &c, 1) == 1) {
+        if (c == 0) return;  // the destructor's wake-up
         std::lock_guard<std::mutex> lock(mu_);
-        if (stop_) stop_(sig == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)");
+        if (stop_) stop_(c == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)");
+        signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
       }
     });
   }
   ~SignalWatcher() {
-    pthread_kill(thread_.native_handle(), SIGUSR1);
-    thread_.join();
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (thread_.joinable()) {
+      const char c = 0;
+      [[maybe_unused]] auto n = write(fds_[1], &c, 1);
+      thread_.join();
+    }
+    close(fds_[0]);
+    close(fds_[1]);
   }
   void set_stop(std::function<void(const std::string&)> f) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -60,7 +75,8 @@ class SignalWatcher {
   }
 
  private:
-  sigset_t set_;
+  static inline int write_fd_ = -1;
+  int fds_[2] = {-1, -1};
   std::mutex mu_;
   std::function<void(const std::string&)> stop_;
   std::thread thread_;

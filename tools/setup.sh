@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The two set-up commands of the README, for a fresh Debian 12 machine:
+#   tools/setup.sh run  [rlx launch args...]   install, build, run the main job
+#   tools/setup.sh test [--sanitize]           install, build, run the whole test suite
+# Both install missing Debian packages (as root, or via sudo), configure
+# with CMake + Ninja and build incrementally in build/ (build-asan/ with
+# --sanitize).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:-}
+shift || true
+build=build
+cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+if [[ "$mode" == test && "${1:-}" == --sanitize ]]; then
+  build=build-asan
+  cmake_args+=(-DRLX_SANITIZE=ON)
+  shift
+fi
+case "$mode" in
+  run|test) ;;
+  *) echo "usage: tools/setup.sh run [launch args] | tools/setup.sh test [--sanitize]" >&2; exit 64 ;;
+esac
+
+bash tools/install-deps.sh
+echo "rlx: building in $build/ (first build: several minutes on 2 cores)" >&2
+cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+ninja -C "$build" -j "$(nproc)"
+
+if [[ "$mode" == run ]]; then
+  exec "$build/tools/rlx" launch "$@"
+fi
+cd "$build"
+if [[ "$build" == build-asan ]]; then
+  # LibTorch and CAF are not instrumented; leak reports from their static
+  # pools are not ours.
+  export ASAN_OPTIONS=detect_leaks=0:detect_odr_violation=0
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+fi
+exec ctest --output-on-failure -j "$(nproc)" --timeout 900
