@@ -1,6 +1,7 @@
 #include "bench/bench.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -93,7 +94,11 @@ double median(std::vector<double> xs) {
 }
 
 // Wall time from start to solved, per seed.
+// Runs that do not solve within kSolveCap seconds count as infinite.
+constexpr double kSolveCap = 120.0;
+
 std::vector<double> time_to_solve(ClusterConfig cfg, const EnvRegistry& envs, int seeds, std::string* notes) {
+  cfg.run.stop.max_seconds = kSolveCap;
   std::vector<double> times;
   for (int s = 1; s <= seeds; ++s) {
     cfg.run.seed = static_cast<std::uint64_t>(s);
@@ -102,7 +107,8 @@ std::vector<double> time_to_solve(ClusterConfig cfg, const EnvRegistry& envs, in
     double t = seconds_since(t0);
     if (r.outcome != RunOutcome::solved) t = std::numeric_limits<double>::infinity();
     times.push_back(t);
-    *notes += fmt::format("{}seed {}: {:.1f} s", notes->empty() ? "" : ", ", s, t);
+    *notes += std::isfinite(t) ? fmt::format("{}seed {}: {:.1f} s", notes->empty() ? "" : ", ", s, t)
+                               : fmt::format("{}seed {}: not solved in {:.0f} s", notes->empty() ? "" : ", ", s, kSolveCap);
     std::fprintf(stderr, "  %s seed %d: %.1f s (%s)\n", cfg.run.mode.c_str(), s, t, r.summary.c_str());
   }
   return times;

@@ -110,6 +110,13 @@ TEST_CASE("the weight store keeps the last N versions, serves latest and by vers
   CHECK(fetched_version(f, store, {0, true}) == 5);
   CHECK(fetched_version(f, store, {3, false}) == 3);
   CHECK(fetched_version(f, store, {2, false}) == UINT64_MAX - 1);  // evicted
+  // In-process, the store serves the very buffer that was published.
+  auto published = weights_of(6);
+  f.self->send(store, publish_atom::value, published);
+  bool shared = false;
+  f.self->request(store, 10s, fetch_atom::value, WireMsg{encode(WeightRequestData{6, false}, "t")})
+      .receive([&](const WireMsg& m) { shared = m.buf.shares_storage_with(published.buf); }, [](const caf::error&) {});
+  CHECK(shared);
   std::uint64_t errors = 0;
   f.self->request(store, 10s, counts_atom::value).receive([&](std::uint64_t n) { errors = n; }, [](const caf::error&) {});
   CHECK(errors == 2);

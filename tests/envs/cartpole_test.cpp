@@ -40,7 +40,8 @@ TEST_CASE("cartpole starts uniformly within 0.05 and seeds each env with seed + 
     CHECK(oa[i] == ob[i]);
   }
   CHECK((oa[0] != oc[0] || oa[1] != oc[1]));
-  auto factory = builtin_envs().find("cartpole");
+  const EnvRegistry registry = builtin_envs();
+  const EnvFactory* factory = registry.find("cartpole");
   REQUIRE(factory);
   VectorEnv v(*factory, 10, 1, 2);  // envs 1 and 2 of a run seeded 10
   EnvStepResultData r;

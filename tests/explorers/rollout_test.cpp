@@ -1,0 +1,70 @@
+#include <catch2/catch.hpp>
+
+#include "envs/vector_env.hpp"
+#include "explorers/rollout.hpp"
+#include "learner/trainer.hpp"
+#include "tests/helpers.hpp"
+
+using namespace rlx;
+
+namespace {
+RolloutOptions options(std::int64_t T, std::int64_t B) {
+  auto cfg = test::default_config();
+  return RolloutOptions{3, B, 4, 2, T, 1, cfg.policy};
+}
+}  // namespace
+
+TEST_CASE("an explorer records the version of every step across a weight swap", "[explorers][weights]") {
+  auto cfg = test::default_config();
+  Trainer trainer(TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1});
+  Rollout rollout(options(6, 2));
+  VectorEnv env(*builtin_envs().find("cartpole"), 1, 0, 2);
+  EnvStepResultData r;
+  env.reset(r);
+  for (int t = 0; t < 6; ++t) {
+    if (t == 3) {  // new weights arrive between two steps
+      auto w = trainer.weights();
+      w.version = 5;
+      REQUIRE(rollout.load_weights(w).ok());
+    }
+    auto actions = rollout.act(r.observations);
+    env.step(actions, r);
+    CHECK(rollout.observe(r) == (t == 5));
+  }
+  Segment s = rollout.take_segment();
+  CHECK((s.policy_versions == std::vector<std::uint64_t>{0, 0, 0, 5, 5, 5}));
+  CHECK(s.oldest_version() == 0);
+  CHECK(s.explorer_id == 3);
+  CHECK(s.sequence == 0);
+  CHECK(s.observations.size() == 6 * 2 * 4);
+  CHECK(s.bootstrap_observations == r.observations);
+  for (float lp : s.behaviour_log_probs) CHECK(lp <= 0.0f);
+  CHECK(rollout.steps_in_segment() == 0);
+}
+
+TEST_CASE("an explorer reports the return and length of every finished episode", "[explorers]") {
+  Rollout rollout(options(50, 1));
+  EnvStepResultData r{4, std::vector<float>(4, 0.0f), {0}, {0}, {0}, 0};
+  for (int t = 0; t < 50; ++t) {
+    rollout.act(r.observations);
+    r.rewards = {0.5f};
+    r.terminated = {static_cast<std::uint8_t>(t == 9 || t == 29)};
+    rollout.observe(r);
+  }
+  Segment s = rollout.take_segment();
+  REQUIRE(s.episode_returns.size() == 2);
+  CHECK(s.episode_returns[0] == 5.0f);   // steps 0..9
+  CHECK(s.episode_returns[1] == 10.0f);  // steps 10..29
+  CHECK((s.episode_lengths == std::vector<std::uint32_t>{10, 20}));
+  CHECK(rollout.steps_in_segment() == 0);
+}
+
+TEST_CASE("an explorer refuses weights that do not fit its policy", "[explorers][weights][defensive]") {
+  Rollout rollout(options(4, 1));
+  WeightSetData w;
+  w.version = 9;
+  w.tensors.push_back({"nope", {1}, {0.0f}});
+  auto r = rollout.load_weights(w);
+  REQUIRE_FALSE(r.ok());
+  CHECK(rollout.version() == 0);
+}
