@@ -1,5 +1,6 @@
 #include "actors/cluster.hpp"
 
+#include <cstdlib>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -17,6 +18,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   register_wire_types(cfg);
   cfg.set("scheduler.max-threads", scheduler_threads(config));
   cfg.set("logger.verbosity", caf::atom("quiet"));
+  if (std::getenv("RLX_SCHED")) cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system system{cfg};
   RunResult result;
   {

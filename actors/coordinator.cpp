@@ -177,6 +177,7 @@ void spawn_cluster(Self self) {
   self->monitor(st.learner);
 
   std::uint32_t explorer_id = 0, reward_id = 0;
+  std::uint64_t next_env_id = 0;
   auto scorer = std::make_shared<const ArithmeticScorer>();
   for (const auto& node : cfg.nodes) {
     for (std::int64_t i = 0; i < node.rewards; ++i) {
@@ -184,13 +185,20 @@ void spawn_cluster(Self self) {
       st.rewards.push_back(spawn_reward(self->system(), RewardActorOptions{scorer, name, child_logger(log, name)}));
     }
     for (std::int64_t i = 0; i < node.explorers; ++i, ++explorer_id) {
-      const std::uint64_t first_env = std::uint64_t{explorer_id} * static_cast<std::uint64_t>(node.envs_per_explorer);
-      std::string env_name = "env/" + std::to_string(explorer_id);
-      auto env = spawn_env(self->system(), EnvActorOptions{*factory, first_env, env_name, child_logger(log, env_name)});
+      const std::uint64_t first_env = next_env_id;
+      next_env_id += static_cast<std::uint64_t>(node.envs_per_explorer);
       ExplorerActorOptions eo;
+      env_actor env;
+      if (cfg.explorer.env_placement == "actor") {
+        std::string env_name = "env/" + std::to_string(explorer_id);
+        env = spawn_env(self->system(), EnvActorOptions{*factory, first_env, env_name, child_logger(log, env_name)});
+      } else {
+        eo.local_env = *factory;
+      }
       eo.rollout = RolloutOptions{explorer_id, node.envs_per_explorer, spec.obs_dim, spec.num_actions,
                                   cfg.explorer.segment_steps, cfg.run.seed, cfg.policy};
       eo.env_seed = cfg.run.seed;
+      eo.first_env_id = first_env;
       eo.max_staleness = cfg.run.max_staleness;
       eo.sync = cfg.run.mode == "sync";
       eo.node = node.name;
@@ -200,8 +208,9 @@ void spawn_cluster(Self self) {
       eo.coordinator = me;
       eo.log = child_logger(log, "explorer/" + std::to_string(explorer_id));
       auto ex = spawn_explorer(self->system(), eo);
-      // The env lives and dies with its explorer.
-      ex->attach_functor([env](const caf::error&) { caf::anon_send_exit(env, caf::exit_reason::user_shutdown); });
+      // An env actor lives and dies with its explorer.
+      if (env)
+        ex->attach_functor([env](const caf::error&) { caf::anon_send_exit(env, caf::exit_reason::user_shutdown); });
       self->monitor(ex);
       st.explorers.push_back(ex);
     }

@@ -3,12 +3,15 @@
 #include <optional>
 
 #include "actors/guard.hpp"
+#include "envs/vector_env.hpp"
 
 namespace rlx {
 
 struct ExplorerState {
   ExplorerActorOptions options;
   std::unique_ptr<Rollout> rollout;
+  std::unique_ptr<VectorEnv> local;       // set when the envs live in this actor
+  EnvStepResultData result;               // the last local step
   std::string name;
   std::vector<float> obs;                 // current observations [B, D]
   std::optional<WireMsg> pending;         // a segment waiting for a credit
@@ -88,13 +91,12 @@ void fetch(Self self, std::uint64_t version, bool latest = false) {
           });
 }
 
-void on_step_result(Self self, const WireMsg& msg) {
+void on_step_result(Self self, EnvStepResultData* r) {
   auto& st = self->state;
   st.step_in_flight = false;
-  auto r = decode_or_count<EnvStepResultData>(self, msg, st.errors, st.options.log);
-  if (!r || static_cast<std::int64_t>(r->rewards.size()) != st.options.rollout.num_envs ||
+  if (static_cast<std::int64_t>(r->rewards.size()) != st.options.rollout.num_envs ||
       static_cast<std::int64_t>(r->obs_dim) != st.options.rollout.obs_dim)
-    return fail(self, "the env answered with a malformed step result");
+    return fail(self, "the env answered with a step result of the wrong shape");
   if (st.started) {
     if (st.rollout->observe(*r)) {
       Segment seg = st.rollout->take_segment();
@@ -103,8 +105,18 @@ void on_step_result(Self self, const WireMsg& msg) {
     }
   }
   st.started = true;
-  st.obs = std::move(r->observations);
+  st.obs = r->observations;
   advance(self);
+}
+
+void on_step_reply(Self self, const WireMsg& msg) {
+  auto& st = self->state;
+  auto r = decode_or_count<EnvStepResultData>(self, msg, st.errors, st.options.log);
+  if (!r) {
+    st.step_in_flight = false;
+    return fail(self, "the env answered with a malformed step result");
+  }
+  on_step_result(self, &*r);
 }
 
 // Takes the next step unless something holds the explorer back.
@@ -119,10 +131,15 @@ void advance(Self self) {
     if (st.options.sync && v < st.sync_wait_for) return;         // sync: wait for the next version
   }
   const auto& actions = st.rollout->act(st.obs);
-  WireMsg step{encode(EnvStepData{actions, ++st.step_index}, st.name)};
   st.step_in_flight = true;
+  if (st.local) {
+    st.local->step(actions, st.result);
+    self->send(self, stepped_atom::value);  // back through the mailbox: swaps and drains come between steps
+    return;
+  }
+  WireMsg step{encode(EnvStepData{actions, ++st.step_index}, st.name)};
   self->request(st.options.env, st.options.request_timeout, step_atom::value, step)
-      .then([self](const WireMsg& msg) { on_step_result(self, msg); },
+      .then([self](const WireMsg& msg) { on_step_reply(self, msg); },
             [self](const caf::error& err) { fail(self, "env step failed: " + caf::to_string(err)); });
 }
 
@@ -134,17 +151,28 @@ explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions opti
   st.name = "explorer/" + std::to_string(st.options.rollout.explorer_id);
   st.credits = st.options.credits;
   st.rollout = std::make_unique<Rollout>(st.options.rollout);
-  self->monitor(st.options.env);
-  self->set_down_handler([self](const caf::down_msg& dm) {
-    if (dm.source == self->state.options.env.address()) fail(self, "its env actor died");
-  });
+  if (st.options.local_env) {
+    st.local = std::make_unique<VectorEnv>(st.options.local_env, st.options.env_seed, st.options.first_env_id,
+                                           static_cast<int>(st.options.rollout.num_envs));
+  } else {
+    self->monitor(st.options.env);
+    self->set_down_handler([self](const caf::down_msg& dm) {
+      if (dm.source == self->state.options.env.address()) fail(self, "its env actor died");
+    });
+  }
   self->send(st.options.weight_store, subscribe_atom::value, explorer_actor{self});
   JoinData join{Role::explorer, st.options.node, st.options.rollout.explorer_id, {}};
   self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join, st.name)});
-  EnvResetData reset{st.options.env_seed, static_cast<std::uint32_t>(st.options.rollout.num_envs)};
-  self->request(st.options.env, st.options.request_timeout, reset_atom::value, WireMsg{encode(reset, st.name)})
-      .then([self](const WireMsg& msg) { on_step_result(self, msg); },
-            [self](const caf::error& err) { fail(self, "env reset failed: " + caf::to_string(err)); });
+  if (st.local) {
+    st.local->reset(st.result);
+    st.step_in_flight = true;
+    self->send(self, stepped_atom::value);
+  } else {
+    EnvResetData reset{st.options.env_seed, static_cast<std::uint32_t>(st.options.rollout.num_envs)};
+    self->request(st.options.env, st.options.request_timeout, reset_atom::value, WireMsg{encode(reset, st.name)})
+        .then([self](const WireMsg& msg) { on_step_reply(self, msg); },
+              [self](const caf::error& err) { fail(self, "env reset failed: " + caf::to_string(err)); });
+  }
   return {
       [self](weights_atom, const WireMsg& msg) {
         auto& st = self->state;
@@ -166,6 +194,11 @@ explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions opti
       [self](drain_atom) {
         self->state.draining = true;
         if (!self->state.step_in_flight) leave(self, "drained");
+      },
+      [self](stepped_atom) {
+        auto& st = self->state;
+        if (!st.local || !st.step_in_flight) return;  // not ours: ignore
+        on_step_result(self, &st.result);
       },
       [self](counts_atom) { return self->state.errors.total; },
   };

@@ -3,12 +3,17 @@
 // `credits` segments unacknowledged by the learner; pacing: a new segment
 // starts only while the explorer's version is within max_staleness of the
 // newest version it has heard of (in sync mode: only after a new version).
+// Environments are either an env actor (request/response per step, for
+// heavy or remote envs) or a local VectorEnv stepped in the explorer's
+// own thread; either way every step is one message, so weight swaps and
+// drains interleave between any two steps.
 #pragma once
 
 #include <chrono>
 
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
+#include "envs/env.hpp"
 #include "explorers/rollout.hpp"
 
 namespace rlx {
@@ -16,12 +21,14 @@ namespace rlx {
 struct ExplorerActorOptions {
   RolloutOptions rollout;
   std::uint64_t env_seed = 1;             // base seed of the environments
+  std::uint64_t first_env_id = 0;         // id of its first env (env i is seeded env_seed + first_env_id + i)
   std::uint64_t max_staleness = 4;
   bool sync = false;                      // wait for a new version after every segment
   std::uint32_t credits = 2;              // segments in flight to the learner
   std::chrono::milliseconds request_timeout{30000};
   std::string node = "local";
-  env_actor env;                          // its environments
+  env_actor env;                          // its environments, when they live in an env actor
+  EnvFactory local_env;                   // else: environments stepped inside the explorer
   learner_actor learner;
   weight_store_actor weight_store;
   coordinator_actor coordinator;

@@ -29,6 +29,7 @@ using leave_atom = caf::atom_constant<caf::atom("leave")>;        // member -> c
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;    // learner -> coordinator
 using swap_atom = caf::atom_constant<caf::atom("swap")>;          // explorer -> coordinator: swap latency
 using drain_atom = caf::atom_constant<caf::atom("drain")>;        // coordinator -> explorer
+using stepped_atom = caf::atom_constant<caf::atom("stepped")>;    // explorer -> itself: a local step is done
 using stop_atom = caf::atom_constant<caf::atom("stop")>;          // anyone -> coordinator
 using tick_atom = caf::atom_constant<caf::atom("tick")>;          // coordinator -> itself
 using done_atom = caf::atom_constant<caf::atom("done")>;          // coordinator -> the launcher
@@ -47,6 +48,7 @@ using reward_actor = caf::typed_actor<caf::replies_to<reward_atom, WireMsg>::wit
 using explorer_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>,  // WeightsAvailable
                                         caf::reacts_to<ack_atom>,               // a segment was consumed
                                         caf::reacts_to<drain_atom>,             // finish the step, leave
+                                        caf::reacts_to<stepped_atom>,           // (self) local env stepped
                                         caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
 // Keeps the last N weight sets.

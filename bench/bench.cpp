@@ -59,9 +59,12 @@ double raw_steps_per_s(const ClusterConfig& cfg, const EnvRegistry& envs, std::u
 }
 
 // The actor system with training switched off (a batch never fills), so
-// the figure is rollout throughput through env, explorer and learner actors.
-double actor_steps_per_s(ClusterConfig cfg, const EnvRegistry& envs, int explorers, std::uint64_t steps) {
+// the figure is rollout throughput through the explorer, env and learner
+// actors (segments are encoded, sent, decoded and admitted).
+double actor_steps_per_s(ClusterConfig cfg, const EnvRegistry& envs, int explorers, const std::string& placement,
+                         std::uint64_t steps) {
   cfg.nodes.front().explorers = explorers;
+  cfg.explorer.env_placement = placement;
   cfg.learner.batch_segments = 1 << 20;
   cfg.run.stop.max_env_steps = steps;
   cfg.run.stop.max_seconds = 300;
@@ -70,21 +73,31 @@ double actor_steps_per_s(ClusterConfig cfg, const EnvRegistry& envs, int explore
   return static_cast<double>(steps) / seconds_since(t0);
 }
 
+double median(std::vector<double> xs);
+
 std::vector<Row> bench_env_throughput(const EnvRegistry& envs) {
   auto cfg = default_config(envs);
-  const std::uint64_t steps = 1'000'000;
-  std::vector<Row> rows;
-  double raw = raw_steps_per_s(cfg, envs, steps / 2);
-  double one = actor_steps_per_s(cfg, envs, 1, steps);
-  raw = std::max(raw, raw_steps_per_s(cfg, envs, steps / 2));  // best of two: the baseline is not penalised by noise
+  const std::uint64_t steps = 600'000;
   const double cores = std::min<double>(2.0, std::thread::hardware_concurrency());
-  double two = actor_steps_per_s(cfg, envs, 2, steps);
-  rows.push_back({"env steps/s, actors, 1 explorer x 16 envs", fmt::format("{:.0f}", one),
-                  fmt::format("{:.0f} (raw loop, 1 thread)", raw), fmt::format("{:.2f}", one / raw),
-                  "per core used (1)"});
-  rows.push_back({"env steps/s, actors, 2 explorers x 16 envs", fmt::format("{:.0f}", two),
-                  fmt::format("{:.0f} x {:.0f} cores", raw, cores), fmt::format("{:.2f}", two / (raw * cores)),
-                  "per core used"});
+  // Interleaved rounds, medians: slow phases of a noisy machine hit every variant.
+  std::vector<double> raw, a1, l1, a2, l2;
+  for (int round = 0; round < 3; ++round) {
+    raw.push_back(raw_steps_per_s(cfg, envs, steps / 2));
+    a1.push_back(actor_steps_per_s(cfg, envs, 1, "actor", steps));
+    l1.push_back(actor_steps_per_s(cfg, envs, 1, "local", steps));
+    a2.push_back(actor_steps_per_s(cfg, envs, 2, "actor", steps));
+    l2.push_back(actor_steps_per_s(cfg, envs, 2, "local", steps));
+  }
+  const double r = median(raw);
+  std::vector<Row> rows;
+  auto row = [&](const char* name, double x, double n) {
+    rows.push_back({name, fmt::format("{:.0f}", x), fmt::format("{:.0f} x {:.0f} core(s) (raw loop)", r, n),
+                    fmt::format("{:.2f}", x / (r * n)), "per core used; medians of 3 interleaved rounds"});
+  };
+  row("env steps/s, 1 explorer x 16 envs, env actor", median(a1), 1);
+  row("env steps/s, 1 explorer x 16 envs, local envs", median(l1), 1);
+  row("env steps/s, 2 explorers x 16 envs, env actors", median(a2), cores);
+  row("env steps/s, 2 explorers x 16 envs, local envs", median(l2), cores);
   return rows;
 }
 

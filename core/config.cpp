@@ -243,6 +243,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     if (const toml::table* t = top.table("explorer")) {
       TableReader r(*t, "explorer", source);
       r.integer("segment_steps", c.explorer.segment_steps, 1, 1 << 16);
+      r.string("env_placement", c.explorer.env_placement, {"actor", "local"});
       r.integer("threads", c.explorer.threads, 1, 256);
       r.reject_unknown(seen_list(r));
     }

@@ -64,6 +64,7 @@ struct LearnerConfig {
 // [explorer]
 struct ExplorerConfig {
   std::int64_t segment_steps = 64;   // T: steps per segment
+  std::string env_placement = "actor";  // actor (an env actor per explorer) | local (inside the explorer)
   std::int64_t threads = 1;          // LibTorch intra-op threads
 };
 

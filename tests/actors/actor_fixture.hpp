@@ -30,6 +30,7 @@ inline explorer_actor::behavior_type forwarding_explorer(explorer_actor::pointer
       [=](weights_atom, const WireMsg& m) { caf::anon_send(sink, weights_atom::value, m); },
       [=](ack_atom) { caf::anon_send(sink, ack_atom::value); },
       [](drain_atom) {},
+      [](stepped_atom) {},
       [](counts_atom) { return std::uint64_t{0}; },
   };
 }
