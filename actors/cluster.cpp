@@ -1,9 +1,10 @@
 #include "actors/cluster.hpp"
 
-#include <cstdlib>
 #include <thread>
 
 #include <caf/all.hpp>
+
+#include "policy/threads.hpp"
 
 namespace rlx {
 
@@ -14,11 +15,11 @@ std::size_t scheduler_threads(const ClusterConfig& config) {
 }
 
 RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, const RunHooks& hooks, const Logger& log) {
+  configure_compute_threads(static_cast<int>(config.learner.threads));
   caf::actor_system_config cfg;
   register_wire_types(cfg);
   cfg.set("scheduler.max-threads", scheduler_threads(config));
   cfg.set("logger.verbosity", caf::atom("quiet"));
-  if (std::getenv("RLX_SCHED")) cfg.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system system{cfg};
   RunResult result;
   {

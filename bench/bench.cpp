@@ -16,6 +16,7 @@
 #include "explorers/rollout.hpp"
 #include "messages/codec.hpp"
 #include "policy/moe_mlp_policy.hpp"
+#include "policy/threads.hpp"
 #include "tools/embedded_config.hpp"
 
 namespace rlx {
@@ -194,6 +195,7 @@ std::vector<Row> bench_codec(const EnvRegistry& envs) {
 }  // namespace
 
 int run_benchmarks(const BenchOptions& o) {
+  configure_compute_threads(1);  // as run_cluster does for the default topology: baselines get the same
   EnvRegistry envs = builtin_envs();
   std::vector<Row> rows;
   auto want = [&](const char* name) { return o.only.empty() || std::string(name).find(o.only) != std::string::npos; };

@@ -41,6 +41,11 @@ struct Trainer::Impl {
   Batch make_batch(const std::vector<const Segment*>& segments);
   UpdateStats update_ppo(Batch& b);
   UpdateStats update_vtrace(Batch& b);
+  // One optimizer step on pg + value + entropy + load-balancing terms;
+  // accumulates the terms into `stats` (averaged by finish()).
+  void step(const torch::Tensor& pg, const torch::Tensor& vl, const torch::Tensor& entropy, const PolicyOutput& out,
+            UpdateStats& stats, int& steps);
+  static void finish(UpdateStats& stats, int steps);
 
   const TrainerOptions options;
   MoEMlpPolicy policy{nullptr};
@@ -150,28 +155,36 @@ UpdateStats Trainer::Impl::update_ppo(Batch& b) {
       auto pg = decoupled_ppo_loss(logp, prox_all.index_select(0, idx), b.behaviour.index_select(0, idx), adv, L.clip,
                                    L.rho_bar);
       auto vl = 0.5 * (out.value - ret_all.index_select(0, idx)).pow(2).mean();
-      auto loss = pg + L.value_coef * vl - L.entropy_coef * entropy +
-                  options.policy.load_balance_coef * out.load_balance;
-      optimizer->zero_grad();
-      loss.backward();
-      if (L.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(policy->parameters(), L.max_grad_norm);
-      optimizer->step();
-      stats.policy_loss += pg.item<double>();
-      stats.value_loss += vl.item<double>();
-      stats.entropy += entropy.item<double>();
-      stats.load_balance += out.load_balance.item<double>();
-      auto frac = out.expert_fraction;
-      stats.expert_utilisation.assign(frac.data_ptr<float>(), frac.data_ptr<float>() + frac.numel());
-      ++n;
+      step(pg, vl, entropy, out, stats, n);
     }
   }
-  if (n) {
-    stats.policy_loss /= n;
-    stats.value_loss /= n;
-    stats.entropy /= n;
-    stats.load_balance /= n;
-  }
+  finish(stats, n);
   return stats;
+}
+
+void Trainer::Impl::step(const torch::Tensor& pg, const torch::Tensor& vl, const torch::Tensor& entropy,
+                         const PolicyOutput& out, UpdateStats& stats, int& steps) {
+  const auto& L = options.learner;
+  auto loss = pg + L.value_coef * vl - L.entropy_coef * entropy + options.policy.load_balance_coef * out.load_balance;
+  optimizer->zero_grad();
+  loss.backward();
+  if (L.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(policy->parameters(), L.max_grad_norm);
+  optimizer->step();
+  stats.policy_loss += pg.item<double>();
+  stats.value_loss += vl.item<double>();
+  stats.entropy += entropy.item<double>();
+  stats.load_balance += out.load_balance.item<double>();
+  auto frac = out.expert_fraction;
+  stats.expert_utilisation.assign(frac.data_ptr<float>(), frac.data_ptr<float>() + frac.numel());
+  ++steps;
+}
+
+void Trainer::Impl::finish(UpdateStats& stats, int steps) {
+  if (steps == 0) return;
+  stats.policy_loss /= steps;
+  stats.value_loss /= steps;
+  stats.entropy /= steps;
+  stats.load_balance /= steps;
 }
 
 UpdateStats Trainer::Impl::update_vtrace(Batch& b) {
@@ -208,25 +221,9 @@ UpdateStats Trainer::Impl::update_vtrace(Batch& b) {
     auto entropy = -(logp_all.exp() * logp_all).sum(-1).mean();
     auto pg = -(pg_adv * logp).mean();
     auto vl = 0.5 * (out.value - vs).pow(2).mean();
-    auto loss = pg + L.value_coef * vl - L.entropy_coef * entropy + options.policy.load_balance_coef * out.load_balance;
-    optimizer->zero_grad();
-    loss.backward();
-    if (L.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(policy->parameters(), L.max_grad_norm);
-    optimizer->step();
-    stats.policy_loss += pg.item<double>();
-    stats.value_loss += vl.item<double>();
-    stats.entropy += entropy.item<double>();
-    stats.load_balance += out.load_balance.item<double>();
-    auto frac = out.expert_fraction;
-    stats.expert_utilisation.assign(frac.data_ptr<float>(), frac.data_ptr<float>() + frac.numel());
-    ++n;
+    step(pg, vl, entropy, out, stats, n);
   }
-  if (n) {
-    stats.policy_loss /= n;
-    stats.value_loss /= n;
-    stats.entropy /= n;
-    stats.load_balance /= n;
-  }
+  finish(stats, n);
   return stats;
 }
 

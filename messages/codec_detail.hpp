@@ -1,6 +1,7 @@
 // Internal helpers of the codec (not part of the messages/ API).
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <string>
@@ -67,10 +68,12 @@ std::vector<T> read_tensor(wire::Tensor::Reader r, std::initializer_list<std::ui
 using Which = wire::Envelope::Body::Which;
 MessageKind kind_of(Which w);
 
-// Builds an Envelope, lets `fill` set its body, and flattens it.
+// Builds an Envelope, lets `fill` set its body, and flattens it. A good
+// `size_hint_words` makes the message one segment (no regrowth, one copy).
 template <class Fill>
-WireBuffer build(std::string_view sender, Fill&& fill) {
-  capnp::MallocMessageBuilder message;
+WireBuffer build(std::string_view sender, Fill&& fill, std::size_t size_hint_words = 0) {
+  capnp::MallocMessageBuilder message(
+      static_cast<unsigned>(std::max<std::size_t>(size_hint_words, capnp::SUGGESTED_FIRST_SEGMENT_WORDS)));
   auto env = message.initRoot<wire::Envelope>();
   env.setSchemaVersion(wire::ENVELOPE_SCHEMA_VERSION);
   env.setSender(kj::StringPtr(std::string(sender).c_str()));

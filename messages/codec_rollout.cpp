@@ -85,7 +85,10 @@ Segment read_segment(wire::TrajectorySegment::Reader s) {
 }  // namespace
 
 WireBuffer encode(const Segment& x, std::string_view sender) {
-  return build(sender, [&](auto body) { fill_segment(body.initSegment(), x); });
+  const std::size_t bytes = x.observations.size() * 4 + x.actions.size() * 8 + x.behaviour_log_probs.size() * 4 +
+                            x.rewards.size() * 4 + x.terminated.size() * 2 + x.policy_versions.size() * 8 +
+                            x.bootstrap_observations.size() * 4 + x.episode_returns.size() * 8;
+  return build(sender, [&](auto body) { fill_segment(body.initSegment(), x); }, bytes / 8 + 128);
 }
 
 template <>

@@ -18,7 +18,11 @@ std::uint64_t WeightSetData::compute_checksum() const {
 }
 
 WireBuffer encode(const WeightSetData& x, std::string_view sender) {
-  return build(sender, [&](auto body) {
+  std::size_t words = 64;
+  for (const auto& t : x.tensors) words += (t.values.size() * 4 + t.name.size()) / 8 + 16;
+  return build(
+      sender,
+      [&](auto body) {
     auto w = body.initWeightSet();
     w.setVersion(x.version);
     w.setPolicyKind(kj::StringPtr(x.policy_kind.c_str()));
@@ -29,7 +33,8 @@ WireBuffer encode(const WeightSetData& x, std::string_view sender) {
     }
     w.setChecksum(x.checksum);
     w.setCreatedUnixNs(x.created_unix_ns);
-  });
+      },
+      words);
 }
 
 template <>

@@ -13,7 +13,6 @@
 #include "bench/bench.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "tools/embedded_config.hpp"
-#include "tools/threads.hpp"
 
 namespace {
 
@@ -98,7 +97,6 @@ int launch(const std::string& path, const std::string& log_level) {
   LogOptions lo;
   lo.level = log_level.empty() ? config->log.level : log_level;
   Logger log = make_root_logger(lo);
-  configure_compute_threads(config->learner.threads);
   log->info("run '{}': env {}, policy {} ({} experts, top-{}), {} explorers, max_staleness {}, mode {}",
             config->run.name, config->run.env, config->policy.kind, config->policy.experts, config->policy.top_k,
             config->total_explorers(), config->run.max_staleness, config->run.mode);

@@ -39,19 +39,24 @@ std::uint64_t fetched_version(test::ActorFixture& f, const weight_store_actor& s
   return got;
 }
 
+// A learner that updates on every segment.
+learner_actor small_learner(test::ActorFixture& f, const weight_store_actor& store, std::uint64_t max_staleness) {
+  auto cfg = test::default_config();
+  LearnerActorOptions lo;
+  lo.trainer = TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1};
+  lo.max_staleness = max_staleness;
+  lo.batch_segments = 1;
+  lo.weight_store = store;
+  lo.log = f.log;
+  return spawn_learner(f.system, lo);
+}
+
 }  // namespace
 
 TEST_CASE("the learner rejects malformed segments, counts them and keeps training", "[actors][learner][defensive]") {
   test::ActorFixture f;
   auto store = spawn_weight_store(f.system, WeightStoreOptions{4, f.log});
-  auto cfg = test::default_config();
-  LearnerActorOptions lo;
-  lo.trainer = TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1};
-  lo.max_staleness = 2;
-  lo.batch_segments = 1;
-  lo.weight_store = store;
-  lo.log = f.log;
-  auto learner = spawn_learner(f.system, lo);
+  auto learner = small_learner(f, store, 2);
 
   auto valid = encode(test::make_segment(8, 2, 0), "test");
   f.self->send(learner, segment_atom::value, garbage(1, 256));                                   // random bytes
@@ -81,14 +86,7 @@ TEST_CASE("the learner rejects malformed segments, counts them and keeps trainin
 TEST_CASE("the learner drops segments beyond max_staleness and counts them", "[actors][learner][staleness]") {
   test::ActorFixture f;
   auto store = spawn_weight_store(f.system, WeightStoreOptions{4, f.log});
-  auto cfg = test::default_config();
-  LearnerActorOptions lo;
-  lo.trainer = TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1};
-  lo.max_staleness = 1;
-  lo.batch_segments = 1;
-  lo.weight_store = store;
-  lo.log = f.log;
-  auto learner = spawn_learner(f.system, lo);
+  auto learner = small_learner(f, store, 1);
   for (int i = 0; i < 3; ++i) f.self->send(learner, segment_atom::value, WireMsg{encode(test::make_segment(4, 2, 0), "t")});
   MetricsData m;
   f.self->request(learner, 30s, metrics_atom::value).receive([&](const WireMsg& w) { m = *decode<MetricsData>(w.buf); },

@@ -1,4 +1,4 @@
-#include "tools/threads.hpp"
+#include "policy/threads.hpp"
 
 #include <dlfcn.h>
 

@@ -2,6 +2,7 @@
 #pragma once
 
 namespace rlx {
+// Process-wide (run_cluster calls it with the topology's learner.threads).
 // Sets LibTorch's intra-op threads and, when OpenBLAS is the BLAS, its
 // thread pool to `n` (actors already run in parallel; nested pools on 2
 // cores only add contention).
