@@ -2,13 +2,17 @@
 
 #include <dlfcn.h>
 
+#include <mutex>
+
 #include <ATen/Parallel.h>
 
 namespace rlx {
 
 void configure_compute_threads(int n) {
   at::set_num_threads(n);
-  at::set_num_interop_threads(1);
+  // The inter-op pool can be sized once per process, before it is used.
+  static std::once_flag interop_once;
+  std::call_once(interop_once, [] { at::set_num_interop_threads(1); });
   // OpenBLAS is found at run time (Debian's BLAS alternatives), so look the
   // setter up instead of linking it.
   using SetThreads = void (*)(int);
