@@ -113,6 +113,7 @@ constexpr double kSolveCap = 120.0;
 
 std::vector<double> time_to_solve(ClusterConfig cfg, const EnvRegistry& envs, int seeds, std::string* notes) {
   cfg.run.stop.max_seconds = kSolveCap;
+  cfg.run.record = true;  // as the main job runs
   std::vector<double> times;
   for (int s = 1; s <= seeds; ++s) {
     cfg.run.seed = static_cast<std::uint64_t>(s);
