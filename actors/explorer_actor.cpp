@@ -20,6 +20,7 @@ struct ExplorerState {
   std::uint64_t sync_wait_for = 0;        // sync mode: version needed before the next segment
   std::uint64_t step_index = 0;
   bool started = false;                   // env reset done
+  bool has_weights = false;               // the learner's weights are loaded (no step before that)
   bool step_in_flight = false;
   bool fetch_in_flight = false;
   bool draining = false;
@@ -66,18 +67,19 @@ void fetch(Self self, std::uint64_t version, bool latest = false) {
             auto& st = self->state;
             st.fetch_in_flight = false;
             auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log);
-            if (w && w->version > st.rollout->version()) {
+            if (w && (w->version > st.rollout->version() || !st.has_weights)) {
               auto ok = st.rollout->load_weights(*w);
               if (!ok) {
                 st.errors.add(ok.error().code);
                 st.options.log->warn("{}: weights v{} do not fit: {}", st.name, w->version, ok.error().message);
               } else {
+                st.has_weights = true;
                 double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - st.fetch_started)
                                 .count();
                 self->send(st.options.coordinator, swap_atom::value, st.options.rollout.explorer_id, us);
               }
             }
-            if (st.newest_known > st.rollout->version()) fetch(self, st.newest_known);
+            if (st.newest_known > st.rollout->version()) return fetch(self, st.newest_known);
             advance(self);
           },
           [self, latest](const caf::error& err) {
@@ -122,7 +124,9 @@ void on_step_reply(Self self, const WireMsg& msg) {
 // Takes the next step unless something holds the explorer back.
 void advance(Self self) {
   auto& st = self->state;
-  if (st.step_in_flight || !st.started) return;
+  // Every step is labelled with the version that chose it, so the first
+  // step waits for the learner's weights.
+  if (st.step_in_flight || !st.started || !st.has_weights) return;
   if (st.draining) return leave(self, "drained");
   if (st.pending) return;  // no credit: wait for an ack
   if (st.rollout->steps_in_segment() == 0) {
@@ -179,7 +183,8 @@ explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions opti
         auto note = decode_or_count<WeightsAvailableData>(self, msg, st.errors, st.options.log);
         if (!note) return;
         st.newest_known = std::max(st.newest_known, note->version);
-        if (st.newest_known > st.rollout->version() && !st.fetch_in_flight) fetch(self, st.newest_known);
+        const bool behind = st.newest_known > st.rollout->version() || !st.has_weights;
+        if (behind && !st.fetch_in_flight) fetch(self, st.newest_known);
       },
       [self](ack_atom) {
         auto& st = self->state;
