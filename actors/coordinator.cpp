@@ -13,6 +13,7 @@
 #include "actors/recorder.hpp"
 #include "actors/reward_actor.hpp"
 #include "actors/weight_store.hpp"
+#include "envs/batch_env.hpp"
 
 namespace rlx {
 
@@ -66,13 +67,13 @@ void write_metrics_line(Self self) {
       "\"segments_received\":{},\"segments_trained\":{},\"segments_dropped_stale\":{},\"segments_rejected\":{},\"lag_mean\":{},\"lag_max\":{},"
       "\"lag_histogram\":[{}],\"ratio_mean\":{},\"ratio_max\":{},\"truncated_fraction\":{},\"policy_loss\":{},"
       "\"value_loss\":{},\"entropy\":{},\"load_balance_loss\":{},\"expert_utilisation\":[{}],\"updates\":{},"
-      "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{}}}\n",
+      "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{}}}\n",
       json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
       json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
       json_number(m.policy_loss), json_number(m.value_loss), json_number(m.entropy), json_number(m.load_balance_loss),
       util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
-      st.explorers.size(), st.explorers_lost);
+      st.explorers.size(), st.explorers_lost, m.episodes_lost);
   st.jsonl.flush();
 }
 
@@ -152,10 +153,9 @@ void check_stop(Self self) {
 void spawn_cluster(Self self) {
   auto& st = self->state;
   const auto& cfg = st.options.config;
-  const EnvFactory* factory = st.options.envs->find(cfg.run.env);
-  RLX_REQUIRE(factory != nullptr, cfg.run.env);
-  const EnvSpec spec = (*factory)(cfg.run.seed, 0)->spec();
   auto log = st.options.log;
+  const BatchEnvFactory factory = make_batch_env_factory(cfg.run.env, cfg.external, *st.options.envs, log);
+  const EnvSpec spec = factory(cfg.run.seed, 0, 1)->spec();  // throws EnvFailure if the env cannot start
   coordinator_actor me{self};
 
   st.weight_store = spawn_weight_store(self->system(),
@@ -191,9 +191,9 @@ void spawn_cluster(Self self) {
       env_actor env;
       if (cfg.explorer.env_placement == "actor") {
         std::string env_name = "env/" + std::to_string(explorer_id);
-        env = spawn_env(self->system(), EnvActorOptions{*factory, first_env, env_name, child_logger(log, env_name)});
+        env = spawn_env(self->system(), EnvActorOptions{factory, first_env, env_name, child_logger(log, env_name)});
       } else {
-        eo.local_env = *factory;
+        eo.local_env = factory;
       }
       eo.rollout = RolloutOptions{explorer_id, node.envs_per_explorer, spec.obs_dim, spec.num_actions,
                                   cfg.explorer.segment_steps, cfg.run.seed, cfg.policy};
@@ -247,8 +247,15 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       finish(self);
     }
   });
-  spawn_cluster(self);
-  self->delayed_send(self, report_period(cfg), tick_atom::value);
+  try {
+    spawn_cluster(self);
+    self->delayed_send(self, report_period(cfg), tick_atom::value);
+  } catch (const EnvFailure& e) {
+    st.options.log->error("cannot start the environment: {}", e.what());
+    caf::anon_send(st.options.launcher, done_atom::value, static_cast<int>(RunOutcome::failed),
+                   std::string("cannot start the environment: ") + e.what());
+    self->quit();  // after this function: the handlers below never run
+  }
   return {
       [self](join_atom, const WireMsg& msg) {
         auto& st = self->state;

@@ -3,13 +3,12 @@
 #include <memory>
 
 #include "actors/guard.hpp"
-#include "envs/vector_env.hpp"
 
 namespace rlx {
 
 struct EnvActorState {
   EnvActorOptions options;
-  std::unique_ptr<VectorEnv> envs;
+  std::unique_ptr<BatchEnv> envs;
   EnvStepResultData result;
   ErrorCounts errors;
 };
@@ -25,9 +24,13 @@ env_actor::behavior_type env_actor_impl(env_actor::stateful_pointer<EnvActorStat
           st.errors.add(Errc::invalid_field);
           return caf::sec::invalid_argument;
         }
-        st.envs = std::make_unique<VectorEnv>(st.options.factory, r->seed, st.options.first_env_id,
-                                              static_cast<int>(r->num_envs));
-        st.envs->reset(st.result);
+        try {
+          st.envs = st.options.factory(r->seed, st.options.first_env_id, static_cast<int>(r->num_envs));
+          st.envs->reset(st.result);
+        } catch (const EnvFailure& e) {
+          st.options.log->error("{}", e.what());
+          return caf::make_error(caf::sec::runtime_error, e.what());
+        }
         return WireMsg{encode(st.result, st.options.name)};
       },
       [self, &st](step_atom, const WireMsg& msg) -> caf::result<WireMsg> {
@@ -43,7 +46,12 @@ env_actor::behavior_type env_actor_impl(env_actor::stateful_pointer<EnvActorStat
             st.errors.add(Errc::invalid_field);
             return caf::sec::invalid_argument;
           }
-        st.envs->step(r->actions, st.result);
+        try {
+          st.envs->step(r->actions, st.result);
+        } catch (const EnvFailure& e) {
+          st.options.log->error("{}", e.what());
+          return caf::make_error(caf::sec::runtime_error, e.what());
+        }
         st.result.step_index = r->step_index;
         return WireMsg{encode(st.result, st.options.name)};
       },

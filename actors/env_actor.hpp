@@ -5,12 +5,12 @@
 
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
-#include "envs/env.hpp"
+#include "envs/batch_env.hpp"
 
 namespace rlx {
 
 struct EnvActorOptions {
-  EnvFactory factory;          // makes one environment
+  BatchEnvFactory factory;     // makes the B environments
   std::uint64_t first_env_id = 0;
   std::string name = "env/0";  // for logs and the Envelope sender
   Logger log;

@@ -3,14 +3,13 @@
 #include <optional>
 
 #include "actors/guard.hpp"
-#include "envs/vector_env.hpp"
 
 namespace rlx {
 
 struct ExplorerState {
   ExplorerActorOptions options;
   std::unique_ptr<Rollout> rollout;
-  std::unique_ptr<VectorEnv> local;       // set when the envs live in this actor
+  std::unique_ptr<BatchEnv> local;        // set when the envs live in this actor
   EnvStepResultData result;               // the last local step
   std::string name;
   std::vector<float> obs;                 // current observations [B, D]
@@ -137,7 +136,11 @@ void advance(Self self) {
   const auto& actions = st.rollout->act(st.obs);
   st.step_in_flight = true;
   if (st.local) {
-    st.local->step(actions, st.result);
+    try {
+      st.local->step(actions, st.result);
+    } catch (const EnvFailure& e) {
+      return fail(self, e.what());
+    }
     self->send(self, stepped_atom::value);  // back through the mailbox: swaps and drains come between steps
     return;
   }
@@ -147,36 +150,8 @@ void advance(Self self) {
             [self](const caf::error& err) { fail(self, "env step failed: " + caf::to_string(err)); });
 }
 
-}  // namespace
-
-explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions options) {
-  auto& st = self->state;
-  st.options = std::move(options);
-  st.name = "explorer/" + std::to_string(st.options.rollout.explorer_id);
-  st.credits = st.options.credits;
-  st.rollout = std::make_unique<Rollout>(st.options.rollout);
-  if (st.options.local_env) {
-    st.local = std::make_unique<VectorEnv>(st.options.local_env, st.options.env_seed, st.options.first_env_id,
-                                           static_cast<int>(st.options.rollout.num_envs));
-  } else {
-    self->monitor(st.options.env);
-    self->set_down_handler([self](const caf::down_msg& dm) {
-      if (dm.source == self->state.options.env.address()) fail(self, "its env actor died");
-    });
-  }
-  self->send(st.options.weight_store, subscribe_atom::value, explorer_actor{self});
-  JoinData join{Role::explorer, st.options.node, st.options.rollout.explorer_id, {}};
-  self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join, st.name)});
-  if (st.local) {
-    st.local->reset(st.result);
-    st.step_in_flight = true;
-    self->send(self, stepped_atom::value);
-  } else {
-    EnvResetData reset{st.options.env_seed, static_cast<std::uint32_t>(st.options.rollout.num_envs)};
-    self->request(st.options.env, st.options.request_timeout, reset_atom::value, WireMsg{encode(reset, st.name)})
-        .then([self](const WireMsg& msg) { on_step_reply(self, msg); },
-              [self](const caf::error& err) { fail(self, "env reset failed: " + caf::to_string(err)); });
-  }
+// The message handlers (shared by the normal start and a failed one).
+explorer_actor::behavior_type explorer_behavior(Self self) {
   return {
       [self](weights_atom, const WireMsg& msg) {
         auto& st = self->state;
@@ -207,6 +182,48 @@ explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions opti
       },
       [self](counts_atom) { return self->state.errors.total; },
   };
+}
+
+}  // namespace
+
+explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions options) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  st.name = "explorer/" + std::to_string(st.options.rollout.explorer_id);
+  st.credits = st.options.credits;
+  st.rollout = std::make_unique<Rollout>(st.options.rollout);
+  if (st.options.local_env) {
+    try {
+      st.local = st.options.local_env(st.options.env_seed, st.options.first_env_id,
+                                      static_cast<int>(st.options.rollout.num_envs));
+    } catch (const EnvFailure& e) {
+      fail(self, e.what());  // quits after this function; st.local stays empty
+    }
+  } else {
+    self->monitor(st.options.env);
+    self->set_down_handler([self](const caf::down_msg& dm) {
+      if (dm.source == self->state.options.env.address()) fail(self, "its env actor died");
+    });
+  }
+  self->send(st.options.weight_store, subscribe_atom::value, explorer_actor{self});
+  JoinData join{Role::explorer, st.options.node, st.options.rollout.explorer_id, {}};
+  self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join, st.name)});
+  if (st.options.local_env) {
+    if (!st.local) return explorer_behavior(self);
+    try {
+      st.local->reset(st.result);
+    } catch (const EnvFailure& e) {
+      fail(self, e.what());
+    }
+    st.step_in_flight = true;
+    self->send(self, stepped_atom::value);
+  } else {
+    EnvResetData reset{st.options.env_seed, static_cast<std::uint32_t>(st.options.rollout.num_envs)};
+    self->request(st.options.env, st.options.request_timeout, reset_atom::value, WireMsg{encode(reset, st.name)})
+        .then([self](const WireMsg& msg) { on_step_reply(self, msg); },
+              [self](const caf::error& err) { fail(self, "env reset failed: " + caf::to_string(err)); });
+  }
+  return explorer_behavior(self);
 }
 
 explorer_actor spawn_explorer(caf::actor_system& system, ExplorerActorOptions options) {

@@ -13,7 +13,7 @@
 
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
-#include "envs/env.hpp"
+#include "envs/batch_env.hpp"
 #include "explorers/rollout.hpp"
 
 namespace rlx {
@@ -28,7 +28,7 @@ struct ExplorerActorOptions {
   std::chrono::milliseconds request_timeout{30000};
   std::string node = "local";
   env_actor env;                          // its environments, when they live in an env actor
-  EnvFactory local_env;                   // else: environments stepped inside the explorer
+  BatchEnvFactory local_env;              // else: environments stepped inside the explorer
   learner_actor learner;
   weight_store_actor weight_store;
   coordinator_actor coordinator;

@@ -26,6 +26,7 @@ struct LearnerState {
     MetricsData m;
     m.env_steps = stats.env_steps();
     m.episodes = stats.episodes();
+    m.episodes_lost = stats.episodes_lost();
     m.mean_return = static_cast<float>(stats.mean_return());
     m.policy_version = trainer->version();
     m.segments_received = received;

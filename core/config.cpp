@@ -163,7 +163,12 @@ constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
 void read_run(TableReader& r, RunConfig& c, const std::vector<std::string>& envs) {
   r.string("name", c.name);
   r.integer("seed", c.seed, 0, std::numeric_limits<std::int64_t>::max());
-  r.string("env", c.env, envs, Errc::config_unknown_name);
+  r.string("env", c.env);
+  const bool exec = c.env.rfind("exec:", 0) == 0;
+  if (exec && c.env.find_first_not_of(" \t", 5) == std::string::npos)
+    r.fail(Errc::config_range, r.find("env"), "env", "\"exec:\" needs a command, e.g. \"exec:python3 env.py\"");
+  if (!exec && std::find(envs.begin(), envs.end(), c.env) == envs.end())
+    r.fail(Errc::config_unknown_name, r.find("env"), "env", "allowed: " + join(envs) + ", or \"exec:COMMAND ARGS...\"");
   r.integer("max_staleness", c.max_staleness, 0, 1'000'000);
   r.string("mode", c.mode, {"async", "sync"});
   r.string("log_dir", c.log_dir);
@@ -252,6 +257,22 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.integer("keep_versions", c.weight_store.keep_versions, 1, 1 << 16);
       r.reject_unknown(seen_list(r));
     }
+    if (const toml::table* t = top.table("external")) {
+      TableReader r(*t, "external", source);
+      r.string("protocol", c.external.protocol, {"json", "capnp"});
+      r.number("timeout_s", c.external.timeout_s, 0.0, 86400.0, true);
+      r.integer("max_restarts", c.external.max_restarts, 0, 1'000'000);
+      r.string("cwd", c.external.cwd);
+      if (const toml::table* e = r.table("env")) {
+        TableReader er(*e, "external.env", source);
+        for (const auto& [k, v] : *e) {
+          std::string value;
+          er.string(std::string(k.str()), value);
+          c.external.env.push_back(std::string(k.str()) + "=" + value);
+        }
+      }
+      r.reject_unknown(seen_list(r));
+    }
     if (const toml::table* t = top.table("log")) {
       TableReader r(*t, "log", source);
       r.string("level", c.log.level, {"trace", "debug", "info", "warn", "error", "off"});
@@ -280,7 +301,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
         c.nodes.push_back(node);
       }
     }
-    top.reject_unknown({"run", "policy", "learner", "explorer", "weight_store", "log", "node"});
+    top.reject_unknown({"run", "policy", "learner", "explorer", "weight_store", "external", "log", "node"});
 
     // Whole-topology checks.
     auto count_role = [&](const std::string& role) {

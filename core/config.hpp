@@ -22,7 +22,7 @@ struct StopConfig {
 struct RunConfig {
   std::string name = "cartpole";     // run name, used in logs
   std::uint64_t seed = 1;            // base seed of every RNG
-  std::string env = "cartpole";      // environment registry name
+  std::string env = "cartpole";      // environment registry name, or "exec:COMMAND ARGS..."
   std::uint64_t max_staleness = 4;   // policy versions a segment may lag
   std::string mode = "async";        // async | sync (explorers wait for every version)
   std::string log_dir = "runs/cartpole";  // metrics.jsonl, rollouts/ go here
@@ -84,6 +84,15 @@ struct NodeConfig {
   std::int64_t rewards = 0;          // reward workers on this node
 };
 
+// [external]: how "exec:..." environments are run (docs/external-envs.md).
+struct ExternalEnvConfig {
+  std::string protocol = "json";     // json (JSON lines) | capnp (Cap'n Proto stream framing)
+  double timeout_s = 10.0;           // per request; a process silent longer is restarted
+  std::int64_t max_restarts = 3;     // restarts per env process before its explorer gives up
+  std::string cwd;                   // working directory of the process; empty = rlx's own
+  std::vector<std::string> env;      // extra environment entries, "KEY=VALUE"
+};
+
 // [log]
 struct LogConfig {
   std::string level = "info";        // trace | debug | info | warn | error | off
@@ -96,6 +105,7 @@ struct ClusterConfig {
   LearnerConfig learner;
   ExplorerConfig explorer;
   WeightStoreConfig weight_store;
+  ExternalEnvConfig external;
   LogConfig log;
   std::vector<NodeConfig> nodes;
 

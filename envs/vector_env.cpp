@@ -16,6 +16,7 @@ void VectorEnv::prepare(EnvStepResultData& out) const {
   out.rewards.assign(B, 0.0f);
   out.terminated.assign(B, 0);
   out.truncated.assign(B, 0);
+  out.lost.assign(B, 0);
 }
 
 void VectorEnv::reset(EnvStepResultData& out) {

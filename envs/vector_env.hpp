@@ -5,23 +5,19 @@
 #include <memory>
 #include <vector>
 
-#include "envs/env.hpp"
-#include "messages/types.hpp"
+#include "envs/batch_env.hpp"
 
 namespace rlx {
 
-class VectorEnv {
+class VectorEnv : public BatchEnv {
  public:
   // Makes envs first_env_id .. first_env_id + num_envs - 1 with `factory`.
   VectorEnv(const EnvFactory& factory, std::uint64_t seed, std::uint64_t first_env_id, int num_envs);
 
-  const EnvSpec& spec() const { return envs_.front()->spec(); }
-  int size() const { return static_cast<int>(envs_.size()); }
-
-  // Resets every env; fills `out` (zero rewards, no done flags).
-  void reset(EnvStepResultData& out);
-  // REQUIRES: actions.size() == size(). Fills `out`.
-  void step(const std::vector<std::int64_t>& actions, EnvStepResultData& out);
+  const EnvSpec& spec() const override { return envs_.front()->spec(); }
+  int size() const override { return static_cast<int>(envs_.size()); }
+  void reset(EnvStepResultData& out) override;
+  void step(const std::vector<std::int64_t>& actions, EnvStepResultData& out) override;
 
  private:
   void prepare(EnvStepResultData& out) const;

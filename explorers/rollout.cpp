@@ -76,9 +76,14 @@ bool Rollout::observe(const EnvStepResultData& r) {
   for (std::int64_t i = 0; i < B; ++i) {
     episode_return_[i] += r.rewards[i];
     ++episode_len_[i];
-    if (r.terminated[i] || r.truncated[i]) {
-      seg_.episode_returns.push_back(episode_return_[i]);
-      seg_.episode_lengths.push_back(episode_len_[i]);
+    const bool lost = !r.lost.empty() && r.lost[i];
+    if (lost || r.terminated[i] || r.truncated[i]) {
+      if (lost) {
+        ++seg_.lost_episodes;  // cut by the env's failure: not a return to learn or report from
+      } else {
+        seg_.episode_returns.push_back(episode_return_[i]);
+        seg_.episode_lengths.push_back(episode_len_[i]);
+      }
       episode_return_[i] = 0;
       episode_len_[i] = 0;
     }

@@ -6,6 +6,7 @@ namespace rlx {
 
 void RunStats::add(const Segment& s) {
   env_steps_ += s.env_steps();
+  episodes_lost_ += s.lost_episodes;
   for (float r : s.episode_returns) {
     ++episodes_;
     returns_.push_back(r);

@@ -16,6 +16,7 @@ class RunStats {
   void add(const Segment& s);
   std::uint64_t env_steps() const { return env_steps_; }
   std::uint64_t episodes() const { return episodes_; }
+  std::uint64_t episodes_lost() const { return episodes_lost_; }
   // NaN before the first episode ends.
   double mean_return() const;
   // True once `window` episodes have ended (the mean is over a full window).
@@ -23,7 +24,7 @@ class RunStats {
 
  private:
   std::size_t window_;
-  std::uint64_t env_steps_ = 0, episodes_ = 0;
+  std::uint64_t env_steps_ = 0, episodes_ = 0, episodes_lost_ = 0;
   std::deque<float> returns_;
   double sum_ = 0;
 };

@@ -101,6 +101,7 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     for (unsigned i = 0; i < x.expert_utilisation.size(); ++i) u.set(i, x.expert_utilisation[i]);
     m.setUpdates(x.updates);
     m.setWeightSwapMeanUs(x.weight_swap_mean_us);
+    m.setEpisodesLost(x.episodes_lost);
   });
 }
 
@@ -130,6 +131,7 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     for (auto v : m.getExpertUtilisation()) x.expert_utilisation.push_back(v);
     x.updates = m.getUpdates();
     x.weight_swap_mean_us = m.getWeightSwapMeanUs();
+    x.episodes_lost = m.getEpisodesLost();
     return x;
   });
 }

@@ -52,6 +52,7 @@ WireBuffer encode(const EnvStepResultData& x, std::string_view sender) {
     set_tensor(s.initTerminated(), {B}, x.terminated);
     set_tensor(s.initTruncated(), {B}, x.truncated);
     s.setStepIndex(x.step_index);
+    if (!x.lost.empty()) set_tensor(s.initLost(), {B}, x.lost);
   });
 }
 
@@ -69,6 +70,7 @@ Result<EnvStepResultData> decode<EnvStepResultData>(const WireBuffer& buf, const
     x.terminated = read_tensor<std::uint8_t>(s.getTerminated(), {B}, "terminated");
     x.truncated = read_tensor<std::uint8_t>(s.getTruncated(), {B}, "truncated");
     x.step_index = s.getStepIndex();
+    x.lost = s.hasLost() ? read_tensor<std::uint8_t>(s.getLost(), {B}, "lost") : std::vector<std::uint8_t>(B, 0);
     for (float f : x.observations)
       if (!std::isfinite(f)) invalid("observations: must be finite");
     return x;

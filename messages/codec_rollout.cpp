@@ -43,6 +43,7 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
   auto l = s.initEpisodeLengths(static_cast<unsigned>(x.episode_lengths.size()));
   for (unsigned i = 0; i < x.episode_lengths.size(); ++i) l.set(i, x.episode_lengths[i]);
   s.setCreatedUnixNs(x.created_unix_ns);
+  s.setLostEpisodes(x.lost_episodes);
 }
 
 Segment read_segment(wire::TrajectorySegment::Reader s) {
@@ -73,6 +74,7 @@ Segment read_segment(wire::TrajectorySegment::Reader s) {
   for (auto e : r) x.episode_returns.push_back(e);
   for (auto e : l) x.episode_lengths.push_back(e);
   x.created_unix_ns = s.getCreatedUnixNs();
+  x.lost_episodes = s.getLostEpisodes();
   for (float f : x.behaviour_log_probs)
     if (!(f <= 0.0f)) invalid("behaviourLogProbs: must be finite and <= 0");
   for (float f : x.observations)

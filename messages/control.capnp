@@ -59,6 +59,7 @@ struct MetricsReport {
   expertUtilisation @18 :List(Float32); # fraction of routed tokens per expert, last update
   updates @19 :UInt64;            # optimizer updates done
   weightSwapMeanUs @20 :Float32;  # mean explorer weight-swap latency reported so far (0 if none)
+  episodesLost @21 :UInt64;       # episodes cut by environment failures (not counted in returns)
 }
 
 # user -> coordinator: change the size of the rollout fleet.

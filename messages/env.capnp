@@ -26,6 +26,7 @@ struct EnvStepResult {
   terminated @2 :T.Tensor;   # uint8 [B]
   truncated @3 :T.Tensor;    # uint8 [B]
   stepIndex @4 :UInt64;      # echo of EnvStep.stepIndex (0 for a reset)
+  lost @5 :T.Tensor;         # uint8 [B] (optional): 1 = episode cut by an environment failure
 }
 
 # env -> explorer: the shapes an environment uses.

@@ -22,6 +22,7 @@ struct TrajectorySegment {
   episodeReturns @12 :List(Float32);   # undiscounted returns of the episodes that ended inside this segment
   episodeLengths @13 :List(UInt32);    # their lengths in steps, same order as episodeReturns
   createdUnixNs @14 :UInt64;     # wall-clock time the segment was completed (explorer's clock)
+  lostEpisodes @15 :UInt32;      # episodes cut by an environment failure (crash, timeout, bad output) in this segment
 }
 
 # What happened to a segment at the learner.

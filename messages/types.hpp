@@ -27,6 +27,7 @@ struct Segment {
   std::vector<float> episode_returns;        // episodes that ended in the segment
   std::vector<std::uint32_t> episode_lengths;
   std::uint64_t created_unix_ns = 0;
+  std::uint32_t lost_episodes = 0;           // episodes cut by env failures in this segment
 
   // The version of the oldest step (what admission measures lag from).
   std::uint64_t oldest_version() const;
@@ -83,6 +84,7 @@ struct EnvStepResultData {
   std::vector<std::uint8_t> terminated;  // [B]
   std::vector<std::uint8_t> truncated;   // [B]
   std::uint64_t step_index = 0;
+  std::vector<std::uint8_t> lost;        // [B] or empty: 1 = episode cut by an env failure (not a real end)
 };
 
 struct RewardRequestData {
@@ -144,6 +146,7 @@ struct MetricsData {
   std::vector<float> expert_utilisation;
   std::uint64_t updates = 0;
   float weight_swap_mean_us = 0;
+  std::uint64_t episodes_lost = 0;   // episodes cut by env failures (not in the returns)
 };
 
 struct ScaleCommandData {

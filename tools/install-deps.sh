@@ -8,6 +8,7 @@ pkgs=(
   libtorch-dev libopenblas0-pthread libgloo-dev
   libspdlog-dev catch2 libtomlplusplus-dev libcli11-dev
   libzstd-dev libxxhash-dev
+  python3   # examples/envs and tests/envs/fixtures: external environments
 )
 missing=()
 for p in "${pkgs[@]}"; do

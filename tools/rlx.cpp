@@ -13,6 +13,7 @@
 #include "bench/bench.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "tools/embedded_config.hpp"
+#include "tools/serve_env.hpp"
 
 namespace {
 
@@ -124,7 +125,12 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--only", bench_filter, "run only benchmarks whose name contains this");
   bench_cmd->add_option("--seeds", bench_seeds, "seeds for the time-to-solve benchmarks");
   bench_cmd->add_option("--markdown", bench_out, "also write the results as a Markdown table to this file");
+  std::string serve_name = "cartpole", serve_protocol = "json";
+  auto* serve_cmd = app.add_subcommand("serve-env", "serve a built-in env over the external-env protocol on stdin/stdout");
+  serve_cmd->add_option("name", serve_name, "built-in env name");
+  serve_cmd->add_option("--protocol", serve_protocol, "json | capnp")->check(CLI::IsMember({"json", "capnp"}));
   CLI11_PARSE(app, argc, argv);
+  if (*serve_cmd) return rlx::serve_env(serve_name, serve_protocol, rlx::builtin_envs());
   if (*launch_cmd) return launch(config_path, log_level);
   if (*bench_cmd) return rlx::run_benchmarks(rlx::BenchOptions{bench_filter, bench_seeds, bench_out});
   return 1;

@@ -139,7 +139,8 @@ TEST_CASE("the weight store notifies subscribers of every new version", "[actors
 
 TEST_CASE("the env actor steps B environments and survives bad requests", "[actors][env][defensive]") {
   test::ActorFixture f;
-  auto env = spawn_env(f.system, EnvActorOptions{*builtin_envs().find("cartpole"), 0, "env/0", f.log});
+  auto factory = make_batch_env_factory("cartpole", {}, builtin_envs(), f.log);
+  auto env = spawn_env(f.system, EnvActorOptions{factory, 0, "env/0", f.log});
   EnvStepResultData r;
   f.self->request(env, 10s, reset_atom::value, WireMsg{encode(EnvResetData{1, 3}, "t")})
       .receive([&](const WireMsg& m) { r = *decode<EnvStepResultData>(m.buf); }, [](const caf::error&) {});

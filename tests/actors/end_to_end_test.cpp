@@ -100,3 +100,33 @@ TEST_CASE("the rollout log is readable by the capnp tool alone", "[actors][e2e][
   CHECK(text.find("verdict = trained") != std::string::npos);
   CHECK(text.find("explorerId") != std::string::npos);
 }
+
+TEST_CASE("a Python CartPole through the external-env protocol learns", "[actors][e2e][slow][external]") {
+  auto cfg = test::default_config();
+  auto dir = std::filesystem::temp_directory_path() / "rlx-e2e-external";
+  std::filesystem::remove_all(dir);
+  cfg.run.log_dir = dir.string();
+  cfg.run.seed = 3;
+  cfg.run.env = std::string("exec:python3 ") + RLX_SOURCE_DIR + "/examples/envs/cartpole.py";
+  cfg.explorer.env_placement = "local";
+  cfg.run.stop.mean_return = 200.0;
+  cfg.run.stop.max_env_steps = 600'000;
+  cfg.run.stop.max_seconds = 0;
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger());
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::solved);
+}
+
+TEST_CASE("a run whose env process keeps crashing ends as failed, not hung", "[actors][e2e][external][defensive]") {
+  auto cfg = test::default_config();
+  auto dir = std::filesystem::temp_directory_path() / "rlx-e2e-crashing";
+  std::filesystem::remove_all(dir);
+  cfg.run.log_dir = dir.string();
+  cfg.run.env = std::string("exec:python3 ") + RLX_SOURCE_DIR + "/tests/envs/fixtures/bad_env.py crash 5";
+  cfg.external.max_restarts = 2;
+  cfg.run.stop.max_env_steps = 1'000'000;
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger());
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::failed);
+  CHECK(r.summary.find("no explorer left") != std::string::npos);
+}

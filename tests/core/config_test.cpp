@@ -97,3 +97,21 @@ TEST_CASE("rlx launch exits 2 with the message on a bad config", "[core][config]
   CHECK(text.find("rlx_bad_config_test.toml:2:17") != std::string::npos);
   CHECK(text.find("run.max_staleness") != std::string::npos);
 }
+
+TEST_CASE("an exec: env and its [external] table are validated", "[core][config][external]") {
+  auto ok = test::parse("[run]\nenv = \"exec:python3 env.py\"\n[external]\nprotocol = \"capnp\"\ntimeout_s = 2\n"
+                        "env = { MODE = \"fast\" }\n" + valid_nodes());
+  REQUIRE(ok.ok());
+  CHECK(ok->external.protocol == "capnp");
+  CHECK(ok->external.timeout_s == 2.0);
+  CHECK((ok->external.env == std::vector<std::string>{"MODE=fast"}));
+  auto empty = test::parse("[run]\nenv = \"exec: \"\n" + valid_nodes());
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.error().message.find("needs a command") != std::string::npos);
+  auto proto = test::parse("[external]\nprotocol = \"xml\"\n" + valid_nodes());
+  REQUIRE_FALSE(proto.ok());
+  CHECK(proto.error().message.find("allowed: json, capnp") != std::string::npos);
+  auto unknown_name = test::parse("[run]\nenv = \"pong\"\n" + valid_nodes());
+  REQUIRE_FALSE(unknown_name.ok());
+  CHECK(unknown_name.error().message.find("exec:COMMAND") != std::string::npos);
+}
