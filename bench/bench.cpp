@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "actors/cluster.hpp"
+#include "envs/external/external_env.hpp"
 #include "envs/vector_env.hpp"
 #include "explorers/rollout.hpp"
 #include "messages/codec.hpp"
@@ -193,6 +194,65 @@ std::vector<Row> bench_codec(const EnvRegistry& envs) {
            "decode validates every field"}};
 }
 
+// Steps/s of a BatchEnv alone (fixed actions, no policy), B = 16.
+double batch_steps_per_s(BatchEnv& env, int batch_steps) {
+  EnvStepResultData r;
+  env.reset(r);
+  std::vector<std::int64_t> actions(static_cast<std::size_t>(env.size()));
+  auto t0 = Clock::now();
+  for (int t = 0; t < batch_steps; ++t) {
+    for (std::size_t i = 0; i < actions.size(); ++i) actions[i] = static_cast<std::int64_t>((t + i) % 2);
+    env.step(actions, r);
+  }
+  return static_cast<double>(batch_steps) * env.size() / seconds_since(t0);
+}
+
+std::vector<Row> bench_external(const EnvRegistry& envs, int seeds) {
+  const int B = 16, n = 20000;
+  auto python = [&] {
+    ExternalEnvOptions o;
+    o.argv = {"python3", "examples/envs/cartpole.py"};
+    return std::make_unique<ExternalEnv>(o, 1, 0, B);
+  };
+  auto served = [&](const std::string& protocol) {
+    ExternalEnvOptions o;
+    o.argv = {"/proc/self/exe", "serve-env", "cartpole", "--protocol", protocol};
+    o.protocol = protocol;
+    return std::make_unique<ExternalEnv>(o, 1, 0, B);
+  };
+  VectorEnv builtin(*envs.find("cartpole"), 1, 0, B);
+  std::vector<double> py, js, cp, in;
+  for (int round = 0; round < 3; ++round) {
+    in.push_back(batch_steps_per_s(builtin, n));
+    py.push_back(batch_steps_per_s(*python(), n / 4));
+    js.push_back(batch_steps_per_s(*served("json"), n));
+    cp.push_back(batch_steps_per_s(*served("capnp"), n));
+  }
+  const double r_in = median(in), r_py = median(py), r_js = median(js), r_cp = median(cp);
+  auto overhead_us = [&](double ext) { return (B / ext - B / r_in) * 1e6; };  // per batch step of 16 envs
+  std::vector<Row> rows;
+  rows.push_back({"Python CartPole via JSON protocol, env steps/s (B=16, no policy)", fmt::format("{:.0f}", r_py),
+                  fmt::format("{:.0f} (built-in, in-process)", r_in), fmt::format("{:.3f}", r_py / r_in),
+                  fmt::format("{:.1f} us per 16-env step", B / r_py * 1e6)});
+  rows.push_back({"protocol overhead, JSON lines (built-in env served by rlx serve-env)", fmt::format("{:.1f} us/step", overhead_us(r_js)),
+                  fmt::format("{:.0f} steps/s in-process", r_in), fmt::format("{:.3f}", r_js / r_in),
+                  "per request/response of 16 envs"});
+  rows.push_back({"protocol overhead, Cap'n Proto framing (rlx serve-env)", fmt::format("{:.1f} us/step", overhead_us(r_cp)),
+                  fmt::format("{:.0f} steps/s in-process", r_in), fmt::format("{:.3f}", r_cp / r_in),
+                  "per request/response of 16 envs"});
+  // The whole job: the Python env against the built-in one, same seeds.
+  auto cfg = default_config(envs);
+  cfg.explorer.env_placement = "local";
+  std::string bn, pn;
+  double tb = median(time_to_solve(cfg, envs, seeds, &bn));
+  cfg.run.env = "exec:python3 examples/envs/cartpole.py";
+  double tp = median(time_to_solve(cfg, envs, seeds, &pn));
+  rows.push_back({"wall time to 475, Python CartPole (external, local placement)", fmt::format("{:.1f} s", tp),
+                  fmt::format("{:.1f} s built-in", tb), fmt::format("{:.2f}", tp / tb),
+                  "python " + pn + "; built-in " + bn});
+  return rows;
+}
+
 }  // namespace
 
 int run_benchmarks(const BenchOptions& o) {
@@ -212,6 +272,7 @@ int run_benchmarks(const BenchOptions& o) {
   if (want("throughput")) add(bench_env_throughput(envs));
   if (want("solve")) add(bench_solve(envs, o.seeds));
   if (want("async")) add(bench_async_vs_sync(envs, o.seeds));
+  if (want("external")) add(bench_external(envs, o.seeds));
   if (!o.markdown.empty()) {
     std::ofstream md(o.markdown);
     md << "| benchmark | measured | baseline | ratio | notes |\n|---|---|---|---|---|\n";
