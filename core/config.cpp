@@ -260,6 +260,14 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     if (const toml::table* t = top.table("external")) {
       TableReader r(*t, "external", source);
       r.string("protocol", c.external.protocol, {"json", "capnp"});
+      if (const toml::node* a = r.find("args")) {
+        const toml::array* arr = a->as_array();
+        if (!arr) r.fail(Errc::config_type, a, "args", "expected an array of strings");
+        for (const auto& item : *arr) {
+          if (!item.is_string()) r.fail(Errc::config_type, &item, "args", "expected an array of strings");
+          c.external.args.push_back(*item.value<std::string>());
+        }
+      }
       r.number("timeout_s", c.external.timeout_s, 0.0, 86400.0, true);
       r.integer("max_restarts", c.external.max_restarts, 0, 1'000'000);
       r.string("cwd", c.external.cwd);

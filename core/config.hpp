@@ -86,6 +86,7 @@ struct NodeConfig {
 
 // [external]: how "exec:..." environments are run (docs/external-envs.md).
 struct ExternalEnvConfig {
+  std::vector<std::string> args;     // more arguments after the exec: command line (may hold spaces)
   std::string protocol = "json";     // json (JSON lines) | capnp (Cap'n Proto stream framing)
   double timeout_s = 10.0;           // per request; a process silent longer is restarted
   std::int64_t max_restarts = 3;     // restarts per env process before its explorer gives up

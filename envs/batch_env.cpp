@@ -8,6 +8,7 @@ namespace rlx {
 BatchEnvFactory make_batch_env_factory(const std::string& env, const ExternalEnvConfig& external,
                                        const EnvRegistry& registry, const Logger& log) {
   auto argv = exec_argv(env);
+  if (!argv.empty()) argv.insert(argv.end(), external.args.begin(), external.args.end());
   if (argv.empty()) {
     const EnvFactory* f = registry.find(env);
     RLX_REQUIRE(f != nullptr, env);

@@ -48,4 +48,7 @@ struct StepBatch {
   rewards @1 :List(Float32);       # B (zeros after a reset)
   terminated @2 :List(Bool);       # B
   truncated @3 :List(Bool);        # B
+  hints @4 :List(Text);            # optional, B or empty: free-form per-env notes (logged at debug level)
+  rewardPayloads @5 :List(Text);   # optional, B or empty: non-empty at an episode's end = its reward is
+                                   # deferred; the text is what a reward worker scores (see docs/external-envs.md)
 }

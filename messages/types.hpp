@@ -85,6 +85,7 @@ struct EnvStepResultData {
   std::vector<std::uint8_t> truncated;   // [B]
   std::uint64_t step_index = 0;
   std::vector<std::uint8_t> lost;        // [B] or empty: 1 = episode cut by an env failure (not a real end)
+  std::vector<std::string> reward_payloads;  // [B] or empty: deferred-reward payloads of ended episodes
 };
 
 struct RewardRequestData {

@@ -327,6 +327,19 @@ bool ExternalEnv::parse_result(const std::vector<unsigned char>& reply, EnvStepR
       out.truncated[i] = b.getTruncated()[i];
     }
     out.lost.assign(B, 0);
+    if (b.getHints().size() != 0 && b.getHints().size() != B) {
+      why = "wrong sizes: " + std::to_string(b.getHints().size()) + " hints (want 0 or " + std::to_string(B) + ")";
+      return false;
+    }
+    if (b.getRewardPayloads().size() != 0 && b.getRewardPayloads().size() != B) {
+      why = "wrong sizes: " + std::to_string(b.getRewardPayloads().size()) + " reward payloads (want 0 or " +
+            std::to_string(B) + ")";
+      return false;
+    }
+    for (auto h : b.getHints())
+      if (h.size()) options_.log->debug("{}: hint: {}", options_.name, h.cStr());
+    out.reward_payloads.clear();
+    for (auto p : b.getRewardPayloads()) out.reward_payloads.emplace_back(p.cStr());
     for (float f : out.observations)
       if (!std::isfinite(f)) {
         why = "a non-finite observation";

@@ -100,11 +100,13 @@ TEST_CASE("rlx launch exits 2 with the message on a bad config", "[core][config]
 
 TEST_CASE("an exec: env and its [external] table are validated", "[core][config][external]") {
   auto ok = test::parse("[run]\nenv = \"exec:python3 env.py\"\n[external]\nprotocol = \"capnp\"\ntimeout_s = 2\n"
+                        "args = [\"--name\", \"a b\"]\n"
                         "env = { MODE = \"fast\" }\n" + valid_nodes());
   REQUIRE(ok.ok());
   CHECK(ok->external.protocol == "capnp");
   CHECK(ok->external.timeout_s == 2.0);
   CHECK((ok->external.env == std::vector<std::string>{"MODE=fast"}));
+  CHECK((ok->external.args == std::vector<std::string>{"--name", "a b"}));
   auto empty = test::parse("[run]\nenv = \"exec: \"\n" + valid_nodes());
   REQUIRE_FALSE(empty.ok());
   CHECK(empty.error().message.find("needs a command") != std::string::npos);

@@ -95,7 +95,7 @@ TEST_CASE("an env process that hangs past its timeout is restarted", "[envs][ext
 }
 
 TEST_CASE("garbage, wrong sizes and reported errors each cost a restart", "[envs][external][defensive]") {
-  for (const char* mode : {"garbage", "wrong_size", "error"}) {
+  for (const char* mode : {"garbage", "wrong_size", "error", "bad_hints"}) {
     INFO(mode);
     ExternalEnv env(bad(mode), 1, 0, 2);
     EnvStepResultData r;
@@ -132,4 +132,13 @@ TEST_CASE("a command that cannot start fails with the reason", "[envs][external]
 TEST_CASE("exec: names split into a command line", "[envs][external]") {
   CHECK((exec_argv("exec:python3  env.py --fast") == std::vector<std::string>{"python3", "env.py", "--fast"}));
   CHECK(exec_argv("cartpole").empty());
+}
+
+TEST_CASE("hints and deferred-reward payloads pass through the protocol", "[envs][external]") {
+  ExternalEnv env(bad("hints"), 1, 0, 2);
+  EnvStepResultData r;
+  env.reset(r);
+  env.step({0, 1}, r);
+  CHECK((r.reward_payloads == std::vector<std::string>{"answer 42", "answer 42"}));
+  CHECK(env.restarts() == 0);
 }
