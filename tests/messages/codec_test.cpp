@@ -46,11 +46,12 @@ TEST_CASE("every message kind round-trips through its Envelope", "[messages][cod
   CHECK(mb->lag_histogram == m.lag_histogram);
   CHECK(mb->expert_utilisation == m.expert_utilisation);
 
-  EnvStepResultData r{4, {1, 2, 3, 4, 5, 6, 7, 8}, {1, 0}, {0, 1}, {0, 0}, 7};
+  EnvStepResultData r{4, {1, 2, 3, 4, 5, 6, 7, 8}, {1, 0}, {0, 1}, {0, 0}, 7, {0, 1}, {}};
   auto rb = decode<EnvStepResultData>(encode(r, "env"));
   REQUIRE(rb.ok());
   CHECK(rb->observations == r.observations);
   CHECK(rb->terminated == r.terminated);
+  CHECK(rb->lost == r.lost);
 
   WeightSetData w;
   w.version = 3;
