@@ -24,7 +24,6 @@ struct CoordinatorState {
   recorder_actor recorder;
   std::vector<explorer_actor> explorers;
   std::vector<reward_actor> rewards;
-  std::size_t explorers_joined = 0;
   std::uint64_t explorers_lost = 0;
   MetricsData metrics;
   double swap_us_sum = 0;
@@ -261,7 +260,6 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         auto& st = self->state;
         auto j = decode_or_count<JoinData>(self, msg, st.errors, st.options.log);
         if (!j) return;
-        ++st.explorers_joined;
         st.options.log->debug("{} {} joined from node {}", to_string(j->role), j->member_id, j->node);
       },
       [self](leave_atom, const WireMsg& msg) {

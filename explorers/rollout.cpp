@@ -89,7 +89,6 @@ bool Rollout::observe(const EnvStepResultData& r) {
     }
   }
   ++t_;
-  env_steps_ += B;
   if (static_cast<std::int64_t>(t_) < options_.segment_steps) return false;
   seg_.bootstrap_observations = r.observations;
   return true;

@@ -50,7 +50,6 @@ class Rollout {
 
   std::uint64_t version() const { return version_; }
   std::uint64_t steps_in_segment() const { return t_; }
-  std::uint64_t env_steps() const { return env_steps_; }
 
  private:
   void start_segment();
@@ -63,7 +62,6 @@ class Rollout {
   Segment seg_;
   std::uint64_t t_ = 0;
   std::uint64_t sequence_ = 0;
-  std::uint64_t env_steps_ = 0;
   bool acted_ = false;
   std::vector<std::int64_t> actions_;
   std::vector<float> episode_return_;      // [B] running

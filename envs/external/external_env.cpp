@@ -265,20 +265,22 @@ bool with_reply(const std::string& protocol, const std::vector<unsigned char>& r
   }
 }
 
+// True when the reply is of the `want` kind; else says why (the env's own
+// error, or a reply of another kind).
+bool reply_is(wire::EnvResponse::Reader r, wire::EnvResponse::Which want, std::string& why) {
+  if (r.which() == want) return true;
+  why = r.isError() ? std::string("the env reported: ") + r.getError().cStr()
+                    : std::string("garbage: expected a ") + (want == wire::EnvResponse::SPEC ? "spec" : "result");
+  return false;
+}
+
 }  // namespace
 
 bool ExternalEnv::call_spec(std::string& why) {
   std::vector<unsigned char> reply;
   if (!exchange(make_request(options_.protocol, [](auto r) { r.setSpec(); }), reply, why)) return false;
   return with_reply(options_.protocol, reply, why, [&](wire::EnvResponse::Reader r) {
-    if (r.isError()) {
-      why = std::string("the env reported: ") + r.getError().cStr();
-      return false;
-    }
-    if (!r.isSpec()) {
-      why = "garbage: expected a spec";
-      return false;
-    }
+    if (!reply_is(r, wire::EnvResponse::SPEC, why)) return false;
     auto s = r.getSpec();
     if (s.getObsDim() == 0 || s.getNumActions() == 0 || s.getObsDim() > 1 << 20) {
       why = "a spec with obsDim " + std::to_string(s.getObsDim()) + " and numActions " +
@@ -298,14 +300,7 @@ bool ExternalEnv::call_spec(std::string& why) {
 
 bool ExternalEnv::parse_result(const std::vector<unsigned char>& reply, EnvStepResultData& out, std::string& why) {
   return with_reply(options_.protocol, reply, why, [&](wire::EnvResponse::Reader r) {
-    if (r.isError()) {
-      why = std::string("the env reported: ") + r.getError().cStr();
-      return false;
-    }
-    if (!r.isResult()) {
-      why = "garbage: expected a result";
-      return false;
-    }
+    if (!reply_is(r, wire::EnvResponse::RESULT, why)) return false;
     auto b = r.getResult();
     const auto B = static_cast<std::size_t>(num_envs_), D = static_cast<std::size_t>(spec_.obs_dim);
     if (b.getObservations().size() != B * D || b.getRewards().size() != B || b.getTerminated().size() != B ||

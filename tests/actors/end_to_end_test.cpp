@@ -47,13 +47,20 @@ std::uint64_t count_records(const std::filesystem::path& file) {
   return n;
 }
 
+// The default topology writing into a fresh temporary log directory.
+ClusterConfig e2e_config(const std::string& name, std::filesystem::path* dir) {
+  auto cfg = test::default_config();
+  *dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(*dir);
+  cfg.run.log_dir = dir->string();
+  return cfg;
+}
+
 }  // namespace
 
 TEST_CASE("a seeded short CartPole run learns and accounts for every segment", "[actors][e2e][slow]") {
-  auto cfg = test::default_config();
-  auto dir = std::filesystem::temp_directory_path() / "rlx-e2e-test";
-  std::filesystem::remove_all(dir);
-  cfg.run.log_dir = dir.string();
+  std::filesystem::path dir;
+  auto cfg = e2e_config("rlx-e2e-test", &dir);
   cfg.run.seed = 3;
   cfg.run.stop.mean_return = 200.0;       // well above random (~22)
   cfg.run.stop.max_env_steps = 600'000;   // bounded: the test ends either way
@@ -82,10 +89,8 @@ TEST_CASE("a seeded short CartPole run learns and accounts for every segment", "
 
 TEST_CASE("the rollout log is readable by the capnp tool alone", "[actors][e2e][slow][recorder]") {
   REQUIRE(std::system("command -v capnp > /dev/null 2>&1") == 0);  // installed with libcapnp-dev
-  auto cfg = test::default_config();
-  auto dir = std::filesystem::temp_directory_path() / "rlx-capnp-decode-test";
-  std::filesystem::remove_all(dir);
-  cfg.run.log_dir = dir.string();
+  std::filesystem::path dir;
+  auto cfg = e2e_config("rlx-capnp-decode-test", &dir);
   cfg.run.stop.max_env_steps = 20'000;
   cfg.run.report_interval_s = 0.2;
   run_cluster(cfg, builtin_envs(), {}, null_logger());
@@ -102,10 +107,8 @@ TEST_CASE("the rollout log is readable by the capnp tool alone", "[actors][e2e][
 }
 
 TEST_CASE("a Python CartPole through the external-env protocol learns", "[actors][e2e][slow][external]") {
-  auto cfg = test::default_config();
-  auto dir = std::filesystem::temp_directory_path() / "rlx-e2e-external";
-  std::filesystem::remove_all(dir);
-  cfg.run.log_dir = dir.string();
+  std::filesystem::path dir;
+  auto cfg = e2e_config("rlx-e2e-external", &dir);
   cfg.run.seed = 3;
   cfg.run.env = std::string("exec:python3 ") + RLX_SOURCE_DIR + "/examples/envs/cartpole.py";
   cfg.explorer.env_placement = "local";
@@ -118,10 +121,8 @@ TEST_CASE("a Python CartPole through the external-env protocol learns", "[actors
 }
 
 TEST_CASE("a run whose env process keeps crashing ends as failed, not hung", "[actors][e2e][external][defensive]") {
-  auto cfg = test::default_config();
-  auto dir = std::filesystem::temp_directory_path() / "rlx-e2e-crashing";
-  std::filesystem::remove_all(dir);
-  cfg.run.log_dir = dir.string();
+  std::filesystem::path dir;
+  auto cfg = e2e_config("rlx-e2e-crashing", &dir);
   cfg.run.env = std::string("exec:python3 ") + RLX_SOURCE_DIR + "/tests/envs/fixtures/bad_env.py crash 5";
   cfg.external.max_restarts = 2;
   cfg.run.stop.max_env_steps = 1'000'000;
