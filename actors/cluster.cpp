@@ -1,27 +1,111 @@
 #include "actors/cluster.hpp"
 
+#include <chrono>
 #include <thread>
 
 #include <caf/all.hpp>
 
+#include "envs/batch_env.hpp"
 #include "policy/threads.hpp"
+#include "replay/replay.hpp"
 
 namespace rlx {
 
-std::size_t scheduler_threads(const ClusterConfig& config) {
+namespace fs = std::filesystem;
+
+std::size_t scheduler_threads(const ClusterConfig&) {
   // One per core: the learner trains on one while explorers and envs share
   // the rest; more threads than cores only adds context switches.
   return std::max<std::size_t>(2, std::thread::hardware_concurrency());
 }
 
-RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, const RunHooks& hooks, const Logger& log) {
+namespace {
+
+struct Prepared {
+  std::shared_ptr<LogWriter> writer;
+  std::shared_ptr<LearnerCore> resumed;
+};
+
+std::uint64_t now_unix_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+// Opens the rollout log: a fresh one (a previous run's log in the same
+// log_dir is moved to rollouts.previous/), or, resuming, the existing one
+// with the learner rebuilt from it.
+Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, const RunOptions& options,
+                         const Logger& log) {
+  Prepared p;
+  const fs::path dir = fs::path(config.run.log_dir) / "rollouts";
+  if (options.resume && !config.run.record)
+    return make_error(Errc::config_range, "--resume continues the rollout log, but [run] record = false");
+  if (!config.run.record) return p;
+  LogWriterOptions wo{dir, static_cast<std::uint64_t>(config.record.file_mb) << 20, config.record.compress == "zstd",
+                      static_cast<int>(config.record.compress_level)};
+  if (options.resume) {
+    std::string repaired;
+    auto w = LogWriter::resume(wo, &repaired);
+    if (!w) return w.error();
+    if (!repaired.empty()) log->warn("rollout log: {}", repaired);
+    const EnvSpec spec = make_batch_env_factory(config.run.env, config.external, envs, log)(config.run.seed, 0, 1)->spec();
+    log->info("resuming: replaying the rollout log in {} to rebuild the learner", dir.string());
+    auto r = replay_exact(dir, learner_core_options(config, spec), ReadOptions{},
+                          [&](std::uint64_t entries, std::uint64_t updates) {
+                            log->debug("replayed {} entries, {} updates", entries, updates);
+                          });
+    if (!r) return r.error();
+    if (!r->identical())
+      log->warn("the replayed learner differs from the recorded one ({} of {} versions match, {} admission "
+                "mismatches): were seed, config or thread counts changed?",
+                r->versions_matched, r->versions_checked, r->admission_mismatches);
+    log->info("resumed at policy v{} after {} entries ({} segments, {} env steps) in {:.1f} s",
+              r->core->trainer().version(), r->read.entries, r->segments, r->core->stats().env_steps(), r->seconds);
+    p.resumed = r->core;
+    p.writer = std::move(*w);
+  } else {
+    std::error_code ec;
+    auto existing = logfiles::list(dir);
+    if (existing && !existing->empty()) {
+      const fs::path previous = fs::path(config.run.log_dir) / "rollouts.previous";
+      fs::remove_all(previous, ec);
+      fs::rename(dir, previous, ec);
+      if (ec) return make_error(Errc::io, "cannot move the previous log aside: " + ec.message());
+      log->warn("{} held a previous run's log: moved to {}", dir.string(), previous.string());
+    }
+    auto w = LogWriter::create(wo);
+    if (!w) return w.error();
+    p.writer = std::move(*w);
+  }
+  auto started = p.writer->write_start(RunStartData{now_unix_ns(), options.resume, config.text, config.source});
+  if (!started) return started.error();
+  log->info("recording rollouts to {}", dir.string());
+  return p;
+}
+
+}  // namespace
+
+RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, const RunHooks& hooks, const Logger& log,
+                      const RunOptions& options) {
   configure_compute_threads(static_cast<int>(config.learner.threads));
+  RunResult result;
+  Result<Prepared> prepared = make_error(Errc::io, "");
+  try {
+    prepared = prepare(config, envs, options, log);
+  } catch (const EnvFailure& e) {
+    prepared = make_error(Errc::io, std::string("cannot start the environment: ") + e.what());
+  }
+  if (!prepared) {
+    // A damaged or missing log is bad input; a disk or env failure is not.
+    result.outcome = prepared.error().code == Errc::io ? RunOutcome::failed : RunOutcome::bad_input;
+    result.summary = config.run.name + ": cannot start: " + prepared.error().message;
+    return result;
+  }
   caf::actor_system_config cfg;
   register_wire_types(cfg);
   cfg.set("scheduler.max-threads", scheduler_threads(config));
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system system{cfg};
-  RunResult result;
   {
     caf::scoped_actor self{system};
     CoordinatorOptions co;
@@ -29,6 +113,8 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     co.envs = &envs;
     co.on_status = hooks.on_status;
     co.launcher = caf::actor{self};
+    co.log_writer = prepared->writer;
+    co.resumed = prepared->resumed;
     co.log = child_logger(log, "coordinator");
     auto coordinator = spawn_coordinator(system, co);
     if (hooks.on_start)
@@ -40,6 +126,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     if (hooks.on_start) hooks.on_start(nullptr);
   }
   system.await_all_actors_done();
+  if (prepared->writer) (void)prepared->writer->close();  // idempotent: the recorder closed it when it flushed
   return result;
 }
 

@@ -1,4 +1,5 @@
-// Runs a whole topology in this process: an actor system, the
+// Runs a whole topology in this process: the rollout log opened (or
+// resumed: the learner rebuilt by replaying it), an actor system, the
 // coordinator (which spawns every other actor), and a wait for the end.
 // `rlx launch` and the end-to-end tests call this.
 #pragma once
@@ -23,8 +24,15 @@ struct RunHooks {
   std::function<void(std::function<void(const std::string&)> stop)> on_start;
 };
 
+struct RunOptions {
+  // Continue the run recorded in log_dir: the learner is rebuilt by an
+  // exact replay of the rollout log, and the log goes on from its end.
+  bool resume = false;
+};
+
 // Runs `config` to its stop condition. `envs` names the environments.
-RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, const RunHooks& hooks, const Logger& log);
+RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, const RunHooks& hooks, const Logger& log,
+                      const RunOptions& options = {});
 
 // Threads of the CAF scheduler for a topology on this machine.
 std::size_t scheduler_threads(const ClusterConfig& config);

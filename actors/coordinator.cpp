@@ -160,14 +160,11 @@ void spawn_cluster(Self self) {
   st.weight_store = spawn_weight_store(self->system(),
                                 WeightStoreOptions{static_cast<std::size_t>(cfg.weight_store.keep_versions),
                                                    child_logger(log, "weight_store")});
-  if (cfg.run.record)
-    st.recorder = spawn_recorder(self->system(), RecorderOptions{std::filesystem::path(cfg.run.log_dir) / "rollouts",
-                                                            child_logger(log, "recorder")});
+  if (st.options.log_writer)
+    st.recorder = spawn_recorder(self->system(), RecorderOptions{st.options.log_writer, child_logger(log, "recorder")});
   LearnerActorOptions lo;
-  lo.trainer = TrainerOptions{cfg.learner, cfg.policy, spec.obs_dim, spec.num_actions, cfg.run.seed};
-  lo.max_staleness = cfg.run.max_staleness;
-  lo.batch_segments = static_cast<std::size_t>(cfg.learner.batch_segments);
-  lo.publish_every = static_cast<std::uint64_t>(cfg.learner.publish_every);
+  lo.core = learner_core_options(cfg, spec);
+  lo.resumed = st.options.resumed;
   lo.weight_store = st.weight_store;
   lo.recorder = st.recorder;
   lo.coordinator = me;
@@ -218,13 +215,25 @@ void spawn_cluster(Self self) {
 
 }  // namespace
 
+LearnerCoreOptions learner_core_options(const ClusterConfig& cfg, const EnvSpec& spec) {
+  LearnerCoreOptions o;
+  o.trainer = TrainerOptions{cfg.learner, cfg.policy, spec.obs_dim, spec.num_actions, cfg.run.seed};
+  o.max_staleness = cfg.run.max_staleness;
+  o.batch_segments = static_cast<std::size_t>(cfg.learner.batch_segments);
+  o.publish_every = static_cast<std::uint64_t>(cfg.learner.publish_every);
+  return o;
+}
+
 coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions options) {
   auto& st = self->state;
   st.options = std::move(options);
   const auto& cfg = st.options.config;
   std::error_code ec;
   std::filesystem::create_directories(cfg.run.log_dir, ec);
-  st.jsonl.open(std::filesystem::path(cfg.run.log_dir) / "metrics.jsonl", std::ios::trunc);
+  // A resumed run continues its metrics; a fresh one starts them anew.
+  st.jsonl.open(std::filesystem::path(cfg.run.log_dir) / "metrics.jsonl",
+                st.options.resumed ? std::ios::app : std::ios::trunc);
+  if (st.options.resumed) st.last_tick_steps = st.options.resumed->stats().env_steps();
   if (!st.jsonl) st.options.log->error("cannot write {}/metrics.jsonl", cfg.run.log_dir);
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;

@@ -7,11 +7,14 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include "actors/interfaces.hpp"
 #include "core/config.hpp"
 #include "core/logging.hpp"
 #include "envs/env.hpp"
+#include "learner/learner_core.hpp"
+#include "replay/log_writer.hpp"
 
 namespace rlx {
 
@@ -33,6 +36,7 @@ struct Status {
 enum class RunOutcome : int {
   solved = 0,          // stop.mean_return reached
   budget = 3,          // max_env_steps or max_seconds reached first
+  bad_input = 2,       // a bad config or a damaged log (found before the run starts)
   failed = 4,          // the learner died or no explorer is left
   interrupted = 130,   // SIGINT / SIGTERM
 };
@@ -42,8 +46,13 @@ struct CoordinatorOptions {
   const EnvRegistry* envs = nullptr;          // must outlive the run
   std::function<void(const Status&)> on_status;  // called every report interval (coordinator's thread)
   caf::actor launcher;                        // receives (done_atom, int outcome, std::string summary)
+  std::shared_ptr<LogWriter> log_writer;      // the rollout log (null: recording off)
+  std::shared_ptr<LearnerCore> resumed;       // a learner rebuilt from the log (null: a fresh run)
   Logger log;
 };
+
+// The learner's settings for a topology and its environment.
+LearnerCoreOptions learner_core_options(const ClusterConfig& config, const EnvSpec& spec);
 
 // Spawns the actor in `system` (the state type stays private to the .cpp).
 coordinator_actor spawn_coordinator(caf::actor_system& system, CoordinatorOptions options);

@@ -23,6 +23,7 @@ using reset_atom = caf::atom_constant<caf::atom("env_reset")>;    // explorer ->
 using step_atom = caf::atom_constant<caf::atom("env_step")>;      // explorer -> env
 using reward_atom = caf::atom_constant<caf::atom("reward")>;      // explorer -> reward
 using record_atom = caf::atom_constant<caf::atom("record")>;      // learner -> recorder
+using version_atom = caf::atom_constant<caf::atom("version")>;    // learner -> recorder: a version was published
 using flush_atom = caf::atom_constant<caf::atom("flush")>;        // coordinator -> recorder
 using join_atom = caf::atom_constant<caf::atom("join")>;          // member -> coordinator
 using leave_atom = caf::atom_constant<caf::atom("leave")>;        // member -> coordinator
@@ -57,12 +58,14 @@ using weight_store_actor = caf::typed_actor<caf::reacts_to<publish_atom, WireMsg
                                             caf::reacts_to<subscribe_atom, explorer_actor>,
                                             caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
-// Appends rollout records: segment envelope, verdict, learner version,
-// admission index, lag, reason.
+// Appends to the rollout log: a segment's arrival (segment envelope,
+// verdict, learner version, admission index, lag, reason) and each
+// published version (version, weights checksum, updates, parameters).
 using recorder_actor =
     caf::typed_actor<caf::reacts_to<record_atom, WireMsg, std::uint8_t, std::uint64_t, std::uint64_t, std::uint64_t,
                                     std::string>,
-                     caf::replies_to<flush_atom>::with<std::uint64_t>>;  // records written
+                     caf::reacts_to<version_atom, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>,
+                     caf::replies_to<flush_atom>::with<std::uint64_t>>;  // closes the log; entries written
 
 // Trains. Segments in; metrics out on request.
 using learner_actor = caf::typed_actor<caf::reacts_to<segment_atom, WireMsg>,

@@ -4,38 +4,33 @@
 #include <cmath>
 
 #include "actors/guard.hpp"
-#include "learner/admission.hpp"
-#include "learner/run_stats.hpp"
 
 namespace rlx {
 
 struct LearnerState {
   LearnerActorOptions options;
-  std::unique_ptr<Trainer> trainer;
-  std::unique_ptr<Admission> admission;
-  RunStats stats;
-  std::vector<Segment> batch;
-  std::uint64_t received = 0;
-  std::uint64_t updates = 0;
+  std::shared_ptr<LearnerCore> core;
   UpdateStats last;
   Admission::Window window;
   ErrorCounts errors;
   std::chrono::steady_clock::time_point last_report;
 
   MetricsData metrics() {
+    const auto& adm = core->admission();
+    const auto& stats = core->stats();
     MetricsData m;
     m.env_steps = stats.env_steps();
     m.episodes = stats.episodes();
     m.episodes_lost = stats.episodes_lost();
     m.mean_return = static_cast<float>(stats.mean_return());
-    m.policy_version = trainer->version();
-    m.segments_received = received;
-    m.segments_trained = admission->accepted();
-    m.segments_dropped_stale = admission->dropped_stale();
-    m.segments_rejected = admission->rejected();
+    m.policy_version = core->trainer().version();
+    m.segments_received = core->received();
+    m.segments_trained = adm.accepted();
+    m.segments_dropped_stale = adm.dropped_stale();
+    m.segments_rejected = adm.rejected();
     m.lag_mean = static_cast<float>(window.mean);
     m.lag_max = window.max;
-    m.lag_histogram = admission->lag_histogram();
+    m.lag_histogram = adm.lag_histogram();
     m.ratio_mean = static_cast<float>(last.correction.ratio_mean);
     m.ratio_max = static_cast<float>(last.correction.ratio_max);
     m.truncated_fraction = static_cast<float>(last.correction.truncated_fraction);
@@ -44,7 +39,7 @@ struct LearnerState {
     m.entropy = static_cast<float>(last.entropy);
     m.load_balance_loss = static_cast<float>(last.load_balance);
     m.expert_utilisation = last.expert_utilisation;
-    m.updates = updates;
+    m.updates = core->updates();
     return m;
   }
 };
@@ -53,11 +48,20 @@ namespace {
 
 using Self = learner_actor::stateful_pointer<LearnerState>;
 
+std::uint64_t now_unix_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
 void publish(Self self) {
   auto& st = self->state;
-  WeightSetData w = st.trainer->weights();
-  w.created_unix_ns = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  WeightSetData w = st.core->weights();
+  w.created_unix_ns = now_unix_ns();
+  if (st.options.recorder) {
+    std::uint64_t params = 0;
+    for (const auto& t : w.tensors) params += t.values.size();
+    self->send(st.options.recorder, version_atom::value, w.version, w.checksum, st.core->updates(), params);
+  }
   self->send(st.options.weight_store, publish_atom::value, WireMsg{encode(w, "learner")});
 }
 
@@ -66,36 +70,33 @@ void report(Self self, bool force) {
   auto now = std::chrono::steady_clock::now();
   if (!st.options.coordinator || (!force && now - st.last_report < std::chrono::milliseconds(100))) return;
   st.last_report = now;
-  auto w = st.admission->take_window();
+  auto w = st.core->admission().take_window();
   if (w.max > 0 || w.mean > 0 || force) st.window = w;
   self->send(st.options.coordinator, metrics_atom::value, WireMsg{encode(st.metrics(), "learner")});
 }
 
-void record(Self self, const WireMsg& msg, Verdict v, std::uint64_t lag, const std::string& reason) {
+void record(Self self, const WireMsg& msg, const Arrival& a) {
   auto& st = self->state;
   if (!st.options.recorder) return;
-  self->send(st.options.recorder, record_atom::value, msg, static_cast<std::uint8_t>(v), st.trainer->version(),
-             st.received - 1, lag, reason);
+  self->send(st.options.recorder, record_atom::value, msg, static_cast<std::uint8_t>(a.verdict), a.version, a.index,
+             a.lag, a.reason);
 }
 
 void train(Self self) {
   auto& st = self->state;
-  std::vector<const Segment*> ptrs;
-  for (const auto& s : st.batch) ptrs.push_back(&s);
-  auto r = st.trainer->update(ptrs);
+  const auto n = st.core->batch_size();
+  auto r = st.core->train();
   if (!r) {
     // A broken batch must not kill the learner: count it, log it, drop it.
     st.errors.add(r.error().code);
-    st.options.log->error("batch of {} segments dropped: {}", ptrs.size(), r.error().message);
-    st.batch.clear();
+    st.options.log->error("batch of {} segments dropped: {}", n, r.error().message);
     return;
   }
   st.last = std::move(r).value();
-  st.batch.clear();
-  ++st.updates;
-  if (st.updates % st.options.publish_every == 0) publish(self);
-  st.options.log->debug("update {} -> v{}: pi {:.4f} v {:.4f} H {:.3f} ratio {:.3f}", st.updates, st.trainer->version(),
-                        st.last.policy_loss, st.last.value_loss, st.last.entropy, st.last.correction.ratio_mean);
+  if (st.core->publish_due()) publish(self);
+  st.options.log->debug("update {} -> v{}: pi {:.4f} v {:.4f} H {:.3f} ratio {:.3f}", st.core->updates(),
+                        st.core->trainer().version(), st.last.policy_loss, st.last.value_loss, st.last.entropy,
+                        st.last.correction.ratio_mean);
   report(self, true);
 }
 
@@ -104,36 +105,28 @@ void train(Self self) {
 learner_actor::behavior_type learner_impl(Self self, LearnerActorOptions options) {
   auto& st = self->state;
   st.options = std::move(options);
-  st.trainer = std::make_unique<Trainer>(st.options.trainer);
-  st.admission = std::make_unique<Admission>(st.options.max_staleness);
-  publish(self);  // version 0: explorers start from the learner's initial weights
+  st.core = st.options.resumed ? std::move(st.options.resumed) : std::make_shared<LearnerCore>(st.options.core);
+  // Explorers start from the learner's current weights: version 0, or the
+  // version a resumed run reached.
+  publish(self);
   return {
       [self](segment_atom, const WireMsg& msg) {
         auto& st = self->state;
-        ++st.received;
         // The credit goes back whatever the verdict: the segment was consumed.
         if (auto sender = self->current_sender())
           self->send(caf::actor_cast<explorer_actor>(sender), ack_atom::value);
         auto seg = decode_or_count<Segment>(self, msg, st.errors, st.options.log);
-        if (!seg || seg->obs_dim != st.options.trainer.obs_dim) {
-          if (seg) st.errors.add(Errc::invalid_field);
-          st.admission->count_rejected();
-          record(self, msg, Verdict::rejected, 0, seg ? "obs_dim mismatch" : "malformed");
-          report(self, false);
-          return;
+        std::string why = seg ? "" : "malformed";
+        if (seg && seg->obs_dim != st.options.core.trainer.obs_dim) {
+          st.errors.add(Errc::invalid_field);
+          seg.reset();
+          why = "obs_dim mismatch";
         }
-        st.stats.add(*seg);
-        auto d = st.admission->admit(*seg, st.trainer->version());
-        if (d.verdict == Verdict::dropped_stale) {
-          st.options.log->debug("dropped segment {}/{}: lag {} > {}", seg->explorer_id, seg->sequence, d.lag,
-                                st.options.max_staleness);
-          record(self, msg, d.verdict, d.lag, "lag " + std::to_string(d.lag));
-          report(self, false);
-          return;
-        }
-        record(self, msg, d.verdict, d.lag, "");
-        st.batch.push_back(std::move(*seg));
-        if (st.batch.size() >= st.options.batch_segments) train(self);
+        const Arrival a = st.core->admit(std::move(seg), why);
+        if (a.verdict == Verdict::dropped_stale)
+          st.options.log->debug("dropped segment {}: lag {} > {}", a.index, a.lag, st.options.core.max_staleness);
+        record(self, msg, a);
+        if (st.core->batch_full()) train(self);
         else report(self, false);
       },
       [self](metrics_atom) {

@@ -1,22 +1,22 @@
 // The learner actor: decodes segments (malformed ones are rejected and
-// counted), applies the staleness admission, batches admitted segments,
-// runs a Trainer update per batch, publishes weights every K updates,
-// forwards every segment with its verdict to the recorder, returns a
-// credit to the explorer, and reports metrics to the coordinator.
+// counted), drives a LearnerCore (admission, batching, updates), publishes
+// weights every K updates, tells the recorder every segment's verdict and
+// every published version, returns a credit to the explorer, and reports
+// metrics to the coordinator.
 #pragma once
 
+#include <memory>
+
 #include "actors/interfaces.hpp"
-#include "core/config.hpp"
 #include "core/logging.hpp"
-#include "learner/trainer.hpp"
+#include "learner/learner_core.hpp"
 
 namespace rlx {
 
 struct LearnerActorOptions {
-  TrainerOptions trainer;
-  std::uint64_t max_staleness = 4;
-  std::size_t batch_segments = 4;
-  std::uint64_t publish_every = 1;
+  LearnerCoreOptions core;
+  // A core rebuilt from the rollout log (a resumed run); null = a fresh one.
+  std::shared_ptr<LearnerCore> resumed;
   weight_store_actor weight_store;
   recorder_actor recorder;        // may be invalid (recording off)
   coordinator_actor coordinator;  // may be invalid (tests)

@@ -1,65 +1,54 @@
 #include "actors/recorder.hpp"
 
-#include <cstdio>
+#include <chrono>
 
 #include <kj/exception.h>
-
-#include "messages/codec.hpp"
 
 namespace rlx {
 
 struct RecorderState {
   RecorderOptions options;
-  std::FILE* file = nullptr;
-  std::uint64_t written = 0;
-  std::uint64_t bytes = 0;
-  ~RecorderState() {
-    if (file) std::fclose(file);
+  bool failed = false;
+
+  // False (and recording off) after the first failed write.
+  void check(const Result<bool>& r) {
+    if (r || failed) return;
+    failed = true;
+    options.log->error("rollout log: {}; recording is off after {} entries", r.error().message,
+                       options.writer->entries_written());
   }
 };
 
 recorder_actor::behavior_type recorder_impl(recorder_actor::stateful_pointer<RecorderState> self,
                                             RecorderOptions options) {
-  auto& st = self->state;
-  st.options = std::move(options);
-  std::error_code ec;
-  std::filesystem::create_directories(st.options.dir, ec);
-  auto path = st.options.dir / "rollouts-000000.capnp";
-  st.file = std::fopen(path.c_str(), "wb");
-  if (!st.file) {
-    st.options.log->error("cannot open {}: recording is off", path.string());
-  } else {
-    st.options.log->info("recording rollouts to {}", path.string());
-  }
+  self->state.options = std::move(options);
   return {
       [self](record_atom, const WireMsg& segment, std::uint8_t verdict, std::uint64_t version, std::uint64_t index,
              std::uint64_t lag, const std::string& reason) {
         auto& st = self->state;
-        if (!st.file || verdict > 2) return;
+        if (st.failed || verdict > 2) return;
         RolloutRecordData r{static_cast<Verdict>(verdict), version, index, lag, reason};
-        WireBuffer rec;
         try {
-          rec = encode_record(r, segment.buf, "recorder");
+          st.check(st.options.writer->write_rollout(r, segment.buf));
         } catch (const kj::Exception& e) {
-          // Only a segment that the learner already validated is copied, so
+          // Only segments the learner already validated are copied, so
           // this is a bug; keep recording the rest.
           st.options.log->error("record {} not written: {}", index, e.getDescription().cStr());
-          return;
         }
-        auto bytes = rec.bytes();
-        if (std::fwrite(bytes.data(), 1, bytes.size(), st.file) != bytes.size()) {
-          st.options.log->error("write failed after {} records; recording is off", st.written);
-          std::fclose(st.file);
-          st.file = nullptr;
-          return;
-        }
-        ++st.written;
-        st.bytes += bytes.size();
+      },
+      [self](version_atom, std::uint64_t version, std::uint64_t checksum, std::uint64_t updates,
+             std::uint64_t params) {
+        auto& st = self->state;
+        if (st.failed) return;
+        const auto now = std::chrono::system_clock::now().time_since_epoch();
+        st.check(st.options.writer->write_weights(WeightVersionData{
+            version, checksum, updates,
+            static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()), params}));
       },
       [self](flush_atom) {
         auto& st = self->state;
-        if (st.file) std::fflush(st.file);
-        return st.written;
+        st.check(st.options.writer->close());
+        return st.options.writer->entries_written();
       },
   };
 }

@@ -1,19 +1,20 @@
-// The recorder: appends every segment that reached the learner, with its
-// verdict, to <log_dir>/rollouts/ as a stream of Envelope(RolloutRecord)
-// messages in Cap'n Proto's standard stream framing, so
-// `capnp decode messages/envelope.capnp Envelope < FILE` reads it.
-// (Rotation, compression, the index and replay arrive with the replay issue.)
+// The recorder: appends every segment that reached the learner (with its
+// verdict, the learner version at admission and the order of arrival)
+// and every published weight version to the rollout log through a
+// LogWriter (replay/log_writer.hpp; format in docs/replay.md). A write
+// failure turns recording off with an error in the log; the run goes on.
 #pragma once
 
-#include <filesystem>
+#include <memory>
 
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
+#include "replay/log_writer.hpp"
 
 namespace rlx {
 
 struct RecorderOptions {
-  std::filesystem::path dir;   // <log_dir>/rollouts
+  std::shared_ptr<LogWriter> writer;  // opened (created or resumed) by the launcher
   Logger log;
 };
 

@@ -189,6 +189,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
                                    const std::vector<std::string>& known_policies) {
   ClusterConfig c;
   c.source = std::string(source);
+  c.text = std::string(text);
   toml::table root;
   try {
     root = toml::parse(text, source);
@@ -257,6 +258,13 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.integer("keep_versions", c.weight_store.keep_versions, 1, 1 << 16);
       r.reject_unknown(seen_list(r));
     }
+    if (const toml::table* t = top.table("record")) {
+      TableReader r(*t, "record", source);
+      r.integer("file_mb", c.record.file_mb, 1, 1 << 16);
+      r.string("compress", c.record.compress, {"none", "zstd"});
+      r.integer("compress_level", c.record.compress_level, 1, 19);
+      r.reject_unknown(seen_list(r));
+    }
     if (const toml::table* t = top.table("external")) {
       TableReader r(*t, "external", source);
       r.string("protocol", c.external.protocol, {"json", "capnp"});
@@ -309,7 +317,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
         c.nodes.push_back(node);
       }
     }
-    top.reject_unknown({"run", "policy", "learner", "explorer", "weight_store", "external", "log", "node"});
+    top.reject_unknown({"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "node"});
 
     // Whole-topology checks.
     auto count_role = [&](const std::string& role) {

@@ -73,6 +73,13 @@ struct WeightStoreConfig {
   std::int64_t keep_versions = 4;    // N: versions held
 };
 
+// [record]: the rollout log (on when [run] record = true).
+struct RecordConfig {
+  std::int64_t file_mb = 64;         // rotate data files at this size (MiB)
+  std::string compress = "none";     // none | zstd (each file compressed whole when closed)
+  std::int64_t compress_level = 3;   // zstd level 1..19
+};
+
 // [[node]]
 struct NodeConfig {
   std::string name;                  // unique node name
@@ -101,11 +108,13 @@ struct LogConfig {
 
 struct ClusterConfig {
   std::string source;                // file name (or "<embedded cluster.toml>")
+  std::string text;                  // the TOML as read (recorded in the rollout log)
   RunConfig run;
   PolicyConfig policy;
   LearnerConfig learner;
   ExplorerConfig explorer;
   WeightStoreConfig weight_store;
+  RecordConfig record;
   ExternalEnvConfig external;
   LogConfig log;
   std::vector<NodeConfig> nodes;

@@ -12,6 +12,7 @@ const char* to_string(Errc code) {
     case Errc::wrong_message_type: return "wrong_message_type";
     case Errc::unsupported_schema: return "unsupported_schema";
     case Errc::invalid_field: return "invalid_field";
+    case Errc::corrupt_record: return "corrupt_record";
     case Errc::config_parse: return "config_parse";
     case Errc::config_type: return "config_type";
     case Errc::config_unknown_key: return "config_unknown_key";

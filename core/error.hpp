@@ -25,6 +25,7 @@ enum class Errc : std::uint8_t {
   wrong_message_type,     // a valid Envelope whose body is not the expected kind
   unsupported_schema,     // schemaVersion newer than this build understands
   invalid_field,          // decodes, but a field breaks the contract (shape, dtype, range)
+  corrupt_record,         // a stored record whose checksum does not match its contents
   // Configuration (core/config):
   config_parse,           // TOML syntax error
   config_type,            // a key holds a value of the wrong type

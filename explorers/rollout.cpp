@@ -19,8 +19,10 @@ Rollout::Rollout(const RolloutOptions& o)
     : options_(o), rng_(o.seed * 1000003ULL + o.explorer_id), episode_return_(o.num_envs, 0.0f),
       episode_len_(o.num_envs, 0) {
   policy_ = std::make_unique<Policy>();
-  policy_->module =
-      MoEMlpPolicy(PolicyOptions{o.obs_dim, o.num_actions, o.policy.hidden, o.policy.experts, o.policy.top_k});
+  // Initial values do not matter (the learner's weights replace them) but
+  // the draw must not interleave with the learner's seeded construction.
+  policy_->module = make_seeded_policy(
+      PolicyOptions{o.obs_dim, o.num_actions, o.policy.hidden, o.policy.experts, o.policy.top_k}, o.seed + o.explorer_id);
   policy_->module->eval();
   start_segment();
 }

@@ -8,18 +8,25 @@ AdmissionDecision Admission::admit(const Segment& segment, std::uint64_t learner
   const std::uint64_t oldest = segment.oldest_version();
   AdmissionDecision d;
   d.lag = learner_version > oldest ? learner_version - oldest : 0;
-  if (d.lag > max_staleness_) {
-    d.verdict = Verdict::dropped_stale;
-    ++dropped_;
-    return d;
-  }
-  d.verdict = Verdict::trained;
-  ++accepted_;
-  histogram_[d.lag] += segment.env_steps();
-  window_sum_ += static_cast<double>(d.lag);
-  ++window_n_;
-  window_max_ = std::max(window_max_, d.lag);
+  d.verdict = d.lag > max_staleness_ ? Verdict::dropped_stale : Verdict::trained;
+  count(d.verdict, d.lag, segment.env_steps());
   return d;
+}
+
+void Admission::count(Verdict verdict, std::uint64_t lag, std::uint64_t env_steps) {
+  if (verdict == Verdict::rejected) {
+    ++rejected_;
+    return;
+  }
+  if (verdict == Verdict::dropped_stale) {
+    ++dropped_;
+    return;
+  }
+  ++accepted_;
+  histogram_[std::min<std::uint64_t>(lag, max_staleness_)] += env_steps;
+  window_sum_ += static_cast<double>(lag);
+  ++window_n_;
+  window_max_ = std::max(window_max_, lag);
 }
 
 Admission::Window Admission::take_window() {

@@ -25,6 +25,9 @@ class Admission {
   AdmissionDecision admit(const Segment& segment, std::uint64_t learner_version);
   // Counts a segment that failed decoding.
   void count_rejected() { ++rejected_; }
+  // Counts a verdict decided elsewhere (a replayed log): the same
+  // bookkeeping as admit() would have done.
+  void count(Verdict verdict, std::uint64_t lag, std::uint64_t env_steps);
 
   std::uint64_t max_staleness() const { return max_staleness_; }
   std::uint64_t accepted() const { return accepted_; }

@@ -32,8 +32,8 @@ struct Batch {
 
 struct Trainer::Impl {
   explicit Impl(const TrainerOptions& o) : options(o) {
-    torch::manual_seed(o.seed);
-    policy = MoEMlpPolicy(PolicyOptions{o.obs_dim, o.num_actions, o.policy.hidden, o.policy.experts, o.policy.top_k});
+    policy = make_seeded_policy(
+        PolicyOptions{o.obs_dim, o.num_actions, o.policy.hidden, o.policy.experts, o.policy.top_k}, o.seed);
     optimizer = std::make_unique<torch::optim::Adam>(policy->parameters(),
                                                      torch::optim::AdamOptions(o.learner.lr).eps(1e-5));
     generator = at::make_generator<at::CPUGeneratorImpl>(o.seed + 7919);

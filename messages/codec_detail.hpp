@@ -65,6 +65,9 @@ std::vector<T> read_tensor(wire::Tensor::Reader r, std::initializer_list<std::ui
   return out;
 }
 
+// Reads and validates a segment (shapes, dtypes, finite values).
+Segment read_segment(wire::TrajectorySegment::Reader s);
+
 using Which = wire::Envelope::Body::Which;
 MessageKind kind_of(Which w);
 

@@ -46,7 +46,9 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
   s.setLostEpisodes(x.lost_episodes);
 }
 
-Segment read_segment(wire::TrajectorySegment::Reader s) {
+}  // namespace
+
+Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
   Segment x;
   x.explorer_id = s.getExplorerId();
   x.sequence = s.getSequence();
@@ -83,8 +85,6 @@ Segment read_segment(wire::TrajectorySegment::Reader s) {
     if (!std::isfinite(f)) invalid("rewards: must be finite");
   return x;
 }
-
-}  // namespace
 
 WireBuffer encode(const Segment& x, std::string_view sender) {
   const std::size_t bytes = x.observations.size() * 4 + x.actions.size() * 8 + x.behaviour_log_probs.size() * 4 +

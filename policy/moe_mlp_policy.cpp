@@ -1,5 +1,7 @@
 #include "policy/moe_mlp_policy.hpp"
 
+#include <mutex>
+
 namespace rlx {
 
 MoEMlpPolicyImpl::MoEMlpPolicyImpl(const PolicyOptions& o) : options_(o) {
@@ -37,5 +39,12 @@ PolicyOutput MoEMlpPolicyImpl::forward(const torch::Tensor& obs) {
 torch::Tensor MoEMlpPolicyImpl::logits(const torch::Tensor& obs) { return pi_->forward(actor_trunk(obs, nullptr)); }
 
 std::vector<std::string> policy_kinds() { return {"moe_mlp"}; }
+
+MoEMlpPolicy make_seeded_policy(const PolicyOptions& options, std::uint64_t seed) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  torch::manual_seed(seed);
+  return MoEMlpPolicy(options);
+}
 
 }  // namespace rlx

@@ -42,6 +42,13 @@ class MoEMlpPolicyImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MoEMlpPolicy);
 
+// A policy initialised from `seed` alone. LibTorch's initialisers draw
+// from one process-wide generator, so construction is serialised: two
+// threads building policies at once would otherwise interleave draws and
+// the learner's initial weights would depend on timing (breaking exact
+// replay). Every policy in RLX is built through this.
+MoEMlpPolicy make_seeded_policy(const PolicyOptions& options, std::uint64_t seed);
+
 // Names of the policies this build can construct (for config validation).
 std::vector<std::string> policy_kinds();
 

@@ -9,6 +9,7 @@ pkgs=(
   libspdlog-dev catch2 libtomlplusplus-dev libcli11-dev
   libzstd-dev libxxhash-dev
   python3   # examples/envs and tests/envs/fixtures: external environments
+  gnuplot-nox zstd  # rlx inspect --plot / rlx plot; reading compressed logs by hand
 )
 missing=()
 for p in "${pkgs[@]}"; do

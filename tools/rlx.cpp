@@ -1,4 +1,5 @@
-// The rlx command line: launch a run, run the benchmarks.
+// The rlx command line: launch (or resume) a run, replay and inspect
+// rollout logs, plot metrics, run the benchmarks.
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "bench/bench.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "tools/embedded_config.hpp"
+#include "tools/replay_cmd.hpp"
 #include "tools/serve_env.hpp"
 
 namespace {
@@ -87,7 +89,7 @@ Result<ClusterConfig> read_config(const std::string& path, const EnvRegistry& en
   return load_config(path, envs.names(), policy_kinds());
 }
 
-int launch(const std::string& path, const std::string& log_level) {
+int launch(const std::string& path, const std::string& log_level, bool resume) {
   SignalWatcher signals;
   EnvRegistry envs = builtin_envs();
   auto config = read_config(path, envs);
@@ -104,7 +106,7 @@ int launch(const std::string& path, const std::string& log_level) {
   RunHooks hooks;
   hooks.on_status = print_status;
   hooks.on_start = [&](std::function<void(const std::string&)> stop) { signals.set_stop(std::move(stop)); };
-  RunResult r = run_cluster(*config, envs, hooks, log);
+  RunResult r = run_cluster(*config, envs, hooks, log, RunOptions{resume});
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   std::printf("%s\n", r.summary.c_str());
   return static_cast<int>(r.outcome);
@@ -119,6 +121,27 @@ int main(int argc, char** argv) {
   auto* launch_cmd = app.add_subcommand("launch", "run a topology to its stop condition (default: the embedded cluster.toml)");
   launch_cmd->add_option("config", config_path, "a cluster.toml");
   launch_cmd->add_option("--log-level", log_level, "trace|debug|info|warn|error|off (overrides [log] level)");
+  bool resume = false;
+  launch_cmd->add_flag("--resume", resume, "continue the run recorded in log_dir (the learner is rebuilt from the rollout log)");
+  ReplayArgs replay_args;
+  auto* replay_cmd = app.add_subcommand("replay", "train from a rollout log: exact (reproduce the run) or offline (a fresh policy)");
+  replay_cmd->add_option("log", replay_args.log, "a log_dir or its rollouts/ directory")->required();
+  replay_cmd->add_option("--config", replay_args.config, "a cluster.toml (default: the config recorded in the log)");
+  replay_cmd->add_option("--mode", replay_args.mode, "exact | offline")->check(CLI::IsMember({"exact", "offline"}));
+  replay_cmd->add_flag("--skip-bad", replay_args.skip_bad, "go on past damaged records (reported) instead of stopping");
+  replay_cmd->add_option("--passes", replay_args.passes, "offline: passes over the log's segments")->check(CLI::Range(1, 10000));
+  replay_cmd->add_option("--eval-episodes", replay_args.eval_episodes, "offline: greedy episodes to score the result")
+      ->check(CLI::Range(1, 100000));
+  InspectArgs inspect_args;
+  auto* inspect_cmd = app.add_subcommand("inspect", "summarise a rollout log");
+  inspect_cmd->add_option("log", inspect_args.log, "a log_dir or its rollouts/ directory")->required();
+  inspect_cmd->add_flag("--json", inspect_args.json, "print the summary as JSON");
+  inspect_cmd->add_option("--plot", inspect_args.plot, "draw return and staleness over time into this PNG (gnuplot)");
+  inspect_cmd->add_flag("--skip-bad", inspect_args.skip_bad, "go on past damaged records (reported) instead of stopping");
+  std::string plot_dir, plot_out;
+  auto* plot_cmd = app.add_subcommand("plot", "draw a run's metrics.jsonl curves (gnuplot)");
+  plot_cmd->add_option("log_dir", plot_dir, "the run's log_dir")->required();
+  plot_cmd->add_option("--out", plot_out, "PNG to write (default: <log_dir>/metrics.png)");
   std::string bench_filter, bench_out;
   int bench_seeds = 3;
   auto* bench_cmd = app.add_subcommand("bench", "run the benchmarks (ratios against raw baselines)");
@@ -131,7 +154,10 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("--protocol", serve_protocol, "json | capnp")->check(CLI::IsMember({"json", "capnp"}));
   CLI11_PARSE(app, argc, argv);
   if (*serve_cmd) return rlx::serve_env(serve_name, serve_protocol, rlx::builtin_envs());
-  if (*launch_cmd) return launch(config_path, log_level);
+  if (*launch_cmd) return launch(config_path, log_level, resume);
+  if (*replay_cmd) return rlx::replay_command(replay_args);
+  if (*inspect_cmd) return rlx::inspect_command(inspect_args);
+  if (*plot_cmd) return rlx::plot_command(plot_dir, plot_out);
   if (*bench_cmd) return rlx::run_benchmarks(rlx::BenchOptions{bench_filter, bench_seeds, bench_out});
   return 1;
 }

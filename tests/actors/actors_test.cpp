@@ -43,9 +43,9 @@ std::uint64_t fetched_version(test::ActorFixture& f, const weight_store_actor& s
 learner_actor small_learner(test::ActorFixture& f, const weight_store_actor& store, std::uint64_t max_staleness) {
   auto cfg = test::default_config();
   LearnerActorOptions lo;
-  lo.trainer = TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1};
-  lo.max_staleness = max_staleness;
-  lo.batch_segments = 1;
+  lo.core.trainer = TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1};
+  lo.core.max_staleness = max_staleness;
+  lo.core.batch_segments = 1;
   lo.weight_store = store;
   lo.log = f.log;
   return spawn_learner(f.system, lo);

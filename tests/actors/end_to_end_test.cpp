@@ -2,11 +2,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include <capnp/serialize.h>
 #include <catch2/catch.hpp>
 
 #include "actors/cluster.hpp"
 #include "messages/codec.hpp"
+#include "replay/log_reader.hpp"
 #include "tests/helpers.hpp"
 
 using namespace rlx;
@@ -27,23 +27,17 @@ std::uint64_t json_uint(const std::string& line, const std::string& key) {
   return std::stoull(line.substr(at + key.size() + 3));
 }
 
-// Reads the rollout log: every record must decode; returns their count.
-std::uint64_t count_records(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), {});
-  REQUIRE(bytes.size() % 8 == 0);
-  auto all = WireBuffer::copy_of(bytes.data(), bytes.size());
-  auto words = all.words();
+// Reads the rollout log: every entry must verify; returns the rollout count.
+std::uint64_t count_records(const std::filesystem::path& log_dir) {
   std::uint64_t n = 0;
-  while (words.size() > 0) {
-    std::size_t size = capnp::expectedSizeInWordsFromPrefix(words);
-    REQUIRE(size <= words.size());
-    auto rec = decode_record(WireBuffer::copy_of(words.begin(), size * 8));
-    REQUIRE(rec.ok());
-    CHECK(rec->record.admission_index == n);
+  auto report = read_log(log_dir, ReadOptions{}, [&](const LogEntryData& e, const LogPosition&) {
+    if (e.kind != LogKind::rollout) return true;
+    CHECK(e.rollout.record.admission_index == n);
     ++n;
-    words = words.slice(size, words.size());
-  }
+    return true;
+  });
+  INFO((report ? "" : report.error().message));
+  REQUIRE(report.ok());
   return n;
 }
 
@@ -84,7 +78,7 @@ TEST_CASE("a seeded short CartPole run learns and accounts for every segment", "
   CHECK(rejected == 0);
   CHECK(json_uint(line, "policy_version") > 0);
   // Every segment the learner saw is in the rollout log, in order.
-  CHECK(count_records(dir / "rollouts" / "rollouts-000000.capnp") >= received);
+  CHECK(count_records(dir) >= received);
 }
 
 TEST_CASE("the rollout log is readable by the capnp tool alone", "[actors][e2e][slow][recorder]") {
@@ -96,12 +90,14 @@ TEST_CASE("the rollout log is readable by the capnp tool alone", "[actors][e2e][
   run_cluster(cfg, builtin_envs(), {}, null_logger());
   auto file = dir / "rollouts" / "rollouts-000000.capnp";
   auto out = dir / "decoded.txt";
-  std::string cmd = "cd " RLX_SOURCE_DIR " && capnp decode messages/envelope.capnp Envelope < " + file.string() + " > " +
+  std::string cmd = "cd " RLX_SOURCE_DIR " && capnp decode messages/log.capnp LogEntry < " + file.string() + " > " +
                     out.string();
   REQUIRE(std::system(cmd.c_str()) == 0);
   std::ifstream in(out);
   std::string text((std::istreambuf_iterator<char>(in)), {});
-  CHECK(text.find("record = (") != std::string::npos);
+  CHECK(text.find("rollout = (") != std::string::npos);
+  CHECK(text.find("weights = (") != std::string::npos);
+  CHECK(text.find("start = (") != std::string::npos);
   CHECK(text.find("verdict = trained") != std::string::npos);
   CHECK(text.find("explorerId") != std::string::npos);
 }

@@ -1,0 +1,71 @@
+// The learner's loop without the actor: admission (or a verdict replayed
+// from the log), run counters, batching, one Trainer update per full
+// batch, and when to publish. The learner actor and `rlx replay` both
+// drive it, so a replayed log goes through exactly the code the live run
+// went through.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "learner/admission.hpp"
+#include "learner/run_stats.hpp"
+#include "learner/trainer.hpp"
+
+namespace rlx {
+
+struct LearnerCoreOptions {
+  TrainerOptions trainer;
+  std::uint64_t max_staleness = 4;
+  std::size_t batch_segments = 4;
+  std::uint64_t publish_every = 1;
+};
+
+// A segment's fate at the learner's door.
+struct Arrival {
+  Verdict verdict = Verdict::trained;
+  std::uint64_t lag = 0;
+  std::string reason;        // why dropped or rejected
+  std::uint64_t version = 0; // learner version at admission
+  std::uint64_t index = 0;   // order of arrival, from 0
+};
+
+class LearnerCore {
+ public:
+  explicit LearnerCore(const LearnerCoreOptions& options);
+
+  // Live: `segment` decoded (nullopt: it failed decoding, `reject_reason`
+  // says why); admission decides. A trained segment joins the batch.
+  Arrival admit(std::optional<Segment> segment, const std::string& reject_reason);
+  // Replay: the verdict recorded in the log is applied as it was.
+  Arrival admit_recorded(const RolloutRecordData& record, std::optional<Segment> segment);
+
+  bool batch_full() const { return batch_.size() >= options_.batch_segments; }
+  std::size_t batch_size() const { return batch_.size(); }
+  // One update on the batch, which is cleared either way. On success the
+  // version grows by one.
+  Result<UpdateStats> train();
+  // After a successful train(): whether this version is to be published.
+  bool publish_due() const { return updates_ % options_.publish_every == 0; }
+  // The current weights (with their checksum).
+  WeightSetData weights() const;
+
+  Trainer& trainer() { return *trainer_; }
+  const Trainer& trainer() const { return *trainer_; }
+  Admission& admission() { return admission_; }
+  const Admission& admission() const { return admission_; }
+  const RunStats& stats() const { return stats_; }
+  std::uint64_t received() const { return received_; }
+  std::uint64_t updates() const { return updates_; }
+  const LearnerCoreOptions& options() const { return options_; }
+
+ private:
+  LearnerCoreOptions options_;
+  std::unique_ptr<Trainer> trainer_;
+  Admission admission_;
+  RunStats stats_;
+  std::vector<Segment> batch_;
+  std::uint64_t received_ = 0, updates_ = 0;
+};
+
+}  // namespace rlx

@@ -1,0 +1,160 @@
+#include "replay/log_files.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <zstd.h>
+
+namespace rlx::logfiles {
+
+namespace {
+
+constexpr const char* kPrefix = "rollouts-";
+
+// "rollouts-000012.capnp[.zst]" -> 12
+bool parse_name(const std::string& name, std::uint64_t& number, bool& compressed) {
+  if (name.rfind(kPrefix, 0) != 0) return false;
+  const std::string rest = name.substr(std::strlen(kPrefix));
+  const auto dot = rest.find('.');
+  if (dot == std::string::npos || dot == 0) return false;
+  const std::string digits = rest.substr(0, dot), ext = rest.substr(dot);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  if (ext != ".capnp" && ext != ".capnp.zst") return false;
+  number = std::stoull(digits);
+  compressed = ext == ".capnp.zst";
+  return true;
+}
+
+Error io_error(const fs::path& p, const std::string& what) {
+  return make_error(Errc::io, fmt::format("{}: {}: {}", p.string(), what, std::strerror(errno)));
+}
+
+}  // namespace
+
+fs::path data_path(const fs::path& dir, std::uint64_t number) {
+  return dir / fmt::format("{}{:06d}.capnp", kPrefix, number);
+}
+
+fs::path index_path(const fs::path& dir, std::uint64_t number) {
+  return dir / fmt::format("{}{:06d}.idx", kPrefix, number);
+}
+
+fs::path rollouts_dir(const fs::path& where) {
+  std::error_code ec;
+  if (fs::is_directory(where / "rollouts", ec)) return where / "rollouts";
+  return where;
+}
+
+Result<std::vector<DataFile>> list(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return make_error(Errc::not_found, dir.string() + ": no rollout log here");
+  std::vector<DataFile> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::uint64_t n = 0;
+    bool z = false;
+    if (!e.is_regular_file() || !parse_name(e.path().filename().string(), n, z)) continue;
+    auto same = std::find_if(files.begin(), files.end(), [&](const DataFile& f) { return f.number == n; });
+    if (same != files.end()) {
+      if (z) *same = DataFile{n, e.path(), true, index_path(dir, n)};
+      continue;
+    }
+    files.push_back(DataFile{n, e.path(), z, index_path(dir, n)});
+  }
+  if (ec) return make_error(Errc::io, dir.string() + ": " + ec.message());
+  std::sort(files.begin(), files.end(), [](const DataFile& a, const DataFile& b) { return a.number < b.number; });
+  return files;
+}
+
+Result<std::vector<std::uint8_t>> read_all(const DataFile& f, std::string* problem) {
+  std::ifstream in(f.path, std::ios::binary);
+  if (!in) return io_error(f.path, "cannot open");
+  std::vector<std::uint8_t> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!f.compressed) return raw;
+  std::vector<std::uint8_t> out;
+  std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+  ZSTD_inBuffer input{raw.data(), raw.size(), 0};
+  std::vector<std::uint8_t> chunk(ZSTD_DStreamOutSize());
+  std::size_t last = 1;
+  while (input.pos < input.size) {
+    ZSTD_outBuffer output{chunk.data(), chunk.size(), 0};
+    last = ZSTD_decompressStream(ctx.get(), &output, &input);
+    if (ZSTD_isError(last)) {
+      if (problem) *problem = fmt::format("zstd: {} (compressed byte {})", ZSTD_getErrorName(last), input.pos);
+      out.insert(out.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(output.pos));
+      return out;
+    }
+    out.insert(out.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(output.pos));
+  }
+  // Flush what the decoder still holds (a frame ends with last == 0).
+  while (last != 0) {
+    ZSTD_outBuffer output{chunk.data(), chunk.size(), 0};
+    last = ZSTD_decompressStream(ctx.get(), &output, &input);
+    if (ZSTD_isError(last) || output.pos == 0) {
+      if (problem) *problem = "zstd: the compressed file ends mid-frame (truncated)";
+      break;
+    }
+    out.insert(out.end(), chunk.begin(), chunk.begin() + static_cast<std::ptrdiff_t>(output.pos));
+  }
+  return out;
+}
+
+Result<bool> compress_file(const fs::path& path, int level) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error(path, "cannot open");
+  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> packed(ZSTD_compressBound(raw.size()));
+  const std::size_t n = ZSTD_compress(packed.data(), packed.size(), raw.data(), raw.size(), level);
+  if (ZSTD_isError(n)) return make_error(Errc::io, path.string() + ": zstd: " + ZSTD_getErrorName(n));
+  const fs::path tmp = path.string() + ".zst.tmp", dst = path.string() + ".zst";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return io_error(tmp, "cannot create");
+  std::size_t done = 0;
+  while (done < n) {
+    const ssize_t w = ::write(fd, packed.data() + done, n - done);
+    if (w <= 0) {
+      ::close(fd);
+      return io_error(tmp, "write failed");
+    }
+    done += static_cast<std::size_t>(w);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    return io_error(tmp, "fsync failed");
+  }
+  ::close(fd);
+  std::error_code ec;
+  fs::rename(tmp, dst, ec);
+  if (ec) return make_error(Errc::io, tmp.string() + ": rename: " + ec.message());
+  fs::remove(path, ec);
+  return true;
+}
+
+Result<std::uint64_t> framed_size(const std::uint8_t* bytes, std::uint64_t size, std::uint64_t pos,
+                                  std::uint64_t max_bytes) {
+  const std::uint64_t left = size - pos;
+  if (left < 8) return make_error(Errc::truncated_message, fmt::format("{} bytes left, a record needs at least 8", left));
+  std::uint32_t count_minus_one = 0;
+  std::memcpy(&count_minus_one, bytes + pos, 4);
+  const std::uint64_t segments = std::uint64_t{count_minus_one} + 1;
+  if (segments > 512) return make_error(Errc::malformed_message, fmt::format("framing claims {} segments", segments));
+  const std::uint64_t header = (4 + 4 * segments + 7) / 8 * 8;
+  if (header > left) return make_error(Errc::truncated_message, "the segment table is cut off");
+  std::uint64_t words = 0;
+  for (std::uint64_t i = 0; i < segments; ++i) {
+    std::uint32_t w = 0;
+    std::memcpy(&w, bytes + pos + 4 + 4 * i, 4);
+    words += w;
+  }
+  const std::uint64_t total = header + words * 8;
+  if (total > max_bytes) return make_error(Errc::message_too_large, fmt::format("framing claims {} bytes", total));
+  if (total > left)
+    return make_error(Errc::truncated_message, fmt::format("framing claims {} bytes, {} remain", total, left));
+  return total;
+}
+
+}  // namespace rlx::logfiles

@@ -1,0 +1,113 @@
+#include "actors/cluster.hpp"
+#include "envs/batch_env.hpp"
+#include "explorers/evaluate.hpp"
+#include "replay/replay.hpp"
+#include "tests/replay/log_fixture.hpp"
+
+using namespace rlx;
+using namespace rlx::test;
+
+namespace {
+
+ClusterConfig short_run(const fs::path& dir, std::uint64_t max_env_steps) {
+  auto cfg = default_config();
+  cfg.run.log_dir = dir.string();
+  cfg.run.seed = 5;
+  cfg.run.stop.max_env_steps = max_env_steps;
+  cfg.run.stop.max_seconds = 0;
+  cfg.run.report_interval_s = 0.2;
+  return cfg;
+}
+
+LearnerCoreOptions core_options(const ClusterConfig& cfg) {
+  const EnvSpec spec = make_batch_env_factory(cfg.run.env, cfg.external, builtin_envs(), null_logger())(1, 0, 1)->spec();
+  return learner_core_options(cfg, spec);
+}
+
+}  // namespace
+
+TEST_CASE("exact replay of a recorded run reproduces every published version bit for bit", "[replay][exact][slow]") {
+  TempDir t("rlx-replay-exact");
+  auto cfg = short_run(t.path, 30'000);
+  RunResult run = run_cluster(cfg, builtin_envs(), {}, null_logger());
+  INFO(run.summary);
+  REQUIRE(run.outcome == RunOutcome::budget);
+
+  auto r = replay_exact(t.path, core_options(cfg), ReadOptions{});
+  REQUIRE(r.ok());
+  CHECK(r->versions_checked >= 5);
+  CHECK(r->versions_matched == r->versions_checked);
+  CHECK(r->admission_mismatches == 0);
+  CHECK(r->identical());
+
+  // The comparison can fail: another seed gives other weights at once.
+  auto other = core_options(cfg);
+  other.trainer.seed += 1;
+  auto diverged = replay_exact(t.path, other, ReadOptions{});
+  REQUIRE(diverged.ok());
+  CHECK_FALSE(diverged->identical());
+  CHECK(diverged->versions_matched == 0);
+}
+
+TEST_CASE("a resumed run continues the same log with nothing duplicated or lost", "[replay][resume][slow]") {
+  TempDir t("rlx-replay-resume");
+  auto cfg = short_run(t.path, 20'000);
+  REQUIRE(run_cluster(cfg, builtin_envs(), {}, null_logger()).outcome == RunOutcome::budget);
+  std::vector<LogEntryData> before;
+  REQUIRE(read_all(t.path, false, &before).ok());
+
+  cfg.run.stop.max_env_steps = 40'000;
+  RunResult resumed = run_cluster(cfg, builtin_envs(), {}, null_logger(), RunOptions{true});
+  INFO(resumed.summary);
+  REQUIRE(resumed.outcome == RunOutcome::budget);
+  std::vector<LogEntryData> after;
+  auto report = read_all(t.path, false, &after);
+  REQUIRE(report.ok());
+  CHECK(report->problems.empty());
+  REQUIRE(after.size() > before.size());
+  // The old entries are untouched; sequence numbers and admission indices
+  // go on without a gap or a repeat.
+  for (std::size_t i = 0; i < before.size(); ++i) CHECK(after[i].checksum == before[i].checksum);
+  std::uint64_t admission = 0, starts = 0;
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    CHECK(after[i].seq == i);
+    if (after[i].kind == LogKind::start) ++starts;
+    if (after[i].kind != LogKind::rollout) continue;
+    CHECK(after[i].rollout.record.admission_index == admission);
+    ++admission;
+  }
+  CHECK(starts == 2);
+  CHECK(after[before.size()].kind == LogKind::start);
+  CHECK(after[before.size()].start.resumed);
+  // The resumed learner went on from exactly where the log left it.
+  auto r = replay_exact(t.path, core_options(cfg), ReadOptions{});
+  REQUIRE(r.ok());
+  CHECK(r->identical());
+  CHECK(r->versions_checked > 0);
+}
+
+TEST_CASE("a policy trained offline from a CartPole log reaches a useful return", "[replay][offline][slow]") {
+  TempDir t("rlx-replay-offline");
+  auto cfg = short_run(t.path, 60'000);
+  REQUIRE(run_cluster(cfg, builtin_envs(), {}, null_logger()).outcome != RunOutcome::failed);
+  OfflineOptions o;
+  o.trainer = core_options(cfg).trainer;
+  o.trainer.seed = 99;  // a fresh policy, not the run's
+  o.batch_segments = 4;
+  o.passes = 3;
+  auto trained = train_offline(t.path, o, ReadOptions{});
+  REQUIRE(trained.ok());
+  CHECK(trained->segments >= 50);
+  EvaluateOptions eo;
+  eo.policy = cfg.policy;
+  eo.episodes = 16;
+  eo.seed = 424242;
+  auto factory = make_batch_env_factory(cfg.run.env, cfg.external, builtin_envs(), null_logger());
+  auto before = evaluate(Trainer(o.trainer).weights(), factory, eo);
+  auto after = evaluate(trained->weights, factory, eo);
+  REQUIRE(before.ok());
+  REQUIRE(after.ok());
+  INFO("untrained " << before->mean_return << ", offline " << after->mean_return);
+  CHECK(before->mean_return < 60);
+  CHECK(after->mean_return >= 150);
+}
