@@ -1,4 +1,5 @@
 #include "bench/bench.hpp"
+#include "bench/common.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -23,21 +24,6 @@
 namespace rlx {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-struct Row {
-  std::string name, measured, baseline, ratio, note;
-};
-
-ClusterConfig default_config(const EnvRegistry& envs) {
-  auto c = parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), policy_kinds());
-  RLX_REQUIRE(c.ok(), c.error().message);
-  c->run.record = false;
-  c->run.log_dir = "/tmp/rlx-bench";
-  c->run.report_interval_s = 0.5;
-  return *c;
-}
 
 // Raw loop: one thread, one VectorEnv, the policy forward and sampling.
 double raw_steps_per_s(const ClusterConfig& cfg, const EnvRegistry& envs, std::uint64_t steps) {
@@ -75,10 +61,8 @@ double actor_steps_per_s(ClusterConfig cfg, const EnvRegistry& envs, int explore
   return static_cast<double>(steps) / seconds_since(t0);
 }
 
-double median(std::vector<double> xs);
-
 std::vector<Row> bench_env_throughput(const EnvRegistry& envs) {
-  auto cfg = default_config(envs);
+  auto cfg = bench_config(envs);
   const std::uint64_t steps = 600'000;
   const double cores = std::min<double>(2.0, std::thread::hardware_concurrency());
   // Interleaved rounds, medians: slow phases of a noisy machine hit every variant.
@@ -101,11 +85,6 @@ std::vector<Row> bench_env_throughput(const EnvRegistry& envs) {
   row("env steps/s, 2 explorers x 16 envs, env actors", median(a2), cores);
   row("env steps/s, 2 explorers x 16 envs, local envs", median(l2), cores);
   return rows;
-}
-
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  return xs[xs.size() / 2];
 }
 
 // Wall time from start to solved, per seed.
@@ -131,7 +110,7 @@ std::vector<double> time_to_solve(ClusterConfig cfg, const EnvRegistry& envs, in
 }
 
 std::vector<Row> bench_solve(const EnvRegistry& envs, int seeds) {
-  auto cfg = default_config(envs);
+  auto cfg = bench_config(envs);
   std::string notes;
   auto times = time_to_solve(cfg, envs, seeds, &notes);
   return {{"default cluster.toml, wall time to mean return 475", fmt::format("{:.1f} s (median)", median(times)),
@@ -139,7 +118,7 @@ std::vector<Row> bench_solve(const EnvRegistry& envs, int seeds) {
 }
 
 std::vector<Row> bench_async_vs_sync(const EnvRegistry& envs, int seeds) {
-  auto cfg = default_config(envs);
+  auto cfg = bench_config(envs);
   // The same run both ways: one segment per explorer per update.
   cfg.learner.batch_segments = cfg.total_explorers();
   cfg.explorer.segment_steps *= 2;
@@ -153,7 +132,7 @@ std::vector<Row> bench_async_vs_sync(const EnvRegistry& envs, int seeds) {
 }
 
 std::vector<Row> bench_codec(const EnvRegistry& envs) {
-  auto cfg = default_config(envs);
+  auto cfg = bench_config(envs);
   const auto& node = cfg.nodes.front();
   const std::uint32_t T = static_cast<std::uint32_t>(cfg.explorer.segment_steps);
   const std::uint32_t B = static_cast<std::uint32_t>(node.envs_per_explorer), D = 4;
@@ -241,7 +220,7 @@ std::vector<Row> bench_external(const EnvRegistry& envs, int seeds) {
                   fmt::format("{:.0f} steps/s in-process", r_in), fmt::format("{:.3f}", r_cp / r_in),
                   "per request/response of 16 envs"});
   // The whole job: the Python env against the built-in one, same seeds.
-  auto cfg = default_config(envs);
+  auto cfg = bench_config(envs);
   cfg.explorer.env_placement = "local";
   std::string bn, pn;
   double tb = median(time_to_solve(cfg, envs, seeds, &bn));
@@ -254,6 +233,20 @@ std::vector<Row> bench_external(const EnvRegistry& envs, int seeds) {
 }
 
 }  // namespace
+
+ClusterConfig bench_config(const EnvRegistry& envs) {
+  auto c = parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), policy_kinds());
+  RLX_REQUIRE(c.ok(), c.error().message);
+  c->run.record = false;
+  c->run.log_dir = "/tmp/rlx-bench";
+  c->run.report_interval_s = 0.5;
+  return *c;
+}
+
+double median(std::vector<double> xs) {
+  std::sort(xs.begin(), xs.end());
+  return xs[xs.size() / 2];
+}
 
 int run_benchmarks(const BenchOptions& o) {
   configure_compute_threads(1);  // as run_cluster does for the default topology: baselines get the same
@@ -273,6 +266,8 @@ int run_benchmarks(const BenchOptions& o) {
   if (want("solve")) add(bench_solve(envs, o.seeds));
   if (want("async")) add(bench_async_vs_sync(envs, o.seeds));
   if (want("external")) add(bench_external(envs, o.seeds));
+  if (want("recording")) add(bench_recording(envs, o.seeds));
+  if (want("replay")) add(bench_replay(envs));
   if (!o.markdown.empty()) {
     std::ofstream md(o.markdown);
     md << "| benchmark | measured | baseline | ratio | notes |\n|---|---|---|---|---|\n";

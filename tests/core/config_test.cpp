@@ -117,3 +117,20 @@ TEST_CASE("an exec: env and its [external] table are validated", "[core][config]
   REQUIRE_FALSE(unknown_name.ok());
   CHECK(unknown_name.error().message.find("exec:COMMAND") != std::string::npos);
 }
+
+TEST_CASE("the [record] table is parsed and validated", "[core][config][replay]") {
+  auto ok = test::parse("[record]\nfile_mb = 8\ncompress = \"zstd\"\ncompress_level = 5\n" + valid_nodes());
+  REQUIRE(ok.ok());
+  CHECK(ok->record.file_mb == 8);
+  CHECK(ok->record.compress == "zstd");
+  CHECK(ok->record.compress_level == 5);
+  auto bad = test::parse("[record]\ncompress = \"gzip\"\n" + valid_nodes());
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.find("record.compress") != std::string::npos);
+  CHECK(bad.error().message.find("zstd") != std::string::npos);
+  auto zero = test::parse("[record]\nfile_mb = 0\n" + valid_nodes());
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.error().code == Errc::config_range);
+  // The TOML text is kept for the rollout log's start entry.
+  CHECK(ok->text.find("compress_level = 5") != std::string::npos);
+}
