@@ -43,20 +43,15 @@ WireBuffer encode(const HeartbeatData& x, std::string_view sender);
 WireBuffer encode(const MetricsData& x, std::string_view sender);
 WireBuffer encode(const ScaleCommandData& x, std::string_view sender);
 
-// A RolloutRecord whose segment is copied from `segment_envelope` (an
-// Envelope holding a segment) when the verdict is not `rejected`.
-WireBuffer encode_record(const RolloutRecordData& x, const WireBuffer& segment_envelope, std::string_view sender);
-
-// Decodes an Envelope that must hold a T. Specialised for every type above
-// (and RolloutRecordData paired with its Segment, see decode_record).
+// Decodes an Envelope that must hold a T. Specialised for every type above.
 template <class T>
 Result<T> decode(const WireBuffer& buf, const DecodeOptions& options = {});
 
+// A RolloutRecord as read from the rollout log (messages/log_codec.hpp).
 struct DecodedRecord {
   RolloutRecordData record;
   Segment segment;  // empty when rejected
 };
-Result<DecodedRecord> decode_record(const WireBuffer& buf, const DecodeOptions& options = {});
 
 // The kind of message a buffer holds, or an error if it is not a valid Envelope.
 Result<MessageKind> peek_kind(const WireBuffer& buf, const DecodeOptions& options = {});

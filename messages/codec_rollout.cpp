@@ -98,35 +98,4 @@ Result<Segment> decode<Segment>(const WireBuffer& buf, const DecodeOptions& opti
   return decode_body<Segment>(buf, options, Which::SEGMENT, [](auto body) { return read_segment(body.getSegment()); });
 }
 
-WireBuffer encode_record(const RolloutRecordData& x, const WireBuffer& segment_envelope, std::string_view sender) {
-  return build(sender, [&](auto body) {
-    auto r = body.initRecord();
-    r.setVerdict(static_cast<wire::Verdict>(x.verdict));
-    r.setLearnerVersion(x.learner_version);
-    r.setAdmissionIndex(x.admission_index);
-    r.setLag(x.lag);
-    r.setReason(kj::StringPtr(x.reason.c_str()));
-    if (x.verdict != Verdict::rejected) {
-      capnp::ReaderOptions ro;
-      capnp::FlatArrayMessageReader reader(segment_envelope.words(), ro);
-      r.setSegment(reader.getRoot<wire::Envelope>().getBody().getSegment());
-    }
-  });
-}
-
-Result<DecodedRecord> decode_record(const WireBuffer& buf, const DecodeOptions& options) {
-  return decode_body<DecodedRecord>(buf, options, Which::RECORD, [](auto body) {
-    auto r = body.getRecord();
-    DecodedRecord out;
-    out.record.verdict = static_cast<Verdict>(r.getVerdict());
-    if (static_cast<unsigned>(out.record.verdict) > 2) invalid("record: unknown verdict");
-    out.record.learner_version = r.getLearnerVersion();
-    out.record.admission_index = r.getAdmissionIndex();
-    out.record.lag = r.getLag();
-    out.record.reason = r.getReason().cStr();
-    if (r.hasSegment()) out.segment = read_segment(r.getSegment());
-    return out;
-  });
-}
-
 }  // namespace rlx

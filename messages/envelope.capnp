@@ -29,6 +29,6 @@ struct Envelope {
     heartbeat @15 :C.Heartbeat;
     metrics @16 :C.MetricsReport;
     scale @17 :C.ScaleCommand;
-    record @18 :R.RolloutRecord;
+    record @18 :R.RolloutRecord;   # unused on the wire: the rollout log wraps records in log.capnp LogEntry
   }
 }

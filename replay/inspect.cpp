@@ -117,13 +117,20 @@ std::string summary_text(const LogSummary& s) {
   for (const auto& [id, x] : s.explorers)
     o += fmt::format("  {:>3}  {:>6} segments {:>9} steps {:>6} episodes  mean return {}\n", id, x.segments, x.steps,
                      x.episodes, x.episodes ? fmt::format("{:.1f}", x.return_sum / x.episodes) : "-");
-  o += fmt::format("versions     {} published, last v{}; steps chosen per version:", s.versions_published, s.last_version);
-  std::uint64_t shown = 0;
+  o += fmt::format("versions     {} published, last v{}; env steps chosen by each version", s.versions_published,
+                   s.last_version);
+  // Every version when few, else 16 equal ranges of versions (--json has them all).
+  std::vector<std::pair<std::string, std::uint64_t>> rows;
+  const std::uint64_t top = s.versions.empty() ? 0 : s.versions.rbegin()->first;
+  const std::uint64_t width = top < 24 ? 1 : (top + 16) / 16;
   for (const auto& [v, x] : s.versions) {
     if (!x.behaviour_steps) continue;
-    if (shown++ % 8 == 0) o += "\n ";
-    o += fmt::format(" v{}:{}", v, x.behaviour_steps);
+    const std::uint64_t lo = v / width * width, hi = std::min(top, lo + width - 1);
+    std::string label = width == 1 ? fmt::format("v{}", lo) : fmt::format("v{}-{}", lo, hi);
+    if (rows.empty() || rows.back().first != label) rows.emplace_back(label, 0);
+    rows.back().second += x.behaviour_steps;
   }
+  for (std::size_t i = 0; i < rows.size(); ++i) o += fmt::format("{}{}:{}", i % 8 == 0 ? "\n  " : " ", rows[i].first, rows[i].second);
   o += "\n";
   for (const auto& p : r.problems) o += fmt::format("{} {}\n", p.fatal ? "bad record:" : "warning:", describe(p));
   return o;

@@ -76,7 +76,10 @@ Result<bool> plot_log(const LogSummary& s, const fs::path& png) {
     std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) { return a.t < b.t; });
     std::deque<double> window;  // per-segment mean returns, for a running mean
     double sum = 0;
+    double last_t = points.front().t;
     for (const auto& p : points) {
+      if (p.t - last_t > 5.0) out << '\n';  // a pause (e.g. before a resume): no line across it
+      last_t = p.t;
       if (p.episodes) {
         window.push_back(p.mean_return);
         sum += p.mean_return;

@@ -76,6 +76,31 @@ TEST_CASE("rlx inspect and replay stop with exit code 2 at a damaged record unle
   CHECK(lenient.out.find("bad record: ") != std::string::npos);
 }
 
+TEST_CASE("rlx inspect names a truncated last record and only warns about a missing index", "[replay][inspect][damage][tools]") {
+  TempDir t("rlx-cli-truncated");
+  write_log(LogWriterOptions{t.path / "rollouts"}, 5);
+  const auto file = logfiles::data_path(t.path / "rollouts", 0);
+  auto index = read_index(logfiles::index_path(t.path / "rollouts", 0));
+  auto bytes = read_bytes(file);
+  bytes.resize(bytes.size() - 3);
+  write_bytes(file, bytes);
+  auto strict = run_rlx("inspect " + t.path.string(), t.path);
+  CHECK(strict.code == 2);
+  CHECK(strict.err.find("rollouts-000000.capnp at byte " + std::to_string(index.back().offset) + ": truncated_message") !=
+        std::string::npos);
+  auto lenient = run_rlx("inspect --skip-bad --json " + t.path.string(), t.path);
+  CHECK(lenient.code == 0);
+  CHECK(lenient.out.find("\"fatal\":true") != std::string::npos);
+
+  bytes.resize(index.back().offset);  // a clean cut: what a resume leaves
+  write_bytes(file, bytes);
+  std::filesystem::remove(logfiles::index_path(t.path / "rollouts", 0));
+  auto noindex = run_rlx("inspect " + t.path.string(), t.path);
+  CHECK(noindex.code == 0);
+  CHECK(noindex.out.find("warning: ") != std::string::npos);
+  CHECK(noindex.out.find("rollouts-000000.idx missing") != std::string::npos);
+}
+
 TEST_CASE("rlx replay exits 1 and names the version when the weights differ from the log", "[replay][exact][tools]") {
   TempDir t("rlx-cli-diverged");
   write_log(LogWriterOptions{t.path / "rollouts"}, 4);  // its weights entries carry a made-up checksum

@@ -1,6 +1,9 @@
+#include <sys/wait.h>
+
 #include "actors/cluster.hpp"
 #include "envs/batch_env.hpp"
 #include "explorers/evaluate.hpp"
+#include "policy/moe_mlp_policy.hpp"
 #include "replay/replay.hpp"
 #include "tests/replay/log_fixture.hpp"
 
@@ -110,4 +113,55 @@ TEST_CASE("a policy trained offline from a CartPole log reaches a useful return"
   INFO("untrained " << before->mean_return << ", offline " << after->mean_return);
   CHECK(before->mean_return < 60);
   CHECK(after->mean_return >= 150);
+}
+
+TEST_CASE("a run killed with SIGKILL resumes from its log and replays exactly", "[replay][resume][slow][tools]") {
+  TempDir t("rlx-replay-kill");
+  std::string toml = embedded_cluster_toml();
+  auto set = [&](const std::string& from, const std::string& to) {
+    auto at = toml.find(from);
+    REQUIRE(at != std::string::npos);
+    toml.replace(at, from.size(), to);
+  };
+  set("log_dir = \"runs/cartpole\"", "log_dir = \"" + t.path.string() + "\"");
+  set("max_env_steps = 2_000_000", "max_env_steps = 2_000_000_000");
+  set("mean_return = 475.0", "mean_return = 100000.0");  // only the budget ends it
+  const auto config = t.path / "c.toml";
+  {
+    std::ofstream out(config);
+    out << toml;
+  }
+  // Killed wherever it is after 3 s: mid-update, mid-write, anywhere.
+  const std::string quiet = " > " + (t.path / "out.txt").string() + " 2>&1";
+  std::system(("timeout -s KILL 3 " RLX_BINARY " launch " + config.string() + quiet).c_str());
+  std::uint64_t steps = 0;
+  {
+    ReadOptions ro;
+    ro.skip_bad = true;  // the kill may have torn the last record
+    auto r = read_log(t.path, ro, [&](const LogEntryData& e, const LogPosition&) {
+      if (e.kind == LogKind::rollout) steps += e.rollout.segment.env_steps();
+      return true;
+    });
+    REQUIRE(r.ok());
+  }
+  // Resume for a few more segments' worth of steps.
+  set("max_env_steps = 2_000_000_000", "max_env_steps = " + std::to_string(steps + 20'000));
+  {
+    std::ofstream out(config, std::ios::trunc);
+    out << toml;
+  }
+  const int status = std::system((RLX_BINARY " launch --resume " + config.string() + quiet).c_str());
+  auto out = read_bytes(t.path / "out.txt");
+  INFO(std::string(out.begin(), out.end()));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 3);  // budget: the resumed run went on to its new step limit
+  std::vector<LogEntryData> entries;
+  auto strict = read_all(t.path, false, &entries);
+  REQUIRE(strict.ok());  // the torn record, if any, was cut on resume
+  auto cfg = parse_config(toml, "c.toml", builtin_envs().names(), policy_kinds());
+  REQUIRE(cfg.ok());
+  auto r = replay_exact(t.path, core_options(*cfg), ReadOptions{});
+  REQUIRE(r.ok());
+  CHECK(r->identical());
+  CHECK(r->core->stats().env_steps() >= steps + 20'000);
 }
