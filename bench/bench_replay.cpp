@@ -9,6 +9,8 @@
 #include "actors/cluster.hpp"
 #include "bench/common.hpp"
 #include "envs/batch_env.hpp"
+#include "messages/codec.hpp"
+#include "replay/log_writer.hpp"
 #include "replay/replay.hpp"
 
 namespace rlx {
@@ -41,6 +43,49 @@ Timed timed_run(ClusterConfig cfg, const EnvRegistry& envs, bool record, bool zs
   return t;
 }
 
+// The recorder's own cost per segment: LogWriter (copy into a LogEntry,
+// canonicalise + xxh64, index entry, two flushed writes) against writing
+// the segment's bytes raw with one flushed write.
+Row writer_cost(const ClusterConfig& cfg) {
+  const auto T = static_cast<std::uint32_t>(cfg.explorer.segment_steps);
+  const auto B = static_cast<std::uint32_t>(cfg.nodes.front().envs_per_explorer);
+  Segment s;
+  s.num_steps = T;
+  s.num_envs = B;
+  s.obs_dim = 4;
+  s.observations.assign(std::size_t{T} * B * 4, 0.01f);
+  s.actions.assign(std::size_t{T} * B, 1);
+  s.behaviour_log_probs.assign(std::size_t{T} * B, -0.69f);
+  s.rewards.assign(std::size_t{T} * B, 1.0f);
+  s.terminated.assign(std::size_t{T} * B, 0);
+  s.truncated.assign(std::size_t{T} * B, 0);
+  s.policy_versions.assign(T, 0);
+  s.bootstrap_observations.assign(std::size_t{B} * 4, 0.0f);
+  const WireBuffer env = encode(s, "bench");
+  constexpr int kN = 2000;
+  const fs::path dir = fs::path(cfg.run.log_dir) / "writer-bench";
+  fs::remove_all(dir);
+  auto w = LogWriter::create(LogWriterOptions{dir});
+  RLX_REQUIRE(w.ok(), w.error().message);
+  auto t0 = Clock::now();
+  for (int i = 0; i < kN; ++i) (void)(*w)->write_rollout(RolloutRecordData{Verdict::trained, 0, std::uint64_t(i), 0, ""}, env);
+  (void)(*w)->close();
+  const double writer_s = seconds_since(t0);
+  std::FILE* raw = std::fopen((dir / "raw.bin").c_str(), "wb");
+  t0 = Clock::now();
+  for (int i = 0; i < kN; ++i) {
+    std::fwrite(env.bytes().data(), 1, env.size(), raw);
+    std::fflush(raw);
+  }
+  std::fclose(raw);
+  const double raw_s = seconds_since(t0);
+  fs::remove_all(dir);
+  return {"rollout log append, one segment", fmt::format("{:.1f} us ({} B)", writer_s / kN * 1e6, env.size()),
+          fmt::format("{:.1f} us raw fwrite+fflush", raw_s / kN * 1e6), fmt::format("{:.2f}", raw_s / writer_s),
+          fmt::format("{} appends; at the main job's ~20 segments/s that is {:.2f}% of one core", kN,
+                      writer_s / kN * 20 * 100)};
+}
+
 }  // namespace
 
 std::vector<Row> bench_recording(const EnvRegistry& envs, int rounds) {
@@ -61,6 +106,7 @@ std::vector<Row> bench_recording(const EnvRegistry& envs, int rounds) {
   const double per_step = static_cast<double>(bytes_on) / static_cast<double>(kSteps);
   const double per_step_z = static_cast<double>(bytes_zstd) / static_cast<double>(kSteps);
   return {
+      writer_cost(cfg),
       {"main job env steps/s, recording on", fmt::format("{:.0f}", a), fmt::format("{:.0f} recording off", o),
        fmt::format("{:.2f}", a / o), fmt::format("{} rounds alternated, {} steps each, median", rounds, kSteps)},
       {"main job env steps/s, recording on + zstd", fmt::format("{:.0f}", z), fmt::format("{:.0f} recording off", o),
