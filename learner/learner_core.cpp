@@ -1,5 +1,10 @@
 #include "learner/learner_core.hpp"
 
+#include <cstring>
+
+#include "learner/learner_group.hpp"
+#include "messages/codec.hpp"
+
 namespace rlx {
 
 LearnerCore::LearnerCore(const LearnerCoreOptions& options)
@@ -36,13 +41,92 @@ Arrival LearnerCore::admit_recorded(const RolloutRecordData& record, std::option
   return a;
 }
 
+std::size_t LearnerCore::world() const {
+  return options_.trainer.group ? static_cast<std::size_t>(options_.trainer.group->world()) : 1;
+}
+
 Result<UpdateStats> LearnerCore::train() {
   std::vector<const Segment*> ptrs;
-  for (const auto& s : batch_) ptrs.push_back(&s);
-  auto r = trainer_->update(ptrs);
-  batch_.clear();
-  if (r) ++updates_;
-  return r;
+  try {
+    if (world() > 1) {
+      auto bytes = pack_segments(batch_);
+      options_.trainer.group->broadcast_bytes(bytes);
+      for (std::size_t i = 0; i < options_.batch_segments; ++i) ptrs.push_back(&batch_[i]);  // rank 0's slice
+    } else {
+      for (const auto& s : batch_) ptrs.push_back(&s);
+    }
+    auto r = trainer_->update(ptrs);
+    batch_.clear();
+    if (r) ++updates_;
+    return r;
+  } catch (const GroupError& e) {
+    batch_.clear();
+    return make_error(Errc::timeout, e.what());
+  }
+}
+
+void LearnerCore::release_ranks() {
+  if (world() == 1) return;
+  std::vector<std::uint8_t> none;
+  try {
+    options_.trainer.group->broadcast_bytes(none);
+  } catch (const GroupError&) {
+    // A rank already gone has nothing to release.
+  }
+}
+
+std::vector<std::uint8_t> pack_segments(const std::vector<Segment>& segments) {
+  std::vector<std::uint8_t> out;
+  for (const auto& s : segments) {
+    const WireBuffer b = encode(s, "learner");
+    const std::uint64_t n = b.size();
+    const auto at = out.size();
+    out.resize(at + 8 + n);
+    std::memcpy(out.data() + at, &n, 8);
+    std::memcpy(out.data() + at + 8, b.bytes().data(), n);
+  }
+  return out;
+}
+
+Result<std::vector<Segment>> unpack_segments(const std::vector<std::uint8_t>& bytes) {
+  std::vector<Segment> out;
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    std::uint64_t n = 0;
+    if (bytes.size() - at < 8) return make_error(Errc::truncated_message, "batch: a length is cut off");
+    std::memcpy(&n, bytes.data() + at, 8);
+    at += 8;
+    if (n > bytes.size() - at) return make_error(Errc::truncated_message, "batch: a segment is cut off");
+    auto s = decode<Segment>(WireBuffer::copy_of(bytes.data() + at, n));
+    if (!s) return s.error();
+    out.push_back(std::move(*s));
+    at += n;
+  }
+  return out;
+}
+
+Result<std::uint64_t> run_learner_rank(const TrainerOptions& options, std::size_t batch_segments) {
+  RLX_REQUIRE(options.group && options.group->rank() > 0);
+  const auto rank = static_cast<std::size_t>(options.group->rank());
+  std::uint64_t updates = 0;
+  try {
+    Trainer trainer(options);
+    for (;;) {
+      std::vector<std::uint8_t> bytes;
+      options.group->broadcast_bytes(bytes);
+      if (bytes.empty()) return updates;  // released by rank 0
+      auto batch = unpack_segments(bytes);
+      if (!batch) return batch.error();
+      if (batch->size() < batch_segments * (rank + 1))
+        return make_error(Errc::invalid_field, "batch of " + std::to_string(batch->size()) + " segments for rank " +
+                                                   std::to_string(rank));
+      std::vector<const Segment*> slice;
+      for (std::size_t i = 0; i < batch_segments; ++i) slice.push_back(&(*batch)[rank * batch_segments + i]);
+      if (trainer.update(slice)) ++updates;
+    }
+  } catch (const GroupError& e) {
+    return make_error(Errc::timeout, e.what());
+  }
 }
 
 WeightSetData LearnerCore::weights() const { return trainer_->weights(); }

@@ -15,9 +15,9 @@
 namespace rlx {
 
 struct LearnerCoreOptions {
-  TrainerOptions trainer;
+  TrainerOptions trainer;          // trainer.group: the data-parallel ranks, or null
   std::uint64_t max_staleness = 4;
-  std::size_t batch_segments = 4;
+  std::size_t batch_segments = 4;  // per rank: an update takes batch_segments x ranks
   std::uint64_t publish_every = 1;
 };
 
@@ -40,11 +40,15 @@ class LearnerCore {
   // Replay: the verdict recorded in the log is applied as it was.
   Arrival admit_recorded(const RolloutRecordData& record, std::optional<Segment> segment);
 
-  bool batch_full() const { return batch_.size() >= options_.batch_segments; }
+  bool batch_full() const { return batch_.size() >= options_.batch_segments * world(); }
   std::size_t batch_size() const { return batch_.size(); }
   // One update on the batch, which is cleared either way. On success the
-  // version grows by one.
+  // version grows by one. Data-parallel: the batch goes to every rank
+  // (rank r trains on slice r) first. A dead rank is an Errc::timeout
+  // error: the group is broken and the learner must stop.
   Result<UpdateStats> train();
+  // Data-parallel: tells the other ranks to exit (rank 0, at the end).
+  void release_ranks();
   // After a successful train(): whether this version is to be published.
   bool publish_due() const { return updates_ % options_.publish_every == 0; }
   // The current weights (with their checksum).
@@ -58,6 +62,7 @@ class LearnerCore {
   std::uint64_t received() const { return received_; }
   std::uint64_t updates() const { return updates_; }
   const LearnerCoreOptions& options() const { return options_; }
+  std::size_t world() const;
 
  private:
   LearnerCoreOptions options_;
@@ -67,5 +72,14 @@ class LearnerCore {
   std::vector<Segment> batch_;
   std::uint64_t received_ = 0, updates_ = 0;
 };
+
+// The loop of a data-parallel rank other than 0: receives each batch from
+// rank 0, trains on its slice (in step with rank 0), until rank 0 releases
+// it (returns the updates done) or the group breaks (an Errc::timeout error).
+Result<std::uint64_t> run_learner_rank(const TrainerOptions& trainer, std::size_t batch_segments);
+
+// A batch as bytes for the ranks, and back (length-prefixed envelopes).
+std::vector<std::uint8_t> pack_segments(const std::vector<Segment>& segments);
+Result<std::vector<Segment>> unpack_segments(const std::vector<std::uint8_t>& bytes);
 
 }  // namespace rlx

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "core/error.hpp"
+#include "learner/learner_group.hpp"
 #include "learner/losses.hpp"
 #include "learner/returns.hpp"
 #include "policy/moe_mlp_policy.hpp"
@@ -31,9 +32,14 @@ struct Batch {
 }  // namespace
 
 struct Trainer::Impl {
-  explicit Impl(const TrainerOptions& o) : options(o) {
+  explicit Impl(const TrainerOptions& o) : options(o), device(o.learner.device) {
     policy = make_seeded_policy(
         PolicyOptions{o.obs_dim, o.num_actions, o.policy.hidden, o.policy.experts, o.policy.top_k}, o.seed);
+    policy->to(device);
+    if (o.group) {
+      torch::NoGradGuard guard;
+      o.group->broadcast(policy->parameters());  // every rank starts from rank 0's weights
+    }
     optimizer = std::make_unique<torch::optim::Adam>(policy->parameters(),
                                                      torch::optim::AdamOptions(o.learner.lr).eps(1e-5));
     generator = at::make_generator<at::CPUGeneratorImpl>(o.seed + 7919);
@@ -47,11 +53,36 @@ struct Trainer::Impl {
             UpdateStats& stats, int& steps);
   static void finish(UpdateStats& stats, int steps);
 
+  // Advantages scaled to mean 0, std 1: over this batch, or over every
+  // rank's batch together when data-parallel (so N ranks x B rows train as
+  // one rank with N x B would).
+  torch::Tensor normalise(const torch::Tensor& adv) const;
+
   const TrainerOptions options;
+  torch::Device device;
   MoEMlpPolicy policy{nullptr};
   std::unique_ptr<torch::optim::Adam> optimizer;
   at::Generator generator;
 };
+
+Result<bool> check_device(const std::string& device) {
+  try {
+    const torch::Device d(device);
+    if (d.is_cpu()) return true;
+    if (!d.is_cuda()) return make_error(Errc::config_range, "device \"" + device + "\": only cpu and cuda are supported");
+    if (!torch::cuda::is_available())
+      return make_error(Errc::config_range,
+                        "device \"" + device + "\" asked for, but this LibTorch has no CUDA or no GPU is visible "
+                        "(build with -DRLX_CUDA=ON against a CUDA LibTorch, docs/gpu.md)");
+    const auto index = d.has_index() ? d.index() : 0;
+    if (index >= static_cast<int>(torch::cuda::device_count()))
+      return make_error(Errc::config_range, "device \"" + device + "\": only " +
+                                                std::to_string(torch::cuda::device_count()) + " GPU(s) visible");
+    return true;
+  } catch (const c10::Error& e) {
+    return make_error(Errc::config_range, "device \"" + device + "\": " + e.what_without_backtrace());
+  }
+}
 
 Trainer::Trainer(const TrainerOptions& o) : options_(o), impl_(std::make_unique<Impl>(o)) {}
 Trainer::~Trainer() = default;
@@ -82,9 +113,16 @@ Batch Trainer::Impl::make_batch(const std::vector<const Segment*>& segments) {
     offset += T * B;
     b.steps += s->env_steps();
   }
-  b.obs = torch::cat(obs);
-  b.actions = torch::cat(act);
-  b.behaviour = torch::cat(beh);
+  b.obs = torch::cat(obs).to(device);
+  b.actions = torch::cat(act).to(device);
+  b.behaviour = torch::cat(beh).to(device);
+  if (!device.is_cpu())
+    for (auto& p : b.parts) {
+      p.rewards = p.rewards.to(device);
+      p.terminated = p.terminated.to(device);
+      p.truncated = p.truncated.to(device);
+      p.boot_obs = p.boot_obs.to(device);
+    }
   return b;
 }
 
@@ -143,7 +181,7 @@ UpdateStats Trainer::Impl::update_ppo(Batch& b) {
   const std::int64_t mb = std::max<std::int64_t>(1, N / L.minibatches);
   int n = 0;
   for (std::int64_t epoch = 0; epoch < L.epochs; ++epoch) {
-    auto perm = torch::randperm(N, generator, torch::TensorOptions().dtype(torch::kLong));
+    auto perm = torch::randperm(N, generator, torch::TensorOptions().dtype(torch::kLong)).to(device);
     for (std::int64_t start = 0; start + mb <= N; start += mb) {
       auto idx = perm.narrow(0, start, mb);
       auto out = policy->forward(b.obs.index_select(0, idx));
@@ -151,7 +189,7 @@ UpdateStats Trainer::Impl::update_ppo(Batch& b) {
       auto logp = logp_all.gather(1, b.actions.index_select(0, idx).unsqueeze(1)).squeeze(1);
       auto entropy = -(logp_all.exp() * logp_all).sum(-1).mean();
       auto adv = adv_all.index_select(0, idx);
-      adv = (adv - adv.mean()) / (adv.std() + 1e-8);
+      adv = normalise(adv);
       auto pg = decoupled_ppo_loss(logp, prox_all.index_select(0, idx), b.behaviour.index_select(0, idx), adv, L.clip,
                                    L.rho_bar);
       auto vl = 0.5 * (out.value - ret_all.index_select(0, idx)).pow(2).mean();
@@ -168,6 +206,16 @@ void Trainer::Impl::step(const torch::Tensor& pg, const torch::Tensor& vl, const
   auto loss = pg + L.value_coef * vl - L.entropy_coef * entropy + options.policy.load_balance_coef * out.load_balance;
   optimizer->zero_grad();
   loss.backward();
+  if (options.group) {
+    // An expert no token reached on this rank has no gradient here but may
+    // have one elsewhere: zeros keep every rank's all-reduce the same shape.
+    std::vector<torch::Tensor> grads;
+    for (auto& p : policy->parameters()) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      grads.push_back(p.grad());
+    }
+    options.group->average(grads);
+  }
   if (L.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(policy->parameters(), L.max_grad_norm);
   optimizer->step();
   stats.policy_loss += pg.item<double>();
@@ -177,6 +225,20 @@ void Trainer::Impl::step(const torch::Tensor& pg, const torch::Tensor& vl, const
   auto frac = out.expert_fraction;
   stats.expert_utilisation.assign(frac.data_ptr<float>(), frac.data_ptr<float>() + frac.numel());
   ++steps;
+}
+
+torch::Tensor Trainer::Impl::normalise(const torch::Tensor& adv) const {
+  if (!options.group) return (adv - adv.mean()) / (adv.std() + 1e-8);
+  // Sum, sum of squares and count over all ranks (float64), then the
+  // unbiased std as torch's std() computes it.
+  auto stats = torch::stack({adv.sum(), adv.pow(2).sum(), torch::tensor(static_cast<double>(adv.numel()))
+                                                                  .to(adv.device())
+                                                                  .to(adv.scalar_type())})
+                   .to(torch::kCPU, torch::kFloat64);
+  options.group->sum(stats);
+  const double n = stats[2].item<double>(), mean = stats[0].item<double>() / n;
+  const double var = std::max(0.0, (stats[1].item<double>() - n * mean * mean) / std::max(1.0, n - 1));
+  return (adv - mean) / (std::sqrt(var) + 1e-8);
 }
 
 void Trainer::Impl::finish(UpdateStats& stats, int steps) {
@@ -217,7 +279,7 @@ UpdateStats Trainer::Impl::update_vtrace(Batch& b) {
     }
     auto vs = torch::cat(vss);
     auto pg_adv = torch::cat(pgs);
-    pg_adv = (pg_adv - pg_adv.mean()) / (pg_adv.std() + 1e-8);
+    pg_adv = normalise(pg_adv);
     auto entropy = -(logp_all.exp() * logp_all).sum(-1).mean();
     auto pg = -(pg_adv * logp).mean();
     auto vl = 0.5 * (out.value - vs).pow(2).mean();

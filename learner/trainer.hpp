@@ -13,13 +13,25 @@
 
 namespace rlx {
 
+class LearnerGroup;
+
 struct TrainerOptions {
   LearnerConfig learner;
   PolicyConfig policy;
   std::int64_t obs_dim = 4;
   std::int64_t num_actions = 2;
   std::uint64_t seed = 1;
+  // Data-parallel ranks (learner/learner_group.hpp); null when alone. The
+  // ranks start from rank 0's weights, average gradients before every
+  // optimizer step and normalise advantages with statistics over all
+  // ranks, so each stays identical. Not owned.
+  LearnerGroup* group = nullptr;
 };
+
+// Whether this build and machine can train on `device` ("cpu", "cuda",
+// "cuda:N"): a clear error when CUDA is asked of a CPU-only LibTorch or a
+// machine without a visible GPU.
+Result<bool> check_device(const std::string& device);
 
 class Trainer {
  public:

@@ -1,0 +1,86 @@
+// The data-parallel group of learner ranks (LibTorch c10d over Gloo).
+// Rendezvous goes through a c10d TCPStore that the coordinator serves and
+// whose address it hands to every rank; each update, rank 0 broadcasts
+// the batch's segments, every rank trains on its own slice, and the
+// gradients are averaged with one all-reduce before each optimizer step,
+// so the ranks' weights stay identical and rank 0 publishes them.
+// A rank that dies or stops answering fails the next collective with an
+// error after `timeout` (never a hang). CAF-free; LibTorch stays in the .cpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace at {
+class Tensor;
+}
+
+namespace rlx {
+
+// The rendezvous store, served by the coordinator's process.
+class RendezvousStore {
+ public:
+  // Listens on host:port (port 0: an ephemeral one; see port()).
+  static Result<std::unique_ptr<RendezvousStore>> serve(const std::string& host, std::uint16_t port,
+                                                        std::chrono::milliseconds timeout);
+  ~RendezvousStore();
+  std::uint16_t port() const;
+  const std::string& host() const { return host_; }
+
+ private:
+  struct Impl;
+  explicit RendezvousStore(std::unique_ptr<Impl> impl, std::string host);
+  std::unique_ptr<Impl> impl_;
+  std::string host_;
+  friend class LearnerGroup;
+};
+
+struct GroupOptions {
+  int rank = 0;
+  int world = 1;
+  std::string host = "127.0.0.1";     // the rendezvous store's address
+  std::uint16_t port = 0;
+  std::chrono::milliseconds timeout{60'000};  // for the rendezvous and for every collective
+};
+
+class LearnerGroup {
+ public:
+  // Joins the group: returns once all `world` ranks joined, or fails after
+  // options.timeout. `local` (may be null) is the store when this process
+  // serves it.
+  static Result<std::unique_ptr<LearnerGroup>> join(const GroupOptions& options, RendezvousStore* local = nullptr);
+  ~LearnerGroup();
+
+  int rank() const { return options_.rank; }
+  int world() const { return options_.world; }
+
+  // Averages each tensor in place over the ranks (one all-reduce over
+  // their concatenation). Every rank must pass tensors of the same shapes.
+  void average(const std::vector<at::Tensor>& tensors);
+  // Sums `t` in place over the ranks.
+  void sum(at::Tensor& t);
+  // Copies rank 0's tensors into every rank's.
+  void broadcast(const std::vector<at::Tensor>& tensors);
+  // Rank 0 sends `bytes`; the others receive them (any length).
+  void broadcast_bytes(std::vector<std::uint8_t>& bytes);
+
+  // The collectives above throw GroupError when a rank is gone.
+ private:
+  struct Impl;
+  LearnerGroup(const GroupOptions& options, std::unique_ptr<Impl> impl);
+  GroupOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A collective failed: a rank died, hung past the timeout or disagreed.
+class GroupError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace rlx

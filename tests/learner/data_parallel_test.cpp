@@ -1,0 +1,180 @@
+#include <future>
+#include <random>
+#include <thread>
+
+#include <catch2/catch.hpp>
+#include <torch/torch.h>
+
+#include "learner/learner_core.hpp"
+#include "learner/learner_group.hpp"
+#include "tests/helpers.hpp"
+
+using namespace rlx;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A segment with varied observations, actions and rewards.
+Segment random_segment(std::uint32_t seed, std::uint64_t version = 0) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  auto s = test::make_segment(16, 4, version, seed % 3);
+  for (auto& o : s.observations) o = u(rng);
+  for (auto& a : s.actions) a = static_cast<std::int64_t>(rng() % 2);
+  for (auto& r : s.rewards) r = u(rng) + 1.0f;
+  for (auto& b : s.behaviour_log_probs) b = -0.69f + 0.2f * u(rng);
+  for (auto& t : s.terminated) t = rng() % 20 == 0;
+  for (auto& b : s.bootstrap_observations) b = u(rng);
+  return s;
+}
+
+TrainerOptions trainer_options(const std::string& algorithm) {
+  auto cfg = test::default_config();
+  cfg.learner.algorithm = algorithm;
+  cfg.learner.epochs = 1;       // one full-batch step per update: the data-parallel
+  cfg.learner.minibatches = 1;  // gradient is then the same sum as one rank's
+  cfg.policy.load_balance_coef = 0.0;  // a per-rank statistic (docs/data-parallel.md)
+  return TrainerOptions{cfg.learner, cfg.policy, 4, 2, 11};
+}
+
+double max_diff(const WeightSetData& a, const WeightSetData& b) {
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  double d = 0;
+  for (std::size_t i = 0; i < a.tensors.size(); ++i)
+    for (std::size_t j = 0; j < a.tensors[i].values.size(); ++j)
+      d = std::max(d, static_cast<double>(std::abs(a.tensors[i].values[j] - b.tensors[i].values[j])));
+  return d;
+}
+
+std::unique_ptr<RendezvousStore> store() {
+  auto s = RendezvousStore::serve("127.0.0.1", 0, 10s);
+  REQUIRE(s.ok());
+  return std::move(*s);
+}
+
+}  // namespace
+
+TEST_CASE("two ranks with B segments each train the same weights as one rank with 2B", "[learner][dp][gloo]") {
+  for (const char* algorithm : {"ppo", "vtrace"}) {
+    INFO(algorithm);
+    constexpr int kUpdates = 3, kB = 2;
+    std::vector<Segment> segments;
+    for (std::uint32_t i = 0; i < kUpdates * 2 * kB; ++i) segments.push_back(random_segment(100 + i));
+
+    Trainer alone(trainer_options(algorithm));
+    const WeightSetData initial = alone.weights();
+    for (int k = 0; k < kUpdates; ++k) {
+      std::vector<const Segment*> batch;
+      for (int i = 0; i < 2 * kB; ++i) batch.push_back(&segments[k * 2 * kB + i]);
+      REQUIRE(alone.update(batch).ok());
+    }
+
+    auto s = store();
+    auto rank = [&](int r) {
+      auto group = LearnerGroup::join(GroupOptions{r, 2, "127.0.0.1", s->port(), 20s}, r == 0 ? s.get() : nullptr);
+      if (!group) throw std::runtime_error(group.error().message);
+      auto o = trainer_options(algorithm);
+      o.seed += static_cast<std::uint64_t>(r);  // rank 1 starts elsewhere: the broadcast must fix it
+      o.group = group->get();
+      Trainer t(o);
+      for (int k = 0; k < kUpdates; ++k) {
+        std::vector<const Segment*> slice;
+        for (int i = 0; i < kB; ++i) slice.push_back(&segments[k * 2 * kB + r * kB + i]);
+        if (!t.update(slice)) throw std::runtime_error("update failed");
+      }
+      return t.weights();
+    };
+    auto r1 = std::async(std::launch::async, rank, 1);
+    WeightSetData w0 = rank(0);
+    WeightSetData w1 = r1.get();
+    CHECK(max_diff(w0, w1) == 0.0);            // the ranks never drift apart
+    CHECK(max_diff(w0, alone.weights()) < 2e-5);  // and match one rank with the whole batch
+    CHECK(w0.version == alone.weights().version);
+    CHECK(max_diff(w0, initial) > 1e-3);  // and training did move them
+    INFO("ranks vs alone: " << max_diff(w0, alone.weights()));
+  }
+}
+
+TEST_CASE("the learner loop spreads each batch over the ranks and releases them at the end", "[learner][dp][gloo]") {
+  auto s = store();
+  auto opts = trainer_options("ppo");
+  auto rank1 = std::async(std::launch::async, [&] {
+    auto group = LearnerGroup::join(GroupOptions{1, 2, "127.0.0.1", s->port(), 20s});
+    if (!group) return Result<std::uint64_t>(group.error());
+    auto o = opts;
+    o.group = group->get();
+    return run_learner_rank(o, 2);
+  });
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s}, s.get());
+  REQUIRE(group.ok());
+  LearnerCoreOptions co;
+  co.trainer = opts;
+  co.trainer.group = group->get();
+  co.batch_segments = 2;
+  LearnerCore core(co);
+  LearnerCoreOptions single = co;
+  single.trainer.group = nullptr;
+  single.batch_segments = 4;
+  LearnerCore alone(single);
+  for (std::uint32_t i = 0; i < 8; ++i) {
+    core.admit(random_segment(7 + i), "");
+    alone.admit(random_segment(7 + i), "");
+    CHECK(core.batch_full() == alone.batch_full());
+    if (core.batch_full()) {
+      REQUIRE(core.train().ok());
+      REQUIRE(alone.train().ok());
+    }
+  }
+  core.release_ranks();
+  auto done = rank1.get();
+  REQUIRE(done.ok());
+  CHECK(*done == 2);
+  CHECK(core.updates() == 2);
+  CHECK(max_diff(core.weights(), alone.weights()) < 2e-5);
+}
+
+TEST_CASE("a rank that dies fails the group with a clear error, not a hang", "[learner][dp][gloo][defensive]") {
+  auto s = store();
+  auto rank1 = std::async(std::launch::async, [&] {
+    auto group = LearnerGroup::join(GroupOptions{1, 2, "127.0.0.1", s->port(), 3s});
+    return group.ok();  // joins, then goes away: its group is destroyed here
+  });
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 3s}, s.get());
+  REQUIRE(group.ok());
+  REQUIRE(rank1.get());
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::uint8_t> bytes{1, 2, 3};
+  CHECK_THROWS_AS((*group)->broadcast_bytes(bytes), GroupError);
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+}
+
+TEST_CASE("a rank that never comes is a join error after the timeout", "[learner][dp][gloo][defensive]") {
+  auto s = store();
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 1500ms}, s.get());
+  REQUIRE_FALSE(group.ok());
+  CHECK(group.error().message.find("could not join the learner group") != std::string::npos);
+}
+
+TEST_CASE("a packed batch unpacks to the same segments and garbage is refused", "[learner][dp]") {
+  std::vector<Segment> in{random_segment(1), random_segment(2)};
+  auto bytes = pack_segments(in);
+  auto out = unpack_segments(bytes);
+  REQUIRE(out.ok());
+  REQUIRE(out->size() == 2);
+  CHECK(out->at(1).observations == in[1].observations);
+  bytes.resize(bytes.size() - 5);
+  CHECK_FALSE(unpack_segments(bytes).ok());
+  std::vector<std::uint8_t> junk(100, 0xff);
+  CHECK_FALSE(unpack_segments(junk).ok());
+}
+
+TEST_CASE("asking for CUDA without it is a clear error", "[learner][gpu]") {
+  CHECK(check_device("cpu").ok());
+  auto bad = check_device("tpu");
+  CHECK_FALSE(bad.ok());
+  if (!torch::cuda::is_available()) {
+    auto cuda = check_device("cuda:0");
+    REQUIRE_FALSE(cuda.ok());
+    CHECK(cuda.error().message.find("no CUDA or no GPU is visible") != std::string::npos);
+  }
+}
