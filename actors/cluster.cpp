@@ -1,12 +1,14 @@
 #include "actors/cluster.hpp"
 
 #include <chrono>
+#include <fstream>
 #include <thread>
 
 #include <caf/all.hpp>
 
 #include "envs/batch_env.hpp"
 #include "policy/threads.hpp"
+#include "learner/learner_ranks.hpp"
 #include "replay/replay.hpp"
 
 namespace rlx {
@@ -22,9 +24,29 @@ std::size_t scheduler_threads(const ClusterConfig&) {
 namespace {
 
 struct Prepared {
+  std::unique_ptr<LearnerRanks> ranks;  // data-parallel learner ranks (null: one)
   std::shared_ptr<LogWriter> writer;
   std::shared_ptr<LearnerCore> resumed;
 };
+
+// Starts ranks 1..N-1 and joins as rank 0 when [learner] ranks > 1.
+Result<std::unique_ptr<LearnerRanks>> start_ranks(const ClusterConfig& config, const RunOptions& options,
+                                                  const Logger& log) {
+  if (config.learner.ranks <= 1) return std::unique_ptr<LearnerRanks>();
+  std::error_code ec;
+  fs::create_directories(config.run.log_dir, ec);
+  const fs::path file = fs::path(config.run.log_dir) / "learner-ranks.toml";
+  {
+    std::ofstream out(file, std::ios::trunc);
+    out << config.text;
+    if (!out) return make_error(Errc::io, "cannot write " + file.string());
+  }
+  LearnerRanksOptions ro;
+  ro.world = static_cast<int>(config.learner.ranks);
+  ro.binary = options.binary.empty() ? fs::read_symlink("/proc/self/exe", ec).string() : options.binary;
+  ro.config_file = file;
+  return LearnerRanks::start(ro, log);
+}
 
 std::uint64_t now_unix_ns() {
   return static_cast<std::uint64_t>(
@@ -40,6 +62,10 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
   const fs::path dir = fs::path(config.run.log_dir) / "rollouts";
   if (options.resume && !config.run.record)
     return make_error(Errc::config_range, "--resume continues the rollout log, but [run] record = false");
+  if (auto device = check_device(config.learner.device); !device) return device.error();
+  auto ranks = start_ranks(config, options, log);
+  if (!ranks) return ranks.error();
+  p.ranks = std::move(*ranks);
   if (!config.run.record) return p;
   LogWriterOptions wo{dir, static_cast<std::uint64_t>(config.record.file_mb) << 20, config.record.compress == "zstd",
                       static_cast<int>(config.record.compress_level)};
@@ -50,7 +76,9 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
     if (!repaired.empty()) log->warn("rollout log: {}", repaired);
     const EnvSpec spec = make_batch_env_factory(config.run.env, config.external, envs, log)(config.run.seed, 0, 1)->spec();
     log->info("resuming: replaying the rollout log in {} to rebuild the learner", dir.string());
-    auto r = replay_exact(dir, learner_core_options(config, spec), ReadOptions{},
+    auto core = learner_core_options(config, spec);
+    core.trainer.group = p.ranks ? p.ranks->group() : nullptr;
+    auto r = replay_exact(dir, core, ReadOptions{},
                           [&](std::uint64_t entries, std::uint64_t updates) {
                             log->debug("replayed {} entries, {} updates", entries, updates);
                           });
@@ -97,7 +125,8 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   }
   if (!prepared) {
     // A damaged or missing log is bad input; a disk or env failure is not.
-    result.outcome = prepared.error().code == Errc::io ? RunOutcome::failed : RunOutcome::bad_input;
+    result.outcome = prepared.error().code == Errc::io || prepared.error().code == Errc::timeout ? RunOutcome::failed
+                                                                                                : RunOutcome::bad_input;
     result.summary = config.run.name + ": cannot start: " + prepared.error().message;
     return result;
   }
@@ -115,6 +144,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     co.launcher = caf::actor{self};
     co.log_writer = prepared->writer;
     co.resumed = prepared->resumed;
+    co.learner_group = prepared->ranks ? prepared->ranks->group() : nullptr;
     co.log = child_logger(log, "coordinator");
     auto coordinator = spawn_coordinator(system, co);
     if (hooks.on_start)
@@ -127,6 +157,8 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   }
   system.await_all_actors_done();
   if (prepared->writer) (void)prepared->writer->close();  // idempotent: the recorder closed it when it flushed
+  if (prepared->ranks && prepared->ranks->stop() > 0 && result.outcome != RunOutcome::failed)
+    log->warn("some learner rank processes did not exit cleanly");
   return result;
 }
 

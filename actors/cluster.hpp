@@ -28,6 +28,9 @@ struct RunOptions {
   // Continue the run recorded in log_dir: the learner is rebuilt by an
   // exact replay of the rollout log, and the log goes on from its end.
   bool resume = false;
+  // The rlx executable, for learner rank processes ([learner] ranks > 1);
+  // empty: this process's own executable.
+  std::string binary;
 };
 
 // Runs `config` to its stop condition. `envs` names the environments.

@@ -164,6 +164,7 @@ void spawn_cluster(Self self) {
     st.recorder = spawn_recorder(self->system(), RecorderOptions{st.options.log_writer, child_logger(log, "recorder")});
   LearnerActorOptions lo;
   lo.core = learner_core_options(cfg, spec);
+  lo.core.trainer.group = st.options.learner_group;
   lo.resumed = st.options.resumed;
   lo.weight_store = st.weight_store;
   lo.recorder = st.recorder;
@@ -240,7 +241,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
     if (dm.source == st.learner.address()) {
       st.options.log->error("the learner died: {}", caf::to_string(dm.reason));
       st.stopping = false;
-      begin_stop(self, RunOutcome::failed, "the learner died");
+      begin_stop(self, RunOutcome::failed, "the learner died (" + caf::to_string(dm.reason) + ")");
       return;
     }
     auto it = std::find_if(st.explorers.begin(), st.explorers.end(),

@@ -48,6 +48,7 @@ struct CoordinatorOptions {
   caf::actor launcher;                        // receives (done_atom, int outcome, std::string summary)
   std::shared_ptr<LogWriter> log_writer;      // the rollout log (null: recording off)
   std::shared_ptr<LearnerCore> resumed;       // a learner rebuilt from the log (null: a fresh run)
+  LearnerGroup* learner_group = nullptr;      // data-parallel ranks joined as rank 0 (null: one rank)
   Logger log;
 };
 

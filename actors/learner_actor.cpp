@@ -86,6 +86,12 @@ void train(Self self) {
   auto& st = self->state;
   const auto n = st.core->batch_size();
   auto r = st.core->train();
+  if (!r && r.error().code == Errc::timeout) {
+    // The data-parallel group broke (a rank died): training cannot go on.
+    st.options.log->error("{}", r.error().message);
+    self->quit(caf::make_error(caf::sec::runtime_error, r.error().message));
+    return;
+  }
   if (!r) {
     // A broken batch must not kill the learner: count it, log it, drop it.
     st.errors.add(r.error().code);

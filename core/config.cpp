@@ -160,6 +160,14 @@ std::vector<std::string> seen_list(const TableReader& r) { return {r.seen().begi
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
 
+// "cpu", "cuda" or "cuda:N" (whether this build and machine have CUDA is
+// checked when the learner starts: Trainer's check_device).
+bool valid_device_name(const std::string& d) {
+  if (d == "cpu" || d == "cuda") return true;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5 || d.size() > 8) return false;
+  return std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 void read_run(TableReader& r, RunConfig& c, const std::vector<std::string>& envs) {
   r.string("name", c.name);
   r.integer("seed", c.seed, 0, std::numeric_limits<std::int64_t>::max());
@@ -228,8 +236,10 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       TableReader r(*t, "learner", source);
       auto& l = c.learner;
       r.string("algorithm", l.algorithm, {"ppo", "vtrace"}, Errc::config_unknown_name);
-      r.string("device", l.device, {"cpu"});
-      r.integer("ranks", l.ranks, 1, 1);
+      r.string("device", l.device);
+      if (!valid_device_name(l.device))
+        r.fail(Errc::config_range, r.find("device"), "device", "allowed: \"cpu\", \"cuda\" or \"cuda:N\"");
+      r.integer("ranks", l.ranks, 1, 64);
       r.integer("batch_segments", l.batch_segments, 1, 1 << 20);
       r.number("lr", l.lr, 0.0, 10.0, true);
       r.integer("publish_every", l.publish_every, 1, 1 << 20);
@@ -335,10 +345,11 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     }
     if (c.total_explorers() < 1)
       top.fail(Errc::config_range, node_at, "node", "the topology needs at least one explorer");
-    if (c.run.mode == "sync" && c.learner.batch_segments != c.total_explorers())
+    if (c.run.mode == "sync" && c.learner.batch_segments * c.learner.ranks != c.total_explorers())
       top.fail(Errc::config_range, root.get("learner"), "learner.batch_segments",
-               "in sync mode batch_segments must equal the number of explorers (" +
-                   std::to_string(c.total_explorers()) + "), got " + std::to_string(c.learner.batch_segments));
+               "in sync mode batch_segments x ranks must equal the number of explorers (" +
+                   std::to_string(c.total_explorers()) + "), got " + std::to_string(c.learner.batch_segments) +
+                   " x " + std::to_string(c.learner.ranks));
   } catch (const ConfigFailure& f) {
     return f.error;
   }

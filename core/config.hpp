@@ -43,9 +43,9 @@ struct PolicyConfig {
 // [learner]
 struct LearnerConfig {
   std::string algorithm = "ppo";     // ppo | vtrace
-  std::string device = "cpu";        // cpu (cuda arrives with the GPU issue)
-  std::int64_t ranks = 1;            // data-parallel ranks (1 until the DP issue)
-  std::int64_t batch_segments = 4;   // segments per update
+  std::string device = "cpu";        // cpu | cuda | cuda:N (checked against the build and machine at start)
+  std::int64_t ranks = 1;            // data-parallel learner ranks (processes); rank 0 publishes
+  std::int64_t batch_segments = 4;   // segments per update, per rank
   double lr = 3e-3;                  // Adam learning rate
   std::int64_t publish_every = 1;    // publish weights every K updates
   std::int64_t epochs = 4;           // passes over a batch (ppo)

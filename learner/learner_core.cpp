@@ -65,11 +65,11 @@ Result<UpdateStats> LearnerCore::train() {
   }
 }
 
-void LearnerCore::release_ranks() {
-  if (world() == 1) return;
+void release_learner_ranks(LearnerGroup& group) {
+  if (group.world() == 1) return;
   std::vector<std::uint8_t> none;
   try {
-    options_.trainer.group->broadcast_bytes(none);
+    group.broadcast_bytes(none);
   } catch (const GroupError&) {
     // A rank already gone has nothing to release.
   }

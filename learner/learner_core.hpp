@@ -47,8 +47,6 @@ class LearnerCore {
   // (rank r trains on slice r) first. A dead rank is an Errc::timeout
   // error: the group is broken and the learner must stop.
   Result<UpdateStats> train();
-  // Data-parallel: tells the other ranks to exit (rank 0, at the end).
-  void release_ranks();
   // After a successful train(): whether this version is to be published.
   bool publish_due() const { return updates_ % options_.publish_every == 0; }
   // The current weights (with their checksum).
@@ -77,6 +75,9 @@ class LearnerCore {
 // rank 0, trains on its slice (in step with rank 0), until rank 0 releases
 // it (returns the updates done) or the group breaks (an Errc::timeout error).
 Result<std::uint64_t> run_learner_rank(const TrainerOptions& trainer, std::size_t batch_segments);
+
+// Rank 0, at the end: tells the other ranks' loops to return.
+void release_learner_ranks(LearnerGroup& group);
 
 // A batch as bytes for the ranks, and back (length-prefixed envelopes).
 std::vector<std::uint8_t> pack_segments(const std::vector<Segment>& segments);

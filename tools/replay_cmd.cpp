@@ -2,13 +2,16 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "actors/coordinator.hpp"
 #include "envs/batch_env.hpp"
 #include "explorers/evaluate.hpp"
+#include "learner/learner_ranks.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "policy/threads.hpp"
 #include "replay/inspect.hpp"
@@ -68,9 +71,37 @@ int replay_command(const ReplayArgs& a) {
   ro.skip_bad = a.skip_bad;
   Progress progress;
   if (a.mode == "exact") {
-    auto r = replay_exact(a.log, learner_core_options(*config, spec), ro, [&](std::uint64_t entries, std::uint64_t updates) {
+    // A data-parallel run replays with as many ranks: each rank's slice
+    // and the all-reduce are part of what made its weights.
+    auto core = learner_core_options(*config, spec);
+    std::unique_ptr<LearnerRanks> ranks;
+    const auto rank_file = std::filesystem::temp_directory_path() / ("rlx-replay-" + std::to_string(::getpid()) + ".toml");
+    if (config->learner.ranks > 1) {
+      {
+        std::ofstream out(rank_file);
+        out << config->text;
+      }
+      LearnerRanksOptions lro;
+      lro.world = static_cast<int>(config->learner.ranks);
+      std::error_code ec;
+      lro.binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+      lro.config_file = rank_file;
+      auto started = LearnerRanks::start(lro, make_root_logger(LogOptions{"warn"}));
+      if (!started) {
+        std::fprintf(stderr, "rlx: %s\n", started.error().message.c_str());
+        return 2;
+      }
+      ranks = std::move(*started);
+      core.trainer.group = ranks->group();
+    }
+    auto r = replay_exact(a.log, core, ro, [&](std::uint64_t entries, std::uint64_t updates) {
       progress(fmt::format("replayed {} entries, {} updates", entries, updates));
     });
+    if (ranks) {
+      ranks->stop();
+      std::error_code ec;
+      std::filesystem::remove(rank_file, ec);
+    }
     if (!r) {
       std::fprintf(stderr, "rlx: %s\n", r.error().message.c_str());
       return 2;

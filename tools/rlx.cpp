@@ -14,6 +14,7 @@
 #include "bench/bench.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "tools/embedded_config.hpp"
+#include "tools/learner_rank.hpp"
 #include "tools/replay_cmd.hpp"
 #include "tools/serve_env.hpp"
 
@@ -138,6 +139,12 @@ int main(int argc, char** argv) {
   inspect_cmd->add_flag("--json", inspect_args.json, "print the summary as JSON");
   inspect_cmd->add_option("--plot", inspect_args.plot, "draw return and staleness over time into this PNG (gnuplot)");
   inspect_cmd->add_flag("--skip-bad", inspect_args.skip_bad, "go on past damaged records (reported) instead of stopping");
+  LearnerRankArgs rank_args;
+  auto* rank_cmd = app.add_subcommand("learner-rank", "one data-parallel learner rank (started by launch when [learner] ranks > 1)");
+  rank_cmd->add_option("--config", rank_args.config, "the run's TOML")->required();
+  rank_cmd->add_option("--rank", rank_args.rank, "this rank, 1..world-1")->required();
+  rank_cmd->add_option("--world", rank_args.world, "number of ranks")->required();
+  rank_cmd->add_option("--store", rank_args.store, "HOST:PORT of the rendezvous store")->required();
   std::string plot_dir, plot_out;
   auto* plot_cmd = app.add_subcommand("plot", "draw a run's metrics.jsonl curves (gnuplot)");
   plot_cmd->add_option("log_dir", plot_dir, "the run's log_dir")->required();
@@ -158,6 +165,7 @@ int main(int argc, char** argv) {
   if (*replay_cmd) return rlx::replay_command(replay_args);
   if (*inspect_cmd) return rlx::inspect_command(inspect_args);
   if (*plot_cmd) return rlx::plot_command(plot_dir, plot_out);
+  if (*rank_cmd) return rlx::learner_rank_command(rank_args);
   if (*bench_cmd) return rlx::run_benchmarks(rlx::BenchOptions{bench_filter, bench_seeds, bench_out});
   return 1;
 }

@@ -125,7 +125,7 @@ TEST_CASE("the learner loop spreads each batch over the ranks and releases them 
       REQUIRE(alone.train().ok());
     }
   }
-  core.release_ranks();
+  release_learner_ranks(**group);
   auto done = rank1.get();
   REQUIRE(done.ok());
   CHECK(*done == 2);

@@ -1,0 +1,50 @@
+// The processes of a data-parallel learner: the rendezvous store (served
+// by the head, the address handed to every rank), ranks 1..N-1 started as
+// `rlx learner-rank` processes on this node, and rank 0's membership
+// (rank 0 lives in the learner actor). Rank processes die with the head
+// (PR_SET_PDEATHSIG), ignore the terminal's Ctrl-C (the head drains and
+// releases them), and are waited for at the end: no orphans.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include <sys/types.h>
+
+#include "core/logging.hpp"
+#include "learner/learner_group.hpp"
+
+namespace rlx {
+
+struct LearnerRanksOptions {
+  int world = 2;
+  std::string binary;                       // the rlx executable
+  std::filesystem::path config_file;        // the run's TOML, for the ranks
+  std::string host = "127.0.0.1";           // where the store listens
+  std::chrono::milliseconds timeout{30'000};  // rendezvous and every collective
+};
+
+class LearnerRanks {
+ public:
+  // Serves the store, starts the rank processes, joins as rank 0; fails
+  // (and reaps what it started) if the group does not form in time.
+  static Result<std::unique_ptr<LearnerRanks>> start(const LearnerRanksOptions& options, const Logger& log);
+  ~LearnerRanks();
+
+  LearnerGroup* group() { return group_.get(); }
+  const std::vector<pid_t>& pids() const { return pids_; }
+  // Releases the ranks and waits up to `grace` for them to exit, then
+  // kills what is left. Returns how many did not exit cleanly. Idempotent.
+  int stop(std::chrono::milliseconds grace = std::chrono::milliseconds(10'000));
+
+ private:
+  LearnerRanks() = default;
+  std::unique_ptr<RendezvousStore> store_;
+  std::unique_ptr<LearnerGroup> group_;
+  std::vector<pid_t> pids_;
+  Logger log_;
+};
+
+}  // namespace rlx

@@ -1,0 +1,97 @@
+// Data-parallel learner ranks as processes, through the whole run.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+
+#include "actors/cluster.hpp"
+#include "tests/helpers.hpp"
+
+using namespace rlx;
+
+namespace {
+
+ClusterConfig two_ranks(const std::string& name, std::filesystem::path* dir) {
+  auto cfg = test::default_config();
+  *dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(*dir);
+  cfg.run.log_dir = dir->string();
+  cfg.run.seed = 4;
+  cfg.learner.ranks = 2;
+  cfg.learner.batch_segments = 2;  // per rank: 4 segments per update, as the default
+  cfg.run.report_interval_s = 0.2;
+  return cfg;
+}
+
+// The ranks read the TOML text: rebuild it from the edited defaults.
+ClusterConfig with_text(ClusterConfig cfg) {
+  std::string t = cfg.text;
+  auto set = [&](const std::string& from, const std::string& to) {
+    auto at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    t.replace(at, from.size(), to);
+  };
+  set("ranks = 1", "ranks = 2");
+  set("batch_segments = 4", "batch_segments = 2");
+  set("seed = 1", "seed = 4");
+  set("log_dir = \"runs/cartpole\"", "log_dir = \"" + cfg.run.log_dir + "\"");
+  auto parsed = test::parse(t);
+  REQUIRE(parsed.ok());
+  parsed->run.report_interval_s = cfg.run.report_interval_s;
+  parsed->run.stop = cfg.run.stop;
+  return *parsed;
+}
+
+int processes_matching(const std::string& pattern) {
+  const std::string cmd = "pgrep -f '" + pattern + "' > /dev/null";
+  return std::system(cmd.c_str()) == 0 ? 1 : 0;
+}
+
+}  // namespace
+
+TEST_CASE("a run with two learner rank processes learns, replays exactly and leaves no process behind",
+          "[actors][dp][e2e][slow]") {
+  std::filesystem::path dir;
+  auto cfg = two_ranks("rlx-dp-e2e", &dir);
+  cfg.run.stop.mean_return = 150.0;
+  cfg.run.stop.max_env_steps = 400'000;
+  cfg.run.stop.max_seconds = 0;
+  cfg = with_text(cfg);
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger(), RunOptions{false, RLX_BINARY});
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::solved);
+  CHECK(processes_matching("[l]earner-rank --config " + dir.string()) == 0);
+  // The log replays bit for bit, with two ranks again.
+  const std::string cmd = std::string(RLX_BINARY) + " replay " + dir.string() + " > " + (dir / "replay.txt").string();
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(dir / "replay.txt");
+  std::string out((std::istreambuf_iterator<char>(in)), {});
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(out.find("identical") != std::string::npos);
+}
+
+TEST_CASE("killing a learner rank fails the run with a clear error instead of a hang", "[actors][dp][e2e][slow][defensive]") {
+  std::filesystem::path dir;
+  auto cfg = two_ranks("rlx-dp-kill", &dir);
+  cfg.run.stop.max_env_steps = 2'000'000;
+  cfg.run.stop.max_seconds = 120;  // bounded whatever happens
+  cfg = with_text(cfg);
+  const std::string pattern = "[l]earner-rank --config " + dir.string();  // [l]: not the shell running pkill
+  bool killed = false;
+  RunHooks hooks;
+  hooks.on_status = [&](const Status& s) {
+    if (killed || s.policy_version < 2) return;
+    killed = std::system(("pkill -KILL -f '" + pattern + "'").c_str()) == 0;
+  };
+  RunResult r = run_cluster(cfg, builtin_envs(), hooks, null_logger(), RunOptions{false, RLX_BINARY});
+  INFO(r.summary);
+  REQUIRE(killed);
+  CHECK(r.outcome == RunOutcome::failed);
+  CHECK(r.summary.find("learner group") != std::string::npos);
+  CHECK(processes_matching(pattern) == 0);
+}
