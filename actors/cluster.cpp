@@ -38,7 +38,7 @@ Result<std::unique_ptr<LearnerRanks>> start_ranks(const ClusterConfig& config, c
   const fs::path file = fs::path(config.run.log_dir) / "learner-ranks.toml";
   {
     std::ofstream out(file, std::ios::trunc);
-    out << config.text;
+    out << to_toml(config);
     if (!out) return make_error(Errc::io, "cannot write " + file.string());
   }
   LearnerRanksOptions ro;
@@ -105,7 +105,7 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
     if (!w) return w.error();
     p.writer = std::move(*w);
   }
-  auto started = p.writer->write_start(RunStartData{now_unix_ns(), options.resume, config.text, config.source});
+  auto started = p.writer->write_start(RunStartData{now_unix_ns(), options.resume, to_toml(config), config.source});
   if (!started) return started.error();
   log->info("recording rollouts to {}", dir.string());
   return p;

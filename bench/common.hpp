@@ -25,5 +25,7 @@ double median(std::vector<double> xs);
 // bench_replay.cpp: recording overhead and log size; replay speed.
 std::vector<Row> bench_recording(const EnvRegistry& envs, int rounds);
 std::vector<Row> bench_replay(const EnvRegistry& envs);
+// bench_dp.cpp: the gradient all-reduce; learner samples/s with 1 and 2 ranks.
+std::vector<Row> bench_data_parallel(const EnvRegistry& envs);
 
 }  // namespace rlx

@@ -197,7 +197,6 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
                                    const std::vector<std::string>& known_policies) {
   ClusterConfig c;
   c.source = std::string(source);
-  c.text = std::string(text);
   toml::table root;
   try {
     root = toml::parse(text, source);

@@ -108,7 +108,6 @@ struct LogConfig {
 
 struct ClusterConfig {
   std::string source;                // file name (or "<embedded cluster.toml>")
-  std::string text;                  // the TOML as read (recorded in the rollout log)
   RunConfig run;
   PolicyConfig policy;
   LearnerConfig learner;
@@ -129,6 +128,11 @@ struct ClusterConfig {
 Result<ClusterConfig> parse_config(std::string_view text, std::string_view source,
                                    const std::vector<std::string>& known_envs,
                                    const std::vector<std::string>& known_policies);
+
+// The configuration as TOML (every key, defaults included):
+// parse_config(to_toml(c)) gives c back. What the rollout log records and
+// what learner rank processes read, so both see the effective config.
+std::string to_toml(const ClusterConfig& config);
 
 // Reads `path` and parses it.
 Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs,

@@ -79,7 +79,7 @@ int replay_command(const ReplayArgs& a) {
     if (config->learner.ranks > 1) {
       {
         std::ofstream out(rank_file);
-        out << config->text;
+        out << to_toml(*config);
       }
       LearnerRanksOptions lro;
       lro.world = static_cast<int>(config->learner.ranks);

@@ -26,25 +26,6 @@ ClusterConfig two_ranks(const std::string& name, std::filesystem::path* dir) {
   return cfg;
 }
 
-// The ranks read the TOML text: rebuild it from the edited defaults.
-ClusterConfig with_text(ClusterConfig cfg) {
-  std::string t = cfg.text;
-  auto set = [&](const std::string& from, const std::string& to) {
-    auto at = t.find(from);
-    REQUIRE(at != std::string::npos);
-    t.replace(at, from.size(), to);
-  };
-  set("ranks = 1", "ranks = 2");
-  set("batch_segments = 4", "batch_segments = 2");
-  set("seed = 1", "seed = 4");
-  set("log_dir = \"runs/cartpole\"", "log_dir = \"" + cfg.run.log_dir + "\"");
-  auto parsed = test::parse(t);
-  REQUIRE(parsed.ok());
-  parsed->run.report_interval_s = cfg.run.report_interval_s;
-  parsed->run.stop = cfg.run.stop;
-  return *parsed;
-}
-
 int processes_matching(const std::string& pattern) {
   const std::string cmd = "pgrep -f '" + pattern + "' > /dev/null";
   return std::system(cmd.c_str()) == 0 ? 1 : 0;
@@ -59,7 +40,6 @@ TEST_CASE("a run with two learner rank processes learns, replays exactly and lea
   cfg.run.stop.mean_return = 150.0;
   cfg.run.stop.max_env_steps = 400'000;
   cfg.run.stop.max_seconds = 0;
-  cfg = with_text(cfg);
   RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger(), RunOptions{false, RLX_BINARY});
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::solved);
@@ -80,7 +60,6 @@ TEST_CASE("killing a learner rank fails the run with a clear error instead of a 
   auto cfg = two_ranks("rlx-dp-kill", &dir);
   cfg.run.stop.max_env_steps = 2'000'000;
   cfg.run.stop.max_seconds = 120;  // bounded whatever happens
-  cfg = with_text(cfg);
   const std::string pattern = "[l]earner-rank --config " + dir.string();  // [l]: not the shell running pkill
   bool killed = false;
   RunHooks hooks;

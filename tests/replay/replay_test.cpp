@@ -4,6 +4,7 @@
 #include "envs/batch_env.hpp"
 #include "explorers/evaluate.hpp"
 #include "policy/moe_mlp_policy.hpp"
+#include "policy/threads.hpp"
 #include "replay/replay.hpp"
 #include "tests/replay/log_fixture.hpp"
 
@@ -160,6 +161,9 @@ TEST_CASE("a run killed with SIGKILL resumes from its log and replays exactly", 
   REQUIRE(strict.ok());  // the torn record, if any, was cut on resume
   auto cfg = parse_config(toml, "c.toml", builtin_envs().names(), policy_kinds());
   REQUIRE(cfg.ok());
+  // The learner's thread count is part of what makes updates bit-identical
+  // (rlx launch and rlx replay set it; this process must too).
+  configure_compute_threads(static_cast<int>(cfg->learner.threads));
   auto r = replay_exact(t.path, core_options(*cfg), ReadOptions{});
   REQUIRE(r.ok());
   CHECK(r->identical());

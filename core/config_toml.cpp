@@ -1,0 +1,86 @@
+// A ClusterConfig written back as TOML: the effective configuration (as
+// edited by code, e.g. tests and benchmarks), for the rollout log's start
+// entry and for learner rank processes. parse_config(to_toml(c)) == c.
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "core/config.hpp"
+
+namespace rlx {
+
+namespace {
+
+toml::array strings(const std::vector<std::string>& v) {
+  toml::array a;
+  for (const auto& s : v) a.push_back(s);
+  return a;
+}
+
+}  // namespace
+
+std::string to_toml(const ClusterConfig& c) {
+  toml::table root;
+  const auto& r = c.run;
+  root.insert("run", toml::table{{"name", r.name},
+                                 {"seed", static_cast<std::int64_t>(r.seed)},
+                                 {"env", r.env},
+                                 {"max_staleness", static_cast<std::int64_t>(r.max_staleness)},
+                                 {"mode", r.mode},
+                                 {"log_dir", r.log_dir},
+                                 {"report_interval_s", r.report_interval_s},
+                                 {"record", r.record},
+                                 {"stop", toml::table{{"mean_return", r.stop.mean_return},
+                                                      {"max_env_steps", static_cast<std::int64_t>(r.stop.max_env_steps)},
+                                                      {"max_seconds", r.stop.max_seconds}}}});
+  const auto& p = c.policy;
+  root.insert("policy", toml::table{{"kind", p.kind},
+                                    {"hidden", p.hidden},
+                                    {"experts", p.experts},
+                                    {"top_k", p.top_k},
+                                    {"load_balance_coef", p.load_balance_coef}});
+  const auto& l = c.learner;
+  root.insert("learner", toml::table{{"algorithm", l.algorithm},   {"device", l.device},
+                                     {"ranks", l.ranks},           {"batch_segments", l.batch_segments},
+                                     {"lr", l.lr},                 {"publish_every", l.publish_every},
+                                     {"epochs", l.epochs},         {"minibatches", l.minibatches},
+                                     {"gamma", l.gamma},           {"gae_lambda", l.gae_lambda},
+                                     {"clip", l.clip},             {"rho_bar", l.rho_bar},
+                                     {"c_bar", l.c_bar},           {"entropy_coef", l.entropy_coef},
+                                     {"value_coef", l.value_coef}, {"max_grad_norm", l.max_grad_norm},
+                                     {"threads", l.threads}});
+  root.insert("explorer", toml::table{{"segment_steps", c.explorer.segment_steps},
+                                      {"env_placement", c.explorer.env_placement},
+                                      {"threads", c.explorer.threads}});
+  root.insert("weight_store", toml::table{{"keep_versions", c.weight_store.keep_versions}});
+  root.insert("record", toml::table{{"file_mb", c.record.file_mb},
+                                    {"compress", c.record.compress},
+                                    {"compress_level", c.record.compress_level}});
+  toml::table env;
+  for (const auto& kv : c.external.env) {
+    const auto eq = kv.find('=');
+    env.insert(kv.substr(0, eq), eq == std::string::npos ? std::string() : kv.substr(eq + 1));
+  }
+  root.insert("external", toml::table{{"args", strings(c.external.args)},
+                                      {"protocol", c.external.protocol},
+                                      {"timeout_s", c.external.timeout_s},
+                                      {"max_restarts", c.external.max_restarts},
+                                      {"cwd", c.external.cwd},
+                                      {"env", env}});
+  root.insert("log", toml::table{{"level", c.log.level}});
+  toml::array nodes;
+  for (const auto& n : c.nodes)
+    nodes.push_back(toml::table{{"name", n.name},
+                                {"host", n.host},
+                                {"port", n.port},
+                                {"actors", strings(n.actors)},
+                                {"explorers", n.explorers},
+                                {"envs_per_explorer", n.envs_per_explorer},
+                                {"rewards", n.rewards}});
+  root.insert("node", nodes);
+  std::ostringstream os;
+  os << "# The effective configuration of a run, written by RLX.\n" << root << "\n";
+  return os.str();
+}
+
+}  // namespace rlx
