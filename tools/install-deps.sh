@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages RLX needs (docs/dependencies.md lists why each one).
+# Installs the Debian 12 packages RLX needs (the comments say what each is for).
 # Idempotent: only missing packages are installed. Run as root.
 set -euo pipefail
 pkgs=(
