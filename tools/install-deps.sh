@@ -10,6 +10,7 @@ pkgs=(
   libzstd-dev libxxhash-dev
   python3   # examples/envs and tests/envs/fixtures: external environments
   gnuplot-nox zstd  # rlx inspect --plot / rlx plot; reading compressed logs by hand
+  clang libclang-rt-14-dev  # libFuzzer targets of fuzz/ (tools/fuzz.sh)
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The two set-up commands of the README, for a fresh Debian 12 machine:
 #   tools/setup.sh run  [rlx launch args...]   install, build, run the main job
-#   tools/setup.sh test [--sanitize]           install, build, run the whole test suite
+#   tools/setup.sh test [--sanitize]           install, build, fuzz the decoders, run the whole test suite
 # Both install missing Debian packages (as root, or via sudo), configure
 # with CMake + Ninja and build incrementally in build/ (build-asan/ with
 # --sanitize).
@@ -29,6 +29,11 @@ ninja -C "$build" -j "$(nproc)"
 
 if [[ "$mode" == run ]]; then
   exec "$build/tools/rlx" launch "$@"
+fi
+if [[ "$build" == build ]]; then
+  # Every decoder of untrusted bytes under libFuzzer, a bounded number of
+  # inputs each (fuzz/; about a minute after its build).
+  bash tools/fuzz.sh 100000
 fi
 cd "$build"
 if [[ "$build" == build-asan ]]; then

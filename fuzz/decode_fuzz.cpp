@@ -1,0 +1,48 @@
+// libFuzzer targets for every decoder of untrusted bytes: each Envelope
+// message, peek_kind, the rollout log's entries and index entries, and
+// the TOML topology. One source; CMake builds one target per FUZZ_KIND.
+// A decoder may refuse input (that is its job); it must never crash,
+// hang or read out of bounds (ASan/UBSan are on).
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "core/config.hpp"
+#include "messages/codec.hpp"
+#include "messages/log_codec.hpp"
+
+#ifndef FUZZ_KIND
+#error "FUZZ_KIND selects the decoder"
+#endif
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace rlx;
+  const WireBuffer buf = WireBuffer::copy_of(data, size);
+  DecodeOptions small;  // limits small enough that the fuzzer cannot OOM us
+  small.max_bytes = 1 << 20;
+  small.traversal_limit_words = 1 << 18;
+  switch (FUZZ_KIND) {
+    case 0: (void)decode<Segment>(buf, small); break;
+    case 1: (void)decode<WeightSetData>(buf, small); break;
+    case 2: (void)decode<WeightsAvailableData>(buf, small); break;
+    case 3: (void)decode<WeightRequestData>(buf, small); break;
+    case 4: (void)decode<EnvResetData>(buf, small); break;
+    case 5: (void)decode<EnvStepData>(buf, small); break;
+    case 6: (void)decode<EnvStepResultData>(buf, small); break;
+    case 7: (void)decode<RewardRequestData>(buf, small); break;
+    case 8: (void)decode<RewardResultData>(buf, small); break;
+    case 9: (void)decode<JoinData>(buf, small); break;
+    case 10: (void)decode<LeaveData>(buf, small); break;
+    case 11: (void)decode<HeartbeatData>(buf, small); break;
+    case 12: (void)decode<MetricsData>(buf, small); break;
+    case 13: (void)decode<ScaleCommandData>(buf, small); break;
+    case 14: (void)peek_kind(buf, small); break;
+    case 15: (void)decode_log_entry(buf, true, small); break;
+    case 16: (void)decode_index_entry(buf, small); break;
+    case 17:
+      (void)parse_config(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.toml", {"cartpole"},
+                         {"moe_mlp"});
+      break;
+  }
+  return 0;
+}

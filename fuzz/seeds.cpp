@@ -1,0 +1,88 @@
+// Writes one valid input per fuzz target into <dir>/<target>/, so the
+// fuzzers start from real messages and mutate from there.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "messages/codec.hpp"
+#include "messages/log_codec.hpp"
+
+namespace fs = std::filesystem;
+using namespace rlx;
+
+namespace {
+
+void put(const fs::path& dir, const std::string& target, const void* data, std::size_t size) {
+  fs::create_directories(dir / target);
+  std::ofstream out(dir / target / "seed", std::ios::binary);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+}
+
+void put(const fs::path& dir, const std::string& target, const WireBuffer& b) {
+  put(dir, target, b.bytes().data(), b.size());
+}
+
+Segment segment() {
+  Segment s;
+  s.num_steps = 2;
+  s.num_envs = 2;
+  s.obs_dim = 4;
+  s.observations.assign(16, 0.1f);
+  s.actions = {0, 1, 1, 0};
+  s.behaviour_log_probs.assign(4, -0.7f);
+  s.rewards.assign(4, 1.0f);
+  s.terminated = {0, 0, 0, 1};
+  s.truncated.assign(4, 0);
+  s.policy_versions = {3, 4};
+  s.bootstrap_observations.assign(8, 0.0f);
+  s.episode_returns = {2.0f};
+  s.episode_lengths = {2};
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: rlx_fuzz_seeds DIR\n");
+    return 2;
+  }
+  const fs::path dir = argv[1];
+  put(dir, "segment", encode(segment(), "seed"));
+  WeightSetData w;
+  w.version = 7;
+  w.policy_kind = "moe_mlp";
+  w.tensors.push_back(NamedTensor{"a", {2, 2}, {1, 2, 3, 4}});
+  w.checksum = w.compute_checksum();
+  put(dir, "weight_set", encode(w, "seed"));
+  put(dir, "weights_available", encode(WeightsAvailableData{7, 100, 1}, "seed"));
+  put(dir, "weight_request", encode(WeightRequestData{7, false}, "seed"));
+  put(dir, "env_reset", encode(EnvResetData{1, 2}, "seed"));
+  put(dir, "env_step", encode(EnvStepData{{0, 1}, 3}, "seed"));
+  EnvStepResultData r;
+  r.obs_dim = 2;
+  r.observations = {0.1f, 0.2f, 0.3f, 0.4f};
+  r.rewards = {1, 0};
+  r.terminated = {0, 1};
+  r.truncated = {0, 0};
+  put(dir, "env_step_result", encode(r, "seed"));
+  put(dir, "reward_request", encode(RewardRequestData{1, 2, "task", "payload"}, "seed"));
+  put(dir, "reward_result", encode(RewardResultData{1, 0.5f, true, ""}, "seed"));
+  put(dir, "join", encode(JoinData{Role::explorer, "node", 3, "token"}, "seed"));
+  put(dir, "leave", encode(LeaveData{Role::explorer, 3, "drained"}, "seed"));
+  put(dir, "heartbeat", encode(HeartbeatData{Role::explorer, 3, 99}, "seed"));
+  MetricsData m;
+  m.lag_histogram = {1, 2};
+  m.expert_utilisation = {0.5f, 0.5f};
+  put(dir, "metrics", encode(m, "seed"));
+  put(dir, "scale", encode(ScaleCommandData{4, 1, "node"}, "seed"));
+  put(dir, "peek_kind", encode(segment(), "seed"));
+  const WireBuffer env = encode(segment(), "seed");
+  put(dir, "log_entry", encode_log_rollout(5, RolloutRecordData{Verdict::trained, 4, 5, 0, ""}, env).buf);
+  put(dir, "index_entry", encode_index_entry(IndexEntryData{5, 4096, 1000, 42, LogKind::rollout}));
+  const std::string toml = "[run]\nseed = 3\nenv = \"cartpole\"\n[learner]\nranks = 2\n[[node]]\nname = \"head\"\n"
+                           "actors = [\"coordinator\", \"learner\", \"weight_store\", \"recorder\"]\nexplorers = 2\n";
+  put(dir, "config", toml.data(), toml.size());
+  return 0;
+}
