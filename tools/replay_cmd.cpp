@@ -86,7 +86,9 @@ int replay_command(const ReplayArgs& a) {
       std::error_code ec;
       lro.binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
       lro.config_file = rank_file;
-      auto started = LearnerRanks::start(lro, make_root_logger(LogOptions{"warn"}));
+      LogOptions quiet;
+      quiet.level = "warn";
+      auto started = LearnerRanks::start(lro, make_root_logger(quiet));
       if (!started) {
         std::fprintf(stderr, "rlx: %s\n", started.error().message.c_str());
         return 2;

@@ -107,7 +107,9 @@ int launch(const std::string& path, const std::string& log_level, bool resume) {
   RunHooks hooks;
   hooks.on_status = print_status;
   hooks.on_start = [&](std::function<void(const std::string&)> stop) { signals.set_stop(std::move(stop)); };
-  RunResult r = run_cluster(*config, envs, hooks, log, RunOptions{resume});
+  RunOptions options;
+  options.resume = resume;
+  RunResult r = run_cluster(*config, envs, hooks, log, options);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   std::printf("%s\n", r.summary.c_str());
   return static_cast<int>(r.outcome);

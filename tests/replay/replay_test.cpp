@@ -61,7 +61,9 @@ TEST_CASE("a resumed run continues the same log with nothing duplicated or lost"
   REQUIRE(read_all(t.path, false, &before).ok());
 
   cfg.run.stop.max_env_steps = 40'000;
-  RunResult resumed = run_cluster(cfg, builtin_envs(), {}, null_logger(), RunOptions{true});
+  RunOptions resume;
+  resume.resume = true;
+  RunResult resumed = run_cluster(cfg, builtin_envs(), {}, null_logger(), resume);
   INFO(resumed.summary);
   REQUIRE(resumed.outcome == RunOutcome::budget);
   std::vector<LogEntryData> after;
