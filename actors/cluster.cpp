@@ -8,6 +8,7 @@
 
 #include "envs/batch_env.hpp"
 #include "policy/threads.hpp"
+#include "learner/checkpoint.hpp"
 #include "learner/learner_ranks.hpp"
 #include "replay/replay.hpp"
 
@@ -75,24 +76,57 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
     if (!w) return w.error();
     if (!repaired.empty()) log->warn("rollout log: {}", repaired);
     const EnvSpec spec = make_batch_env_factory(config.run.env, config.external, envs, log)(config.run.seed, 0, 1)->spec();
-    log->info("resuming: replaying the rollout log in {} to rebuild the learner", dir.string());
     auto core = learner_core_options(config, spec);
     core.trainer.group = p.ranks ? p.ranks->group() : nullptr;
-    auto r = replay_exact(dir, core, ReadOptions{},
-                          [&](std::uint64_t entries, std::uint64_t updates) {
-                            log->debug("replayed {} entries, {} updates", entries, updates);
-                          });
+    auto progress = [&](std::uint64_t entries, std::uint64_t updates) {
+      log->debug("replayed {} entries, {} updates", entries, updates);
+    };
+    // The newest checkpoint that agrees with the log, then the log's tail;
+    // else the whole log. (Ranks > 1 write no checkpoints yet.)
+    Result<ExactReplay> r = make_error(Errc::not_found, "");
+    for (const auto& file : list_checkpoints(fs::path(config.run.log_dir) / "checkpoints")) {
+      if (p.ranks) break;
+      auto loaded = load_checkpoint(file, core);
+      if (!loaded) {
+        log->warn("checkpoint skipped: {}", loaded.error().message);
+        continue;
+      }
+      const auto held = loaded->core->received();
+      const auto from_version = loaded->core->trainer().version();
+      auto attempt = replay_exact(dir, core, ReadOptions{}, progress, loaded->core);
+      if (!attempt) return attempt.error();
+      if (attempt->skipped < held || !attempt->identical()) {
+        log->warn("checkpoint {} does not match the rollout log ({} of its {} arrivals logged, {} of {} versions "
+                  "identical): trying an older one",
+                  file.string(), attempt->skipped, held, attempt->versions_matched, attempt->versions_checked);
+        continue;
+      }
+      log->info("resuming from checkpoint {} (v{}): {} arrivals after it replayed from the log", file.string(),
+                from_version, attempt->segments);
+      r = std::move(attempt);
+      break;
+    }
+    if (!r) {
+      log->info("resuming: replaying the rollout log in {} to rebuild the learner", dir.string());
+      r = replay_exact(dir, core, ReadOptions{}, progress);
+    }
     if (!r) return r.error();
     if (!r->identical())
       log->warn("the replayed learner differs from the recorded one ({} of {} versions match, {} admission "
                 "mismatches): were seed, config or thread counts changed?",
                 r->versions_matched, r->versions_checked, r->admission_mismatches);
-    log->info("resumed at policy v{} after {} entries ({} segments, {} env steps) in {:.1f} s",
-              r->core->trainer().version(), r->read.entries, r->segments, r->core->stats().env_steps(), r->seconds);
+    log->info("resumed at policy v{} after {} entries ({} env steps) in {:.1f} s", r->core->trainer().version(),
+              r->read.entries, r->core->stats().env_steps(), r->seconds);
     p.resumed = r->core;
     p.writer = std::move(*w);
   } else {
     std::error_code ec;
+    const fs::path checkpoints = fs::path(config.run.log_dir) / "checkpoints";
+    if (!fs::is_empty(checkpoints, ec) && !ec) {  // a previous run's: not this run's to resume from
+      fs::remove_all(fs::path(config.run.log_dir) / "checkpoints.previous", ec);
+      fs::rename(checkpoints, fs::path(config.run.log_dir) / "checkpoints.previous", ec);
+    }
+    ec.clear();
     auto existing = logfiles::list(dir);
     if (existing && !existing->empty()) {
       const fs::path previous = fs::path(config.run.log_dir) / "rollouts.previous";

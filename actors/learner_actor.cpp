@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "actors/guard.hpp"
+#include "learner/checkpoint.hpp"
 
 namespace rlx {
 
@@ -100,6 +101,10 @@ void train(Self self) {
   }
   st.last = std::move(r).value();
   if (st.core->publish_due()) publish(self);
+  if (st.options.checkpoint_every && st.core->updates() % st.options.checkpoint_every == 0) {
+    auto saved = save_checkpoint(*st.core, st.options.checkpoint_dir, st.options.checkpoint_keep);
+    if (!saved) st.options.log->error("checkpoint not written: {}", saved.error().message);
+  }
   st.options.log->debug("update {} -> v{}: pi {:.4f} v {:.4f} H {:.3f} ratio {:.3f}", st.core->updates(),
                         st.core->trainer().version(), st.last.policy_loss, st.last.value_loss, st.last.entropy,
                         st.last.correction.ratio_mean);

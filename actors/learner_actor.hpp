@@ -5,6 +5,7 @@
 // metrics to the coordinator.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 
 #include "actors/interfaces.hpp"
@@ -17,6 +18,10 @@ struct LearnerActorOptions {
   LearnerCoreOptions core;
   // A core rebuilt from the rollout log (a resumed run); null = a fresh one.
   std::shared_ptr<LearnerCore> resumed;
+  // Checkpoints (learner/checkpoint.hpp) every N updates into `checkpoint_dir`; 0 = none.
+  std::filesystem::path checkpoint_dir;
+  std::uint64_t checkpoint_every = 0;
+  int checkpoint_keep = 3;
   weight_store_actor weight_store;
   recorder_actor recorder;        // may be invalid (recording off)
   coordinator_actor coordinator;  // may be invalid (tests)

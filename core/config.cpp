@@ -253,6 +253,8 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.number("value_coef", l.value_coef, 0.0, 100.0);
       r.number("max_grad_norm", l.max_grad_norm, 0.0, 1e6);
       r.integer("threads", l.threads, 1, 256);
+      r.integer("checkpoint_every", l.checkpoint_every, 0, 1 << 30);
+      r.integer("checkpoint_keep", l.checkpoint_keep, 1, 1000);
       r.reject_unknown(seen_list(r));
     }
     if (const toml::table* t = top.table("explorer")) {

@@ -59,6 +59,8 @@ struct LearnerConfig {
   double value_coef = 0.5;           // value loss weight
   double max_grad_norm = 0.5;        // gradient clipping; 0 = off
   std::int64_t threads = 1;          // LibTorch intra-op threads
+  std::int64_t checkpoint_every = 25;  // write a checkpoint every N updates (0 = never)
+  std::int64_t checkpoint_keep = 3;    // checkpoints kept (the newest)
 };
 
 // [explorer]

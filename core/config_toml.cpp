@@ -48,7 +48,8 @@ std::string to_toml(const ClusterConfig& c) {
                                      {"clip", l.clip},             {"rho_bar", l.rho_bar},
                                      {"c_bar", l.c_bar},           {"entropy_coef", l.entropy_coef},
                                      {"value_coef", l.value_coef}, {"max_grad_norm", l.max_grad_norm},
-                                     {"threads", l.threads}});
+                                     {"threads", l.threads},       {"checkpoint_every", l.checkpoint_every},
+                                     {"checkpoint_keep", l.checkpoint_keep}});
   root.insert("explorer", toml::table{{"segment_steps", c.explorer.segment_steps},
                                       {"env_placement", c.explorer.env_placement},
                                       {"threads", c.explorer.threads}});

@@ -29,6 +29,15 @@ void Admission::count(Verdict verdict, std::uint64_t lag, std::uint64_t env_step
   window_max_ = std::max(window_max_, lag);
 }
 
+bool Admission::restore(const State& s) {
+  if (s.histogram.size() != histogram_.size()) return false;
+  accepted_ = s.accepted;
+  dropped_ = s.dropped;
+  rejected_ = s.rejected;
+  histogram_ = s.histogram;
+  return true;
+}
+
 Admission::Window Admission::take_window() {
   Window w;
   if (window_n_) w.mean = window_sum_ / static_cast<double>(window_n_);

@@ -40,6 +40,15 @@ class Admission {
   struct Window { double mean = 0; std::uint64_t max = 0; };
   Window take_window();
 
+  // The counters, for checkpoints (the lag window is not kept).
+  struct State {
+    std::uint64_t accepted = 0, dropped = 0, rejected = 0;
+    std::vector<std::uint64_t> histogram;
+  };
+  State state() const { return State{accepted_, dropped_, rejected_, histogram_}; }
+  // False when the histogram does not fit this max_staleness.
+  bool restore(const State& s);
+
  private:
   std::uint64_t max_staleness_;
   std::uint64_t accepted_ = 0, dropped_ = 0, rejected_ = 0;

@@ -41,6 +41,15 @@ Arrival LearnerCore::admit_recorded(const RolloutRecordData& record, std::option
   return a;
 }
 
+bool LearnerCore::restore(std::uint64_t received, std::uint64_t updates, const Admission::State& admission,
+                          const RunStats::State& stats) {
+  if (!admission_.restore(admission)) return false;
+  stats_.restore(stats);
+  received_ = received;
+  updates_ = updates;
+  return true;
+}
+
 std::size_t LearnerCore::world() const {
   return options_.trainer.group ? static_cast<std::size_t>(options_.trainer.group->world()) : 1;
 }

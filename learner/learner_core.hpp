@@ -61,6 +61,10 @@ class LearnerCore {
   std::uint64_t updates() const { return updates_; }
   const LearnerCoreOptions& options() const { return options_; }
   std::size_t world() const;
+  // Counters from a checkpoint (learner/checkpoint.hpp). False when the
+  // admission state does not fit this core's max_staleness.
+  bool restore(std::uint64_t received, std::uint64_t updates, const Admission::State& admission,
+               const RunStats::State& stats);
 
  private:
   LearnerCoreOptions options_;

@@ -18,6 +18,19 @@ void RunStats::add(const Segment& s) {
   }
 }
 
+RunStats::State RunStats::state() const {
+  return State{env_steps_, episodes_, episodes_lost_, std::vector<float>(returns_.begin(), returns_.end())};
+}
+
+void RunStats::restore(const State& s) {
+  env_steps_ = s.env_steps;
+  episodes_ = s.episodes;
+  episodes_lost_ = s.episodes_lost;
+  returns_.assign(s.returns.begin(), s.returns.end());
+  sum_ = 0;
+  for (float r : returns_) sum_ += r;
+}
+
 double RunStats::mean_return() const {
   if (returns_.empty()) return std::numeric_limits<double>::quiet_NaN();
   return sum_ / static_cast<double>(returns_.size());

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <vector>
 
 #include "messages/types.hpp"
 
@@ -21,6 +22,14 @@ class RunStats {
   double mean_return() const;
   // True once `window` episodes have ended (the mean is over a full window).
   bool window_full() const { return returns_.size() >= window_; }
+
+  // Everything, for checkpoints.
+  struct State {
+    std::uint64_t env_steps = 0, episodes = 0, episodes_lost = 0;
+    std::vector<float> returns;  // the window, oldest first
+  };
+  State state() const;
+  void restore(const State& s);
 
  private:
   std::size_t window_;

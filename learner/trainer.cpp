@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include <sstream>
+
 #include "core/error.hpp"
 #include "learner/learner_group.hpp"
 #include "learner/losses.hpp"
@@ -85,6 +87,47 @@ Result<bool> check_device(const std::string& device) {
 }
 
 Trainer::Trainer(const TrainerOptions& o) : options_(o), impl_(std::make_unique<Impl>(o)) {}
+
+std::vector<std::uint8_t> Trainer::save_state() const {
+  torch::serialize::OutputArchive a;
+  for (const auto& p : impl_->policy->named_parameters(true)) a.write("param/" + p.key(), p.value().detach().cpu());
+  torch::serialize::OutputArchive opt;
+  impl_->optimizer->save(opt);
+  a.write("optimizer", opt);
+  a.write("generator", impl_->generator.get_state());
+  a.write("version", torch::tensor(static_cast<std::int64_t>(version_)));
+  std::ostringstream os;
+  a.save_to(os);
+  const std::string s = os.str();
+  return {s.begin(), s.end()};
+}
+
+Result<bool> Trainer::load_state(const std::vector<std::uint8_t>& bytes) {
+  try {
+    std::istringstream is(std::string(bytes.begin(), bytes.end()));
+    torch::serialize::InputArchive a;
+    a.load_from(is);
+    torch::NoGradGuard guard;
+    for (auto& p : impl_->policy->named_parameters(true)) {
+      torch::Tensor t;
+      a.read("param/" + p.key(), t);
+      if (t.sizes() != p.value().sizes())
+        return make_error(Errc::invalid_field, "checkpoint parameter " + p.key() + " has another shape");
+      p.value().copy_(t);
+    }
+    torch::serialize::InputArchive opt;
+    a.read("optimizer", opt);
+    impl_->optimizer->load(opt);
+    torch::Tensor g, v;
+    a.read("generator", g);
+    impl_->generator.set_state(g);
+    a.read("version", v);
+    version_ = static_cast<std::uint64_t>(v.item<std::int64_t>());
+    return true;
+  } catch (const c10::Error& e) {
+    return make_error(Errc::invalid_field, std::string("checkpoint: ") + e.what_without_backtrace());
+  }
+}
 Trainer::~Trainer() = default;
 
 WeightSetData Trainer::weights() const { return export_weights(*impl_->policy, version_, options_.policy.kind); }

@@ -49,6 +49,13 @@ class Trainer {
   WeightSetData weights() const;
   const TrainerOptions& options() const { return options_; }
 
+  // The whole training state (parameters, optimizer moments, the
+  // minibatch generator, the version) as bytes, and back: a restored
+  // trainer continues bit-identically. load_state fails (and changes
+  // nothing it has not validated) on bytes from another policy shape.
+  std::vector<std::uint8_t> save_state() const;
+  Result<bool> load_state(const std::vector<std::uint8_t>& bytes);
+
  private:
   struct Impl;  // LibTorch state, kept out of this header (compile time)
   TrainerOptions options_;

@@ -15,12 +15,19 @@ double since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Result<ExactReplay> replay_exact(const std::filesystem::path& log, const LearnerCoreOptions& core_options,
-                                 const ReadOptions& read, const ReplayProgress& progress) {
+                                 const ReadOptions& read, const ReplayProgress& progress,
+                                 std::shared_ptr<LearnerCore> start) {
   const auto t0 = std::chrono::steady_clock::now();
   ExactReplay out;
-  out.core = std::make_shared<LearnerCore>(core_options);
+  out.core = start ? std::move(start) : std::make_shared<LearnerCore>(core_options);
   LearnerCore& core = *out.core;
+  const std::uint64_t held = core.received(), held_version = core.trainer().version();
   auto report = read_log(log, read, [&](const LogEntryData& e, const LogPosition& at) {
+    if (e.kind == LogKind::rollout && out.skipped < held) {
+      ++out.skipped;  // the checkpoint has it already
+      return true;
+    }
+    if (e.kind == LogKind::weights && e.weights.version < held_version) return true;
     if (e.kind == LogKind::rollout) {
       ++out.segments;
       if (e.rollout.record.learner_version != core.trainer().version()) ++out.admission_mismatches;

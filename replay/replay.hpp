@@ -40,12 +40,18 @@ struct ExactReplay {
   std::uint64_t failed_updates = 0;        // batches the trainer refused (as the live run did)
   std::vector<VersionMismatch> mismatches; // the first few
   std::uint64_t last_version = 0, last_checksum = 0;
+  std::uint64_t skipped = 0;               // arrivals a starting checkpoint already held
   double seconds = 0;
   bool identical() const { return versions_checked == versions_matched && admission_mismatches == 0; }
 };
 
+// With `start` (a core loaded from a checkpoint) the replay goes on from
+// it: its first start->received() arrivals, and the versions before its
+// own, are skipped (`skipped` counts them; fewer than received() means the
+// checkpoint is ahead of the log, which the caller must not use).
 Result<ExactReplay> replay_exact(const std::filesystem::path& log, const LearnerCoreOptions& core,
-                                 const ReadOptions& read, const ReplayProgress& progress = {});
+                                 const ReadOptions& read, const ReplayProgress& progress = {},
+                                 std::shared_ptr<LearnerCore> start = nullptr);
 
 struct OfflineOptions {
   TrainerOptions trainer;

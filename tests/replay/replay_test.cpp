@@ -3,6 +3,7 @@
 #include "actors/cluster.hpp"
 #include "envs/batch_env.hpp"
 #include "explorers/evaluate.hpp"
+#include "learner/checkpoint.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "policy/threads.hpp"
 #include "replay/replay.hpp"
@@ -170,4 +171,39 @@ TEST_CASE("a run killed with SIGKILL resumes from its log and replays exactly", 
   REQUIRE(r.ok());
   CHECK(r->identical());
   CHECK(r->core->stats().env_steps() >= steps + 20'000);
+}
+
+TEST_CASE("a resumed run starts from its newest checkpoint and replays only the log after it",
+          "[replay][resume][checkpoint][slow]") {
+  TempDir t("rlx-replay-checkpoint");
+  auto cfg = short_run(t.path, 25'000);
+  cfg.learner.checkpoint_every = 2;
+  cfg.learner.checkpoint_keep = 2;
+  REQUIRE(run_cluster(cfg, builtin_envs(), {}, null_logger()).outcome == RunOutcome::budget);
+  auto files = list_checkpoints(t.path / "checkpoints");
+  REQUIRE(files.size() == 2);
+  // The newest checkpoint plus the log's tail is the learner the log describes.
+  auto loaded = load_checkpoint(files[0], core_options(cfg));
+  REQUIRE(loaded.ok());
+  const auto held = loaded->core->received();
+  CHECK(held > 0);
+  auto tail = replay_exact(t.path, core_options(cfg), ReadOptions{}, {}, loaded->core);
+  REQUIRE(tail.ok());
+  CHECK(tail->skipped == held);
+  CHECK(tail->identical());
+  auto full = replay_exact(t.path, core_options(cfg), ReadOptions{});
+  REQUIRE(full.ok());
+  CHECK(full->core->weights().checksum == tail->core->weights().checksum);
+  CHECK(full->core->received() == tail->core->received());
+
+  cfg.run.stop.max_env_steps = 45'000;
+  RunOptions resume;
+  resume.resume = true;
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger(), resume);
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::budget);
+  auto after = replay_exact(t.path, core_options(cfg), ReadOptions{});
+  REQUIRE(after.ok());
+  CHECK(after->identical());
+  CHECK(after->core->stats().env_steps() >= 45'000);
 }

@@ -1,0 +1,171 @@
+#include "learner/checkpoint.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+namespace rlx {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[8] = {'R', 'L', 'X', 'C', 'K', 'P', 'T', '1'};
+
+// Little-endian fields, length-prefixed vectors; reads are bounds-checked.
+struct Writer {
+  std::vector<std::uint8_t> out;
+  void u64(std::uint64_t x) {
+    const auto at = out.size();
+    out.resize(at + 8);
+    std::memcpy(out.data() + at, &x, 8);
+  }
+  template <class T>
+  void vec(const std::vector<T>& v) {
+    u64(v.size());
+    const auto at = out.size();
+    out.resize(at + v.size() * sizeof(T));
+    if (!v.empty()) std::memcpy(out.data() + at, v.data(), v.size() * sizeof(T));
+  }
+};
+
+struct Reader {
+  const std::vector<std::uint8_t>& in;
+  std::size_t at = 0;
+  bool ok = true;
+  std::uint64_t u64() {
+    std::uint64_t x = 0;
+    if (in.size() - at < 8) return ok = false, 0;
+    std::memcpy(&x, in.data() + at, 8);
+    at += 8;
+    return x;
+  }
+  template <class T>
+  std::vector<T> vec() {
+    const std::uint64_t n = u64();
+    if (!ok || n > (in.size() - at) / sizeof(T)) return ok = false, std::vector<T>{};
+    std::vector<T> v(n);
+    if (n) std::memcpy(v.data(), in.data() + at, n * sizeof(T));
+    at += n * sizeof(T);
+    return v;
+  }
+};
+
+Error io_error(const fs::path& p, const std::string& what) {
+  return make_error(Errc::io, fmt::format("{}: {}: {}", p.string(), what, std::strerror(errno)));
+}
+
+std::uint64_t version_of(const fs::path& p) {
+  const std::string n = p.filename().string();  // ckpt-00000042.bin
+  if (n.size() < 10 || n.rfind("ckpt-", 0) != 0 || p.extension() != ".bin") return UINT64_MAX;
+  try {
+    return std::stoull(n.substr(5, n.size() - 9));
+  } catch (const std::exception&) {
+    return UINT64_MAX;
+  }
+}
+
+}  // namespace
+
+std::vector<fs::path> list_checkpoints(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file() && version_of(e.path()) != UINT64_MAX) out.push_back(e.path());
+  std::sort(out.begin(), out.end(), [](const fs::path& a, const fs::path& b) { return version_of(a) > version_of(b); });
+  return out;
+}
+
+Result<fs::path> save_checkpoint(const LearnerCore& core, const fs::path& dir, int keep) {
+  RLX_REQUIRE(core.batch_size() == 0, core.batch_size());
+  Writer w;
+  w.u64(core.received());
+  w.u64(core.updates());
+  const auto adm = core.admission().state();
+  w.u64(adm.accepted);
+  w.u64(adm.dropped);
+  w.u64(adm.rejected);
+  w.vec(adm.histogram);
+  const auto stats = core.stats().state();
+  w.u64(stats.env_steps);
+  w.u64(stats.episodes);
+  w.u64(stats.episodes_lost);
+  w.vec(stats.returns);
+  w.vec(core.trainer().save_state());
+  Writer file;
+  file.out.assign(kMagic, kMagic + 8);
+  file.u64(w.out.size());
+  file.u64(XXH64(w.out.data(), w.out.size(), 0));
+  file.out.insert(file.out.end(), w.out.begin(), w.out.end());
+
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path dst = dir / fmt::format("ckpt-{:08d}.bin", core.trainer().version());
+  const fs::path tmp = dst.string() + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return io_error(tmp, "cannot create");
+  std::size_t done = 0;
+  while (done < file.out.size()) {
+    const ssize_t n = ::write(fd, file.out.data() + done, file.out.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      return io_error(tmp, "write failed");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    return io_error(tmp, "fsync failed");
+  }
+  ::close(fd);
+  fs::rename(tmp, dst, ec);
+  if (ec) return make_error(Errc::io, tmp.string() + ": rename: " + ec.message());
+  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY); dfd >= 0) {
+    ::fsync(dfd);  // the rename itself survives a crash
+    ::close(dfd);
+  }
+  auto all = list_checkpoints(dir);
+  for (std::size_t i = static_cast<std::size_t>(std::max(1, keep)); i < all.size(); ++i) fs::remove(all[i], ec);
+  return dst;
+}
+
+Result<LoadedCheckpoint> load_checkpoint(const fs::path& path, const LearnerCoreOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error(path, "cannot open");
+  std::vector<std::uint8_t> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto bad = [&](const std::string& why) { return make_error(Errc::corrupt_record, path.string() + ": " + why); };
+  if (raw.size() < 24 || std::memcmp(raw.data(), kMagic, 8) != 0) return bad("not an RLX checkpoint (or cut short)");
+  std::uint64_t len = 0, sum = 0;
+  std::memcpy(&len, raw.data() + 8, 8);
+  std::memcpy(&sum, raw.data() + 16, 8);
+  if (len != raw.size() - 24) return bad(fmt::format("{} bytes of payload, the header says {}", raw.size() - 24, len));
+  const std::vector<std::uint8_t> payload(raw.begin() + 24, raw.end());
+  if (XXH64(payload.data(), payload.size(), 0) != sum) return bad("checksum mismatch");
+  Reader r{payload};
+  const std::uint64_t received = r.u64(), updates = r.u64();
+  Admission::State adm;
+  adm.accepted = r.u64();
+  adm.dropped = r.u64();
+  adm.rejected = r.u64();
+  adm.histogram = r.vec<std::uint64_t>();
+  RunStats::State stats;
+  stats.env_steps = r.u64();
+  stats.episodes = r.u64();
+  stats.episodes_lost = r.u64();
+  stats.returns = r.vec<float>();
+  const auto trainer = r.vec<std::uint8_t>();
+  if (!r.ok || r.at != payload.size()) return bad("malformed payload");
+  auto core = std::make_shared<LearnerCore>(options);
+  auto loaded = core->trainer().load_state(trainer);
+  if (!loaded) return bad(loaded.error().message);
+  if (!core->restore(received, updates, adm, stats))
+    return bad("its staleness histogram does not fit max_staleness " + std::to_string(options.max_staleness));
+  return LoadedCheckpoint{core, path};
+}
+
+}  // namespace rlx
