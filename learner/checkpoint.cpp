@@ -1,12 +1,12 @@
 #include "learner/checkpoint.hpp"
 
+#include "core/files.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 #include <xxhash.h>
 
 namespace rlx {
@@ -106,29 +106,8 @@ Result<fs::path> save_checkpoint(const LearnerCore& core, const fs::path& dir, i
   std::error_code ec;
   fs::create_directories(dir, ec);
   const fs::path dst = dir / fmt::format("ckpt-{:08d}.bin", core.trainer().version());
-  const fs::path tmp = dst.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return io_error(tmp, "cannot create");
-  std::size_t done = 0;
-  while (done < file.out.size()) {
-    const ssize_t n = ::write(fd, file.out.data() + done, file.out.size() - done);
-    if (n <= 0) {
-      ::close(fd);
-      return io_error(tmp, "write failed");
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    return io_error(tmp, "fsync failed");
-  }
-  ::close(fd);
-  fs::rename(tmp, dst, ec);
-  if (ec) return make_error(Errc::io, tmp.string() + ": rename: " + ec.message());
-  if (const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY); dfd >= 0) {
-    ::fsync(dfd);  // the rename itself survives a crash
-    ::close(dfd);
-  }
+  auto written = write_file_atomically(dst, file.out);
+  if (!written) return written.error();
   auto all = list_checkpoints(dir);
   for (std::size_t i = static_cast<std::size_t>(std::max(1, keep)); i < all.size(); ++i) fs::remove(all[i], ec);
   return dst;

@@ -1,13 +1,13 @@
 #include "replay/log_files.hpp"
 
+#include "core/files.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 #include <zstd.h>
 
 namespace rlx::logfiles {
@@ -110,26 +110,10 @@ Result<bool> compress_file(const fs::path& path, int level) {
   std::vector<char> packed(ZSTD_compressBound(raw.size()));
   const std::size_t n = ZSTD_compress(packed.data(), packed.size(), raw.data(), raw.size(), level);
   if (ZSTD_isError(n)) return make_error(Errc::io, path.string() + ": zstd: " + ZSTD_getErrorName(n));
-  const fs::path tmp = path.string() + ".zst.tmp", dst = path.string() + ".zst";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return io_error(tmp, "cannot create");
-  std::size_t done = 0;
-  while (done < n) {
-    const ssize_t w = ::write(fd, packed.data() + done, n - done);
-    if (w <= 0) {
-      ::close(fd);
-      return io_error(tmp, "write failed");
-    }
-    done += static_cast<std::size_t>(w);
-  }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    return io_error(tmp, "fsync failed");
-  }
-  ::close(fd);
+  auto written = write_file_atomically(path.string() + ".zst",
+                                       std::span(reinterpret_cast<const std::uint8_t*>(packed.data()), n));
+  if (!written) return written.error();
   std::error_code ec;
-  fs::rename(tmp, dst, ec);
-  if (ec) return make_error(Errc::io, tmp.string() + ": rename: " + ec.message());
   fs::remove(path, ec);
   return true;
 }
