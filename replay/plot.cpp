@@ -43,7 +43,7 @@ fs::path temp_data(const std::string& stem) {
 }
 
 const char* kStyle =
-    "set terminal pngcairo size 1200,800 enhanced font 'DejaVu Sans,10'\n"
+    "set terminal pngcairo size 1500,800 enhanced font 'DejaVu Sans,10'\n"
     "set datafile missing '?'\n"
     "set grid lc rgb '#dddddd'\n"
     "set key top left box opaque\n"
@@ -130,14 +130,22 @@ Result<bool> plot_metrics(const fs::path& metrics_jsonl, const fs::path& png, st
         ++bad;
         continue;
       }
-      // A resumed run appends with its clock from 0: a new segment of the curve.
-      const double rate = std::isfinite(last_t) && t > last_t ? (steps - last_steps) / (t - last_t) : std::nan("");
+      // Throughput over at least half a second (the last line, written at
+      // the stop, may follow the previous one closely); a resumed run
+      // appends with its clock from 0, which starts the rate anew.
+      double rate = std::nan("");
+      if (!std::isfinite(last_t) || t < last_t) {
+        last_t = t;
+        last_steps = steps;
+      } else if (t - last_t >= 0.5) {
+        rate = (steps - last_steps) / (t - last_t);
+        last_t = t;
+        last_steps = steps;
+      }
       out << cell(t) << ' ' << cell(steps) << ' ' << cell(json_number(line, "mean_return")) << ' ' << cell(rate) << ' '
           << cell(json_number(line, "lag_mean")) << ' ' << cell(json_number(line, "lag_max")) << ' '
           << cell(json_number(line, "policy_loss")) << ' ' << cell(json_number(line, "value_loss")) << ' '
           << cell(json_number(line, "entropy")) << '\n';
-      last_t = t;
-      last_steps = steps;
       ++rows;
     }
   }
@@ -150,21 +158,21 @@ Result<bool> plot_metrics(const fs::path& metrics_jsonl, const fs::path& png, st
   const std::string d = gp_quote(data);
   std::string script = kStyle;
   script += fmt::format("set output {}\n", gp_quote(png));
-  script += fmt::format("set multiplot layout 2,2 title {} font ',13'\n",
+  script += fmt::format("set multiplot layout 2,3 title {} font ',13'\n",
                         gp_quote("Run metrics: " + metrics_jsonl.parent_path().filename().string()));
-  script += "set xlabel 'env steps'\nset ylabel 'mean return (last 100 episodes)'\n";
+  script += "set xlabel 'env steps'\nset ylabel 'mean return (last 100 episodes)'\nset format x '%.0s%c'\n";
   script += fmt::format("plot {} using 2:3 with lines ls 1 title 'mean return'\n", d);
-  script += "set xlabel 'time (s)'\nset ylabel 'env steps / s'\n";
-  script += fmt::format("plot {} using 1:4 with lines ls 3 title 'throughput'\n", d);
-  script += "set ylabel 'lag (versions)'\n";
-  script += "set yrange [0:*]\nset offsets 0,0,0.5,0\n";
+  script += "set format x '% h'\nset xlabel 'time (s)'\nset ylabel 'env steps / s'\n";
+  script += fmt::format("plot {} using 1:4 with linespoints ls 3 pt 7 ps 0.4 title 'throughput'\n", d);
+  script += "set ylabel 'lag (versions)'\nset yrange [0:*]\nset offsets 0,0,0.5,0\n";
   script += fmt::format("plot {0} using 1:5 with lines ls 1 title 'lag mean', {0} using 1:6 with steps ls 2 title 'lag max'\n", d);
   script += "set autoscale y\nset offsets 0,0,0,0\n";
-  script += "set ylabel 'loss'\nset y2label 'entropy'\nset y2tics\n";
-  script += fmt::format(
-      "plot {0} using 1:7 with lines ls 1 title 'policy loss', {0} using 1:8 with lines ls 2 title 'value loss', "
-      "{0} using 1:9 axes x1y2 with lines ls 4 title 'entropy (right)'\n",
-      d);
+  script += "set ylabel 'value loss'\n";
+  script += fmt::format("plot {} using 1:8 with lines ls 2 title 'value loss'\n", d);
+  script += "set ylabel 'policy loss'\n";
+  script += fmt::format("plot {} using 1:7 with lines ls 1 title 'policy loss'\n", d);
+  script += "set ylabel 'entropy (nats)'\n";
+  script += fmt::format("plot {} using 1:9 with lines ls 4 title 'policy entropy'\n", d);
   script += "unset multiplot\n";
   auto r = run_gnuplot(script, png);
   std::error_code ec;
