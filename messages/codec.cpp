@@ -31,29 +31,10 @@ Error classify(const kj::Exception& e) {
 
 Result<wire::Envelope::Reader> open_checked(const WireBuffer& buf, const DecodeOptions& options,
                                             std::unique_ptr<capnp::FlatArrayMessageReader>& reader) {
-  if (buf.size() > options.max_bytes)
-    return make_error(Errc::message_too_large, std::to_string(buf.size()) + " bytes, limit " +
-                                                   std::to_string(options.max_bytes));
-  if (buf.size() < 8 || buf.size() % 8 != 0)
-    return make_error(Errc::truncated_message, std::to_string(buf.size()) + " bytes is not a whole message");
-  auto words = buf.words();
-  // The segment table says how long the message is; fewer words = truncated.
-  std::size_t expected = capnp::expectedSizeInWordsFromPrefix(words);
-  if (expected > words.size())
-    return make_error(Errc::truncated_message, "framing announces " + std::to_string(expected * 8) +
-                                                   " bytes, got " + std::to_string(words.size() * 8));
-  capnp::ReaderOptions ro;
-  ro.traversalLimitInWords = options.traversal_limit_words;
-  ro.nestingLimit = options.nesting_limit;
-  reader = std::make_unique<capnp::FlatArrayMessageReader>(words, ro);
-  if (reader->getEnd() != words.end())
-    return make_error(Errc::malformed_message, "trailing bytes after the message");
-  auto env = reader->getRoot<wire::Envelope>();
-  // Walk every pointer once: bounds, nesting and read budget are checked
-  // here, so later field reads cannot fail half-way.
-  (void)env.totalSize();
-  if (env.getSchemaVersion() > wire::ENVELOPE_SCHEMA_VERSION)
-    return make_error(Errc::unsupported_schema, "schema version " + std::to_string(env.getSchemaVersion()) +
+  auto env = open_root<wire::Envelope>(buf, options, reader);
+  if (!env) return env;
+  if (env->getSchemaVersion() > wire::ENVELOPE_SCHEMA_VERSION)
+    return make_error(Errc::unsupported_schema, "schema version " + std::to_string(env->getSchemaVersion()) +
                                                     " > " + std::to_string(wire::ENVELOPE_SCHEMA_VERSION));
   return env;
 }

@@ -90,6 +90,34 @@ Error classify(const kj::Exception& e);
 Result<wire::Envelope::Reader> open_checked(const WireBuffer& buf, const DecodeOptions& options,
                                             std::unique_ptr<capnp::FlatArrayMessageReader>& reader);
 
+// Framing and limits for a message whose root is `Root` (any schema):
+// size limit, whole words, announced size, no trailing bytes, and one
+// walk of every pointer before any field read. open_checked adds the
+// Envelope's schema version. May throw kj::Exception (see classify).
+template <class Root>
+Result<typename Root::Reader> open_root(const WireBuffer& buf, const DecodeOptions& options,
+                                        std::unique_ptr<capnp::FlatArrayMessageReader>& reader) {
+  if (buf.size() > options.max_bytes)
+    return make_error(Errc::message_too_large, std::to_string(buf.size()) + " bytes, limit " +
+                                                   std::to_string(options.max_bytes));
+  if (buf.size() < 8 || buf.size() % 8 != 0)
+    return make_error(Errc::truncated_message, std::to_string(buf.size()) + " bytes is not a whole message");
+  auto words = buf.words();
+  // The segment table says how long the message is; fewer words = truncated.
+  const std::size_t expected = capnp::expectedSizeInWordsFromPrefix(words);
+  if (expected > words.size())
+    return make_error(Errc::truncated_message, "framing announces " + std::to_string(expected * 8) +
+                                                   " bytes, got " + std::to_string(words.size() * 8));
+  capnp::ReaderOptions ro;
+  ro.traversalLimitInWords = options.traversal_limit_words;
+  ro.nestingLimit = options.nesting_limit;
+  reader = std::make_unique<capnp::FlatArrayMessageReader>(words, ro);
+  if (reader->getEnd() != words.end()) return make_error(Errc::malformed_message, "trailing bytes after the message");
+  auto root = reader->getRoot<Root>();
+  (void)root.totalSize();
+  return root;
+}
+
 template <class T, class Read>
 Result<T> decode_body(const WireBuffer& buf, const DecodeOptions& options, Which expected, Read&& read) {
   std::unique_ptr<capnp::FlatArrayMessageReader> reader;

@@ -41,27 +41,6 @@ EncodedEntry build_entry(std::uint64_t seq, Fill&& fill, std::size_t size_hint_w
   return out;
 }
 
-// Framing and limits, as open_checked does for Envelopes.
-template <class Root>
-Result<typename Root::Reader> open_root(const WireBuffer& buf, const DecodeOptions& options,
-                                        std::unique_ptr<capnp::FlatArrayMessageReader>& reader) {
-  if (buf.size() > options.max_bytes)
-    return make_error(Errc::message_too_large, std::to_string(buf.size()) + " bytes");
-  if (buf.size() < 8 || buf.size() % 8 != 0)
-    return make_error(Errc::truncated_message, std::to_string(buf.size()) + " bytes is not a whole message");
-  auto words = buf.words();
-  if (capnp::expectedSizeInWordsFromPrefix(words) > words.size())
-    return make_error(Errc::truncated_message, "framing announces more bytes than the record holds");
-  capnp::ReaderOptions ro;
-  ro.traversalLimitInWords = options.traversal_limit_words;
-  ro.nestingLimit = options.nesting_limit;
-  reader = std::make_unique<capnp::FlatArrayMessageReader>(words, ro);
-  if (reader->getEnd() != words.end()) return make_error(Errc::malformed_message, "trailing bytes after the message");
-  auto root = reader->getRoot<Root>();
-  (void)root.totalSize();  // every pointer checked once, before any field read
-  return root;
-}
-
 }  // namespace
 
 EncodedEntry encode_log_start(std::uint64_t seq, const RunStartData& x) {
