@@ -1,7 +1,6 @@
 #include "actors/cluster.hpp"
 
 #include <chrono>
-#include <fstream>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -30,25 +29,6 @@ struct Prepared {
   std::shared_ptr<LearnerCore> resumed;
 };
 
-// Starts ranks 1..N-1 and joins as rank 0 when [learner] ranks > 1.
-Result<std::unique_ptr<LearnerRanks>> start_ranks(const ClusterConfig& config, const RunOptions& options,
-                                                  const Logger& log) {
-  if (config.learner.ranks <= 1) return std::unique_ptr<LearnerRanks>();
-  std::error_code ec;
-  fs::create_directories(config.run.log_dir, ec);
-  const fs::path file = fs::path(config.run.log_dir) / "learner-ranks.toml";
-  {
-    std::ofstream out(file, std::ios::trunc);
-    out << to_toml(config);
-    if (!out) return make_error(Errc::io, "cannot write " + file.string());
-  }
-  LearnerRanksOptions ro;
-  ro.world = static_cast<int>(config.learner.ranks);
-  ro.binary = options.binary.empty() ? fs::read_symlink("/proc/self/exe", ec).string() : options.binary;
-  ro.config_file = file;
-  return LearnerRanks::start(ro, log);
-}
-
 std::uint64_t now_unix_ns() {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -64,7 +44,8 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
   if (options.resume && !config.run.record)
     return make_error(Errc::config_range, "--resume continues the rollout log, but [run] record = false");
   if (auto device = check_device(config.learner.device); !device) return device.error();
-  auto ranks = start_ranks(config, options, log);
+  // Ranks 1..N-1 start, and this process joins as rank 0, when [learner] ranks > 1.
+  auto ranks = LearnerRanks::start_for(config, fs::path(config.run.log_dir) / "learner-ranks.toml", options.binary, log);
   if (!ranks) return ranks.error();
   p.ranks = std::move(*ranks);
   if (!config.run.record) return p;

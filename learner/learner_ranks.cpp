@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 #include <sys/prctl.h>
@@ -59,6 +60,24 @@ Result<std::unique_ptr<LearnerRanks>> LearnerRanks::start(const LearnerRanksOpti
   }
   r->group_ = std::move(*group);
   return r;
+}
+
+Result<std::unique_ptr<LearnerRanks>> LearnerRanks::start_for(const ClusterConfig& config,
+                                                               const std::filesystem::path& config_file,
+                                                               const std::string& binary, const Logger& log) {
+  if (config.learner.ranks <= 1) return std::unique_ptr<LearnerRanks>();
+  std::error_code ec;
+  if (config_file.has_parent_path()) std::filesystem::create_directories(config_file.parent_path(), ec);
+  {
+    std::ofstream out(config_file, std::ios::trunc);
+    out << to_toml(config);
+    if (!out) return make_error(Errc::io, "cannot write " + config_file.string());
+  }
+  LearnerRanksOptions o;
+  o.world = static_cast<int>(config.learner.ranks);
+  o.binary = binary.empty() ? std::filesystem::read_symlink("/proc/self/exe", ec).string() : binary;
+  o.config_file = config_file;
+  return start(o, log);
 }
 
 int LearnerRanks::stop(std::chrono::milliseconds grace) {

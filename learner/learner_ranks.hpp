@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include "core/config.hpp"
 #include "core/logging.hpp"
 #include "learner/learner_group.hpp"
 
@@ -31,6 +32,12 @@ class LearnerRanks {
   // Serves the store, starts the rank processes, joins as rank 0; fails
   // (and reaps what it started) if the group does not form in time.
   static Result<std::unique_ptr<LearnerRanks>> start(const LearnerRanksOptions& options, const Logger& log);
+  // The ranks of `config` ([learner] ranks; null when 1): writes its
+  // effective TOML (to_toml) to `config_file` for them and starts them.
+  // `binary` empty: this process's own executable.
+  static Result<std::unique_ptr<LearnerRanks>> start_for(const ClusterConfig& config,
+                                                         const std::filesystem::path& config_file,
+                                                         const std::string& binary, const Logger& log);
   ~LearnerRanks();
 
   LearnerGroup* group() { return group_.get(); }

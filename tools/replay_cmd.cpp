@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -74,28 +73,16 @@ int replay_command(const ReplayArgs& a) {
     // A data-parallel run replays with as many ranks: each rank's slice
     // and the all-reduce are part of what made its weights.
     auto core = learner_core_options(*config, spec);
-    std::unique_ptr<LearnerRanks> ranks;
     const auto rank_file = std::filesystem::temp_directory_path() / ("rlx-replay-" + std::to_string(::getpid()) + ".toml");
-    if (config->learner.ranks > 1) {
-      {
-        std::ofstream out(rank_file);
-        out << to_toml(*config);
-      }
-      LearnerRanksOptions lro;
-      lro.world = static_cast<int>(config->learner.ranks);
-      std::error_code ec;
-      lro.binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-      lro.config_file = rank_file;
-      LogOptions quiet;
-      quiet.level = "warn";
-      auto started = LearnerRanks::start(lro, make_root_logger(quiet));
-      if (!started) {
-        std::fprintf(stderr, "rlx: %s\n", started.error().message.c_str());
-        return 2;
-      }
-      ranks = std::move(*started);
-      core.trainer.group = ranks->group();
+    LogOptions quiet;
+    quiet.level = "warn";
+    auto started = LearnerRanks::start_for(*config, rank_file, "", make_root_logger(quiet));
+    if (!started) {
+      std::fprintf(stderr, "rlx: %s\n", started.error().message.c_str());
+      return 2;
     }
+    std::unique_ptr<LearnerRanks> ranks = std::move(*started);
+    if (ranks) core.trainer.group = ranks->group();
     auto r = replay_exact(a.log, core, ro, [&](std::uint64_t entries, std::uint64_t updates) {
       progress(fmt::format("replayed {} entries, {} updates", entries, updates));
     });
