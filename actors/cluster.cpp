@@ -3,7 +3,12 @@
 #include <chrono>
 #include <thread>
 
+#include <future>
+
 #include <caf/all.hpp>
+
+#include "actors/gate.hpp"
+#include "actors/remote.hpp"
 
 #include "envs/batch_env.hpp"
 #include "policy/threads.hpp"
@@ -146,7 +151,8 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     return result;
   }
   caf::actor_system_config cfg;
-  register_wire_types(cfg);
+  register_handle_types(cfg);
+  if (options.serve) configure_remoting(cfg, config);
   cfg.set("scheduler.max-threads", scheduler_threads(config));
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system system{cfg};
@@ -161,7 +167,44 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     co.resumed = prepared->resumed;
     co.learner_group = prepared->ranks ? prepared->ranks->group() : nullptr;
     co.log = child_logger(log, "coordinator");
+    std::promise<std::pair<learner_actor, weight_store_actor>> core_promise;
+    auto core_future = core_promise.get_future();
+    if (options.serve) {
+      co.spawn_nodes = {config.head().name};
+      co.on_core = [&core_promise](learner_actor l, weight_store_actor w) { core_promise.set_value({l, w}); };
+    }
     auto coordinator = spawn_coordinator(system, co);
+    gate_actor gate;
+    std::string start_failed;  // the gate or the member nodes could not start
+    if (options.serve) {
+      auto [learner, store] = core_future.get();  // set by the coordinator's first step, even on failure
+      if (learner) {
+        GateOptions go;
+        go.secret = options.secret;
+        for (const auto& n : config.nodes)
+          if (n.name != config.head().name) go.members.insert(n.name);
+        go.learner = learner;
+        go.weight_store = store;
+        go.coordinator = coordinator;
+        go.log = child_logger(log, "gate");
+        gate = spawn_gate(system, go);
+        const auto& head = config.head();
+        auto port = publish_gate(gate, config, head.host, static_cast<std::uint16_t>(head.port));
+        if (!port) {
+          log->error("{}", port.error().message);
+          start_failed = port.error().message;
+          caf::anon_send(coordinator, stop_atom::value, port.error().message);
+        } else {
+          log->info("head listening on {}:{}{}", head.host, *port, config.tls.enabled() ? " (TLS)" : "");
+          const std::string error = hooks.on_listening ? hooks.on_listening(*port) : "";
+          if (!error.empty()) {
+            log->error("{}", error);
+            start_failed = error;
+            caf::anon_send(coordinator, stop_atom::value, error);
+          }
+        }
+      }
+    }
     if (hooks.on_start)
       hooks.on_start([coordinator](const std::string& why) { caf::anon_send(coordinator, stop_atom::value, why); });
     self->receive([&](done_atom, int outcome, const std::string& summary) {
@@ -169,6 +212,11 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
       result.summary = summary;
     });
     if (hooks.on_start) hooks.on_start(nullptr);
+    if (gate) self->send_exit(gate, caf::exit_reason::user_shutdown);
+    if (!start_failed.empty()) {
+      result.outcome = RunOutcome::failed;
+      result.summary = config.run.name + ": cannot start the cluster: " + start_failed;
+    }
   }
   system.await_all_actors_done();
   if (prepared->writer) (void)prepared->writer->close();  // idempotent: the recorder closed it when it flushed

@@ -1,7 +1,8 @@
-// Runs a whole topology in this process: the rollout log opened (or
+// Runs a topology's head in this process: the rollout log opened (or
 // resumed: the learner rebuilt by replaying it), an actor system, the
-// coordinator (which spawns every other actor), and a wait for the end.
-// `rlx launch` and the end-to-end tests call this.
+// coordinator (which spawns every other actor of this process), with
+// `serve` the gate for member nodes, and a wait for the end. `rlx launch`,
+// `rlx node` (the head) and the end-to-end tests call this.
 #pragma once
 
 #include <functional>
@@ -22,6 +23,10 @@ struct RunHooks {
   // it as interrupted (any thread may call it; `rlx launch` does on
   // SIGINT/SIGTERM). May be null.
   std::function<void(std::function<void(const std::string&)> stop)> on_start;
+  // Multi-node head: called once the gate listens, with its port (start
+  // the member nodes here); a non-empty return is an error that ends the
+  // run as failed. May be null.
+  std::function<std::string(std::uint16_t port)> on_listening;
 };
 
 struct RunOptions {
@@ -31,6 +36,10 @@ struct RunOptions {
   // The rlx executable, for learner rank processes ([learner] ranks > 1);
   // empty: this process's own executable.
   std::string binary;
+  // Multi-node head: spawn only the head node's fleet and publish the gate
+  // on the head's host and port, for member nodes that prove `secret`.
+  bool serve = false;
+  std::string secret;
 };
 
 // Runs `config` to its stop condition. `envs` names the environments.

@@ -6,12 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "actors/env_actor.hpp"
-#include "actors/explorer_actor.hpp"
+#include "actors/fleet.hpp"
 #include "actors/guard.hpp"
 #include "actors/learner_actor.hpp"
 #include "actors/recorder.hpp"
-#include "actors/reward_actor.hpp"
 #include "actors/weight_store.hpp"
 #include "envs/batch_env.hpp"
 
@@ -24,7 +22,14 @@ struct CoordinatorState {
   recorder_actor recorder;
   std::vector<explorer_actor> explorers;
   std::vector<reward_actor> rewards;
+  std::map<std::string, node_actor> nodes;    // member nodes in the cluster
   std::uint64_t explorers_lost = 0;
+  std::uint64_t explorers_joined = 0;
+  std::uint64_t joins_refused = 0;
+  bool finish_started = false;
+  bool finishing = false;                     // waiting for member nodes to stop
+  std::string summary;                        // the run's one-line summary, once finishing
+  bool done_sent = false;
   MetricsData metrics;
   double swap_us_sum = 0;
   std::uint64_t swaps = 0;
@@ -66,13 +71,14 @@ void write_metrics_line(Self self) {
       "\"segments_received\":{},\"segments_trained\":{},\"segments_dropped_stale\":{},\"segments_rejected\":{},\"lag_mean\":{},\"lag_max\":{},"
       "\"lag_histogram\":[{}],\"ratio_mean\":{},\"ratio_max\":{},\"truncated_fraction\":{},\"policy_loss\":{},"
       "\"value_loss\":{},\"entropy\":{},\"load_balance_loss\":{},\"expert_utilisation\":[{}],\"updates\":{},"
-      "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{}}}\n",
+      "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{},\"nodes\":{},"
+      "\"joins_refused\":{}}}\n",
       json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
       json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
       json_number(m.policy_loss), json_number(m.value_loss), json_number(m.entropy), json_number(m.load_balance_loss),
       util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
-      st.explorers.size(), st.explorers_lost, m.episodes_lost);
+      st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused);
   st.jsonl.flush();
 }
 
@@ -93,12 +99,24 @@ Status make_status(Self self) {
   s.dropped_stale = m.segments_dropped_stale;
   s.rejected = m.segments_rejected;
   s.explorers = st.explorers.size();
+  s.nodes = st.nodes.size() + 1;
   return s;
+}
+
+// The launcher learns the outcome; the coordinator exits.
+void send_done(Self self) {
+  auto& st = self->state;
+  if (st.done_sent) return;
+  st.done_sent = true;
+  caf::anon_send(st.options.launcher, done_atom::value, static_cast<int>(st.outcome), st.summary);
+  self->quit();
 }
 
 // Every actor exits; the launcher learns the outcome.
 void finish(Self self) {
   auto& st = self->state;
+  if (st.finish_started) return;
+  st.finish_started = true;
   auto shutdown = [self](std::uint64_t records) {
     auto& st = self->state;
     for (auto& r : st.rewards) self->send_exit(r, caf::exit_reason::user_shutdown);
@@ -111,8 +129,12 @@ void finish(Self self) {
         "dropped stale {} / rejected {}, {} records",
         st.options.config.run.name, st.reason, st.elapsed(), m.env_steps, m.episodes, m.mean_return, m.policy_version,
         m.segments_trained, m.segments_dropped_stale, m.segments_rejected, records);
-    caf::anon_send(st.options.launcher, done_atom::value, static_cast<int>(st.outcome), summary);
-    self->quit();
+    // Member nodes exit when told; their down messages (or the deadline) end the run.
+    st.summary = summary;
+    st.finishing = true;
+    st.stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (auto& [name, agent] : st.nodes) self->send(agent, stop_atom::value, st.reason);
+    if (st.nodes.empty()) send_done(self);
   };
   if (!st.recorder) return shutdown(0);
   self->request(st.recorder, std::chrono::seconds(10), flush_atom::value)
@@ -157,9 +179,10 @@ void spawn_cluster(Self self) {
   const EnvSpec spec = factory(cfg.run.seed, 0, 1)->spec();  // throws EnvFailure if the env cannot start
   coordinator_actor me{self};
 
-  st.weight_store = spawn_weight_store(self->system(),
-                                WeightStoreOptions{static_cast<std::size_t>(cfg.weight_store.keep_versions),
-                                                   child_logger(log, "weight_store")});
+  st.weight_store = spawn_weight_store(
+      self->system(), WeightStoreOptions{static_cast<std::size_t>(cfg.weight_store.keep_versions),
+                                         static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10,
+                                         child_logger(log, "weight_store")});
   if (st.options.log_writer)
     st.recorder = spawn_recorder(self->system(), RecorderOptions{st.options.log_writer, child_logger(log, "recorder")});
   LearnerActorOptions lo;
@@ -178,43 +201,15 @@ void spawn_cluster(Self self) {
   st.learner = spawn_learner(self->system(), lo);
   self->monitor(st.learner);
 
-  std::uint32_t explorer_id = 0, reward_id = 0;
-  std::uint64_t next_env_id = 0;
-  auto scorer = std::make_shared<const ArithmeticScorer>();
+  if (st.options.on_core) st.options.on_core(st.learner, st.weight_store);
   for (const auto& node : cfg.nodes) {
-    for (std::int64_t i = 0; i < node.rewards; ++i) {
-      std::string name = "reward/" + std::to_string(reward_id++);
-      st.rewards.push_back(spawn_reward(self->system(), RewardActorOptions{scorer, name, child_logger(log, name)}));
-    }
-    for (std::int64_t i = 0; i < node.explorers; ++i, ++explorer_id) {
-      const std::uint64_t first_env = next_env_id;
-      next_env_id += static_cast<std::uint64_t>(node.envs_per_explorer);
-      ExplorerActorOptions eo;
-      env_actor env;
-      if (cfg.explorer.env_placement == "actor") {
-        std::string env_name = "env/" + std::to_string(explorer_id);
-        env = spawn_env(self->system(), EnvActorOptions{factory, first_env, env_name, child_logger(log, env_name)});
-      } else {
-        eo.local_env = factory;
-      }
-      eo.rollout = RolloutOptions{explorer_id, node.envs_per_explorer, spec.obs_dim, spec.num_actions,
-                                  cfg.explorer.segment_steps, cfg.run.seed, cfg.policy};
-      eo.env_seed = cfg.run.seed;
-      eo.first_env_id = first_env;
-      eo.max_staleness = cfg.run.max_staleness;
-      eo.sync = cfg.run.mode == "sync";
-      eo.node = node.name;
-      eo.env = env;
-      eo.learner = st.learner;
-      eo.weight_store = st.weight_store;
-      eo.coordinator = me;
-      eo.log = child_logger(log, "explorer/" + std::to_string(explorer_id));
-      auto ex = spawn_explorer(self->system(), eo);
-      // An env actor lives and dies with its explorer.
-      if (env)
-        ex->attach_functor([env](const caf::error&) { caf::anon_send_exit(env, caf::exit_reason::user_shutdown); });
-      self->monitor(ex);
-      st.explorers.push_back(ex);
+    if (!st.options.spawn_nodes.empty() && !st.options.spawn_nodes.count(node.name)) continue;
+    Fleet fleet = spawn_fleet(self->system(), cfg, node, factory, spec, FleetTargets{st.learner, st.weight_store, me}, log);
+    for (auto& r : fleet.rewards) st.rewards.push_back(r);
+    for (auto& e : fleet.explorers) {
+      self->monitor(e);
+      st.explorers.push_back(e);
+      ++st.explorers_joined;
     }
   }
 }
@@ -249,6 +244,13 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       begin_stop(self, RunOutcome::failed, "the learner died (" + caf::to_string(dm.reason) + ")");
       return;
     }
+    for (auto n = st.nodes.begin(); n != st.nodes.end(); ++n)
+      if (n->second.address() == dm.source) {
+        if (!st.finishing) st.options.log->warn("node '{}' went away ({})", n->first, caf::to_string(dm.reason));
+        st.nodes.erase(n);
+        if (st.finishing && st.nodes.empty()) send_done(self);
+        return;
+      }
     auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
                            [&](const explorer_actor& e) { return e.address() == dm.source; });
     if (it == st.explorers.end()) return;
@@ -257,7 +259,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       ++st.explorers_lost;
       st.options.log->warn("an explorer died ({}); {} left", caf::to_string(dm.reason), st.explorers.size());
       if (st.explorers.empty()) begin_stop(self, RunOutcome::failed, "no explorer left");
-    } else if (st.explorers.empty()) {
+    } else if (st.explorers.empty() && !st.finishing) {
       finish(self);
     }
   });
@@ -266,17 +268,33 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
     self->delayed_send(self, report_period(cfg), tick_atom::value);
   } catch (const EnvFailure& e) {
     st.options.log->error("cannot start the environment: {}", e.what());
+    if (st.options.on_core) st.options.on_core({}, {});
     caf::anon_send(st.options.launcher, done_atom::value, static_cast<int>(RunOutcome::failed),
                    std::string("cannot start the environment: ") + e.what());
     self->quit();  // after this function: the handlers below never run
   }
   return {
-      [self](join_atom, const WireMsg& msg) {
+      [self](join_atom, const WireMsg& msg, explorer_actor who) {
         auto& st = self->state;
         auto j = decode_or_count<JoinData>(self, msg, st.errors, st.options.log);
-        if (!j) return;
+        if (!j || !who) return;
         st.options.log->debug("{} {} joined from node {}", to_string(j->role), j->member_id, j->node);
+        const bool known = std::any_of(st.explorers.begin(), st.explorers.end(),
+                                       [&](const explorer_actor& e) { return e.address() == who.address(); });
+        if (known) return;
+        if (st.stopping) return self->send(who, drain_atom::value);
+        self->monitor(who);
+        st.explorers.push_back(who);
+        ++st.explorers_joined;
       },
+      [self](node_atom, const std::string& name, node_actor agent) {
+        auto& st = self->state;
+        if (st.stopping) return self->send(agent, stop_atom::value, st.reason);
+        self->monitor(agent);
+        st.nodes[name] = agent;
+        st.options.log->info("node '{}' joined: {} of {} nodes", name, st.nodes.size() + 1, st.options.config.nodes.size());
+      },
+      [self](refused_atom, const std::string&) { ++self->state.joins_refused; },  // the gate logged it
       [self](leave_atom, const WireMsg& msg) {
         auto& st = self->state;
         auto l = decode_or_count<LeaveData>(self, msg, st.errors, st.options.log);
@@ -295,12 +313,17 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       },
       [self](tick_atom) {
         auto& st = self->state;
-        if (st.stopping) {
+        if (st.finishing) {
+          if (std::chrono::steady_clock::now() >= st.stop_deadline) {
+            st.options.log->warn("{} member nodes did not stop in time", st.nodes.size());
+            send_done(self);
+            return;
+          }
+        } else if (st.stopping) {
           if (std::chrono::steady_clock::now() >= st.stop_deadline) {
             st.options.log->warn("{} explorers did not drain in time", st.explorers.size());
             st.explorers.clear();
-            finish(self);
-            return;
+            finish(self);  // ticks go on: member nodes are awaited next
           }
         } else {
           write_metrics_line(self);
@@ -309,6 +332,10 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
           st.last_tick_s = s.time_s;
           st.last_tick_steps = s.env_steps;
           check_stop(self);
+          if (!st.stopping && st.explorers_joined == 0 && s.time_s >= st.options.config.launch.join_timeout_s)
+            begin_stop(self, RunOutcome::failed,
+                       fmt::format("no explorer joined within {} s ([launch] join_timeout_s)",
+                                   st.options.config.launch.join_timeout_s));
         }
         self->delayed_send(self, report_period(st.options.config), tick_atom::value);
       },

@@ -1,13 +1,15 @@
-// The coordinator: builds the cluster's actors from the topology (one
-// process for now: every node's actors live here), tracks membership
-// (joins, leaves, deaths via down messages), aggregates metrics into the
+// The coordinator: builds the head's actors from the topology (and, in a
+// single-process run, every node's fleet), tracks membership (explorers
+// and member nodes join, leave, die: down messages), aggregates metrics into the
 // status line and <log_dir>/metrics.jsonl, checks the stop condition and
 // drains the run: explorers finish their step and leave, the recorder
-// flushes, then every actor exits and the launcher gets `done`.
+// flushes, member nodes are told to stop (and awaited, a few seconds at
+// most), then every actor exits and the launcher gets `done`.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <set>
 
 #include "actors/interfaces.hpp"
 #include "core/config.hpp"
@@ -30,6 +32,7 @@ struct Status {
   std::uint64_t lag_max = 0;
   std::uint64_t trained = 0, dropped_stale = 0, rejected = 0;
   std::uint64_t explorers = 0;
+  std::uint64_t nodes = 1;      // processes in the cluster (the head counts)
 };
 
 // How a run ended (exit codes of `rlx launch`).
@@ -49,6 +52,12 @@ struct CoordinatorOptions {
   std::shared_ptr<LogWriter> log_writer;      // the rollout log (null: recording off)
   std::shared_ptr<LearnerCore> resumed;       // a learner rebuilt from the log (null: a fresh run)
   LearnerGroup* learner_group = nullptr;      // data-parallel ranks joined as rank 0 (null: one rank)
+  // Nodes whose explorers and reward workers this process spawns; empty:
+  // every node (the single-process run). Member nodes join through the gate.
+  std::set<std::string> spawn_nodes;
+  // Called once the learner and weight store exist (null handles if the
+  // cluster could not start), so the head can open the gate.
+  std::function<void(learner_actor, weight_store_actor)> on_core;
   Logger log;
 };
 

@@ -205,9 +205,9 @@ explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions opti
       if (dm.source == self->state.options.env.address()) fail(self, "its env actor died");
     });
   }
-  self->send(st.options.weight_store, subscribe_atom::value, explorer_actor{self});
+  self->send(st.options.weight_store, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
   JoinData join{Role::explorer, st.options.node, st.options.rollout.explorer_id, {}};
-  self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join, st.name)});
+  self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join, st.name)}, explorer_actor{self});
   if (st.options.local_env) {
     if (!st.local) return explorer_behavior(self);
     try {

@@ -35,6 +35,10 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;          // anyone -> c
 using tick_atom = caf::atom_constant<caf::atom("tick")>;          // coordinator -> itself
 using done_atom = caf::atom_constant<caf::atom("done")>;          // coordinator -> the launcher
 using counts_atom = caf::atom_constant<caf::atom("counts")>;      // anyone -> actor: its error counters
+using hello_atom = caf::atom_constant<caf::atom("hello")>;        // node -> gate: a nonce, please
+using enter_atom = caf::atom_constant<caf::atom("enter")>;        // node -> gate: the proof; handles back
+using node_atom = caf::atom_constant<caf::atom("node")>;          // gate -> coordinator: a node joined
+using refused_atom = caf::atom_constant<caf::atom("refused")>;    // gate -> coordinator: a join was refused
 
 // Resets and steps B environments.
 using env_actor = caf::typed_actor<caf::replies_to<reset_atom, WireMsg>::with<WireMsg>,
@@ -44,6 +48,9 @@ using env_actor = caf::typed_actor<caf::replies_to<reset_atom, WireMsg>::with<Wi
 // Scores deferred rewards.
 using reward_actor = caf::typed_actor<caf::replies_to<reward_atom, WireMsg>::with<WireMsg>,
                                       caf::replies_to<counts_atom>::with<std::uint64_t>>;
+
+// Anything that follows new weight versions (explorers, weight relays).
+using weights_listener = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>>;  // WeightsAvailable
 
 // Rolls out; receives weight notifications and credits.
 using explorer_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>,  // WeightsAvailable
@@ -55,7 +62,12 @@ using explorer_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>,  
 // Keeps the last N weight sets.
 using weight_store_actor = caf::typed_actor<caf::reacts_to<publish_atom, WireMsg>,                 // WeightSet
                                             caf::replies_to<fetch_atom, WireMsg>::with<WireMsg>,  // WeightRequest
-                                            caf::reacts_to<subscribe_atom, explorer_actor>,
+                                            caf::reacts_to<subscribe_atom, weights_listener>,
+                                            caf::replies_to<counts_atom>::with<std::uint64_t>>;
+
+// Brings weight sets from the head's store to a member node's own store,
+// chunk by chunk (actors/weight_relay.hpp). counts: chunks refetched.
+using weight_relay_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>,
                                             caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
 // Appends to the rollout log: a segment's arrival (segment envelope,
@@ -72,12 +84,37 @@ using learner_actor = caf::typed_actor<caf::reacts_to<segment_atom, WireMsg>,
                                        caf::replies_to<metrics_atom>::with<WireMsg>,  // MetricsReport
                                        caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
+// A member node's agent (actors/member_node.hpp): told to stop when the
+// run ends; drain: its explorers finish their step and leave, then it exits.
+using node_actor = caf::typed_actor<caf::reacts_to<stop_atom, std::string>, caf::reacts_to<drain_atom>>;
+
 // Membership, metrics, stopping.
-using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg>,
+using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, explorer_actor>,
+                                           caf::reacts_to<node_atom, std::string, node_actor>,
+                                           caf::reacts_to<refused_atom, std::string>,
                                            caf::reacts_to<leave_atom, WireMsg>,
                                            caf::reacts_to<metrics_atom, WireMsg>,
                                            caf::reacts_to<swap_atom, std::uint32_t, double>,
                                            caf::reacts_to<tick_atom>,
                                            caf::reacts_to<stop_atom, std::string>>;
+
+// The head's published door (actors/gate.hpp): a node asks for a nonce,
+// answers it with a proof of the cluster secret, and only then gets the
+// learner, weight store and coordinator.
+using gate_actor = caf::typed_actor<
+    caf::replies_to<hello_atom, std::string>::with<std::string>,  // node name -> nonce
+    caf::replies_to<enter_atom, std::string, std::string, std::string, node_actor>::with<  // node, nonce, proof
+        learner_actor, weight_store_actor, coordinator_actor>>;
+
+// Registers every handle type that crosses nodes inside messages.
+inline void register_handle_types(caf::actor_system_config& cfg) {
+  register_wire_types(cfg);
+  cfg.add_message_type<learner_actor>("rlx.learner_actor");
+  cfg.add_message_type<weight_store_actor>("rlx.weight_store_actor");
+  cfg.add_message_type<coordinator_actor>("rlx.coordinator_actor");
+  cfg.add_message_type<explorer_actor>("rlx.explorer_actor");
+  cfg.add_message_type<weights_listener>("rlx.weights_listener");
+  cfg.add_message_type<node_actor>("rlx.node_actor");
+}
 
 }  // namespace rlx

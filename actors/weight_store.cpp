@@ -4,15 +4,26 @@
 #include <vector>
 
 #include "actors/guard.hpp"
+#include "messages/weight_chunks.hpp"
 
 namespace rlx {
 
 struct WeightStoreState {
   WeightStoreOptions options;
   std::deque<std::pair<std::uint64_t, WireBuffer>> versions;  // oldest first
-  std::vector<explorer_actor> subscribers;
+  std::vector<weights_listener> subscribers;
+  std::uint32_t corrupted = 0;  // chunks damaged on purpose (tests)
   ErrorCounts errors;
 };
+
+namespace {
+
+WeightsAvailableData available(const WeightStoreState& st, std::uint64_t version, const WireBuffer& buf) {
+  return WeightsAvailableData{version, buf.size(), weight_chunk_count(buf.size(), st.options.chunk_bytes),
+                              st.options.chunk_bytes};
+}
+
+}  // namespace
 
 weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful_pointer<WeightStoreState> self,
                                                     WeightStoreOptions options) {
@@ -20,7 +31,7 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
   auto& st = self->state;
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& subs = self->state.subscribers;
-    subs.erase(std::remove_if(subs.begin(), subs.end(), [&](const explorer_actor& a) { return a.address() == dm.source; }),
+    subs.erase(std::remove_if(subs.begin(), subs.end(), [&](const weights_listener& a) { return a.address() == dm.source; }),
                subs.end());
   });
   return {
@@ -35,25 +46,35 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
         }
         st.versions.emplace_back(w->version, msg.buf);
         while (st.versions.size() > st.options.keep_versions) st.versions.pop_front();
-        WireMsg note{encode(WeightsAvailableData{w->version, msg.buf.size(), 1}, "weight_store")};
+        WireMsg note{encode(available(st, w->version, msg.buf), "weight_store")};
         for (auto& s : st.subscribers) self->send(s, weights_atom::value, note);
       },
       [self, &st](fetch_atom, const WireMsg& msg) -> caf::result<WireMsg> {
         auto req = decode_or_count<WeightRequestData>(self, msg, st.errors, st.options.log);
         if (!req) return caf::sec::invalid_argument;
         if (st.versions.empty()) return caf::make_error(caf::sec::runtime_error, "no version published yet");
-        if (req->latest) return WireMsg{st.versions.back().second};
-        for (const auto& [v, buf] : st.versions)
-          if (v == req->version) return WireMsg{buf};
+        const std::pair<std::uint64_t, WireBuffer>* found = req->latest ? &st.versions.back() : nullptr;
+        for (const auto& entry : st.versions)
+          if (!found && entry.first == req->version) found = &entry;
+        if (found && !req->chunked) return WireMsg{found->second};
+        if (found) {
+          auto chunk = make_weight_chunk(found->second, found->first, req->chunk, st.options.chunk_bytes);
+          if (!chunk) return caf::make_error(caf::sec::invalid_argument, chunk.error().message);
+          if (st.corrupted < st.options.corrupt_chunks && !chunk->data.empty()) {
+            ++st.corrupted;
+            chunk->data[chunk->data.size() / 2] ^= 0x5a;  // after the checksum: the receiver must notice
+          }
+          return WireMsg{encode(*chunk, "weight_store")};
+        }
         return caf::make_error(caf::sec::runtime_error, "version " + std::to_string(req->version) + " is not held");
       },
-      [self, &st](subscribe_atom, explorer_actor who) {
+      [self, &st](subscribe_atom, weights_listener who) {
         self->monitor(who);
         st.subscribers.push_back(who);
         // A late subscriber learns the newest version at once.
         if (!st.versions.empty()) {
           const auto& [v, buf] = st.versions.back();
-          self->send(who, weights_atom::value, WireMsg{encode(WeightsAvailableData{v, buf.size(), 1}, "weight_store")});
+          self->send(who, weights_atom::value, WireMsg{encode(available(st, v, buf), "weight_store")});
         }
       },
       [&st](counts_atom) { return st.errors.total; },

@@ -1,6 +1,7 @@
 // The weight store: keeps the last N published weight sets (as shared
 // wire buffers, never copied in-process), serves the latest or a given
-// version, and notifies subscribed explorers of every new version.
+// version, whole (in-process) or chunk by chunk (to weight relays on other
+// nodes), and notifies subscribers of every new version.
 #pragma once
 
 #include "actors/interfaces.hpp"
@@ -9,8 +10,10 @@
 namespace rlx {
 
 struct WeightStoreOptions {
-  std::size_t keep_versions = 4;  // N
+  std::size_t keep_versions = 4;        // N
+  std::uint64_t chunk_bytes = 1 << 20;  // size of the chunks it serves
   Logger log;
+  std::uint32_t corrupt_chunks = 0;     // tests only: damage the first N chunks it serves
 };
 
 // Spawns the actor in `system` (the state type stays private to the .cpp).

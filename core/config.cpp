@@ -123,7 +123,7 @@ class TableReader {
     for (const auto& item : *a) {
       if (!item.is_string()) fail(Errc::config_type, &item, key, "expected an array of strings");
       std::string v = *item.value<std::string>();
-      if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), v) == allowed.end())
         fail(Errc::config_unknown_name, &item, key, "allowed: " + join(allowed));
       out.push_back(v);
     }
@@ -190,6 +190,29 @@ std::int64_t ClusterConfig::total_explorers() const {
   std::int64_t n = 0;
   for (const auto& node : nodes) n += node.explorers;
   return n;
+}
+
+const NodeConfig& ClusterConfig::head() const {
+  for (const auto& n : nodes)
+    if (std::find(n.actors.begin(), n.actors.end(), "coordinator") != n.actors.end()) return n;
+  return nodes.front();
+}
+
+const NodeConfig* ClusterConfig::node(const std::string& name) const {
+  for (const auto& n : nodes)
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+std::pair<std::uint32_t, std::uint64_t> ClusterConfig::first_ids(const std::string& name) const {
+  std::uint32_t explorer = 0;
+  std::uint64_t env = 0;
+  for (const auto& n : nodes) {
+    if (n.name == name) break;
+    explorer += static_cast<std::uint32_t>(n.explorers);
+    env += static_cast<std::uint64_t>(n.explorers * n.envs_per_explorer);
+  }
+  return {explorer, env};
 }
 
 Result<ClusterConfig> parse_config(std::string_view text, std::string_view source,
@@ -267,6 +290,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     if (const toml::table* t = top.table("weight_store")) {
       TableReader r(*t, "weight_store", source);
       r.integer("keep_versions", c.weight_store.keep_versions, 1, 1 << 16);
+      r.integer("chunk_kb", c.weight_store.chunk_kb, 4, 1 << 20);
       r.reject_unknown(seen_list(r));
     }
     if (const toml::table* t = top.table("record")) {
@@ -305,6 +329,28 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.string("level", c.log.level, {"trace", "debug", "info", "warn", "error", "off"});
       r.reject_unknown(seen_list(r));
     }
+    if (const toml::table* t = top.table("launch")) {
+      TableReader r(*t, "launch", source);
+      r.string("ssh_command", c.launch.ssh_command);
+      if (c.launch.ssh_command.find("{command}") == std::string::npos)
+        r.fail(Errc::config_range, t->get("ssh_command"), "ssh_command", "must contain {command}");
+      r.string("slurm_submit", c.launch.slurm_submit);
+      r.strings("slurm_options", c.launch.slurm_options, {});
+      r.string("rlx_binary", c.launch.rlx_binary);
+      r.number("connect_timeout_s", c.launch.connect_timeout_s, 0.0, 86400.0, true);
+      r.number("join_timeout_s", c.launch.join_timeout_s, 0.0, 86400.0, true);
+      r.reject_unknown(seen_list(r));
+    }
+    if (const toml::table* t = top.table("tls")) {
+      TableReader r(*t, "tls", source);
+      r.string("certificate", c.tls.certificate);
+      r.string("key", c.tls.key);
+      r.string("ca", c.tls.ca);
+      if (c.tls.enabled() && (c.tls.certificate.empty() || c.tls.key.empty() || c.tls.ca.empty()))
+        r.fail(Errc::config_missing, nullptr, "certificate",
+               "TLS needs all three of certificate, key and ca (or none of them)");
+      r.reject_unknown(seen_list(r));
+    }
     if (const toml::node* n = top.find("node")) {
       const toml::array* nodes = n->as_array();
       if (!nodes || !nodes->is_array_of_tables())
@@ -324,11 +370,13 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
         r.integer("explorers", node.explorers, 0, 4096);
         r.integer("envs_per_explorer", node.envs_per_explorer, 1, 1 << 16);
         r.integer("rewards", node.rewards, 0, 4096);
+        r.string("launcher", node.launcher, {"local", "ssh", "slurm"});
         r.reject_unknown(seen_list(r));
         c.nodes.push_back(node);
       }
     }
-    top.reject_unknown({"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "node"});
+    top.reject_unknown(
+        {"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "launch", "tls", "node"});
 
     // Whole-topology checks.
     auto count_role = [&](const std::string& role) {
@@ -344,6 +392,11 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
                  std::string("exactly one node must list \"") + role + "\" in actors, found " +
                      std::to_string(count_role(role)));
     }
+    for (const auto& node : c.nodes)
+      if (!node.actors.empty() && node.actors.size() != 4)
+        top.fail(Errc::config_range, node_at, "node",
+                 "node '" + node.name + "': coordinator, learner, weight_store and recorder run on one node (the "
+                 "head); found only some of them on this one");
     if (c.total_explorers() < 1)
       top.fail(Errc::config_range, node_at, "node", "the topology needs at least one explorer");
     if (c.run.mode == "sync" && c.learner.batch_segments * c.learner.ranks != c.total_explorers())

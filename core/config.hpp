@@ -73,6 +73,26 @@ struct ExplorerConfig {
 // [weight_store]
 struct WeightStoreConfig {
   std::int64_t keep_versions = 4;    // N: versions held
+  std::int64_t chunk_kb = 1024;      // weight sets cross nodes in chunks of this size (KiB)
+};
+
+// [launch]: how `rlx launch` starts the nodes of a multi-node topology
+// (docs/cluster.md). {host}, {node} and {command} are substituted.
+struct LaunchConfig {
+  std::string ssh_command = "ssh -o BatchMode=yes {host} {command}";  // for nodes with launcher = "ssh"
+  std::string slurm_submit = "sbatch";  // for launcher = "slurm": run on the written script
+  std::vector<std::string> slurm_options;  // extra "#SBATCH" lines, e.g. "--time=02:00:00"
+  std::string rlx_binary;            // rlx on the nodes; empty = this executable's path
+  double connect_timeout_s = 60.0;   // a node retries reaching the head this long
+  double join_timeout_s = 120.0;     // the run fails if no explorer joined by then
+};
+
+// [tls]: TLS between nodes (CAF's openssl module). All empty = plain TCP.
+struct TlsConfig {
+  std::string certificate;           // this node's certificate (PEM)
+  std::string key;                   // its private key (PEM)
+  std::string ca;                    // CA certificate peers must be signed by (PEM)
+  bool enabled() const { return !certificate.empty() || !key.empty() || !ca.empty(); }
 };
 
 // [record]: the rollout log (on when [run] record = true).
@@ -91,6 +111,7 @@ struct NodeConfig {
   std::int64_t explorers = 0;        // explorer actors on this node
   std::int64_t envs_per_explorer = 16;  // B
   std::int64_t rewards = 0;          // reward workers on this node
+  std::string launcher = "local";    // local | ssh | slurm: how `rlx launch` starts this node
 };
 
 // [external]: how "exec:..." environments are run (docs/external-envs.md).
@@ -118,10 +139,21 @@ struct ClusterConfig {
   RecordConfig record;
   ExternalEnvConfig external;
   LogConfig log;
+  LaunchConfig launch;
+  TlsConfig tls;
   std::vector<NodeConfig> nodes;
 
   // Sum of explorers over all nodes.
   std::int64_t total_explorers() const;
+  // The node that runs the coordinator (always one, by validation).
+  const NodeConfig& head() const;
+  // The node called `name`, or null.
+  const NodeConfig* node(const std::string& name) const;
+  // True when the topology has more than one node (each is a process).
+  bool multi_node() const { return nodes.size() > 1; }
+  // Ids of the first explorer and first environment of `node` (explorers
+  // and envs are numbered across nodes in topology order).
+  std::pair<std::uint32_t, std::uint64_t> first_ids(const std::string& node) const;
 };
 
 // Parses and validates a topology. Errors name file:line:column, the key,

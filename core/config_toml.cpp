@@ -53,7 +53,16 @@ std::string to_toml(const ClusterConfig& c) {
   root.insert("explorer", toml::table{{"segment_steps", c.explorer.segment_steps},
                                       {"env_placement", c.explorer.env_placement},
                                       {"threads", c.explorer.threads}});
-  root.insert("weight_store", toml::table{{"keep_versions", c.weight_store.keep_versions}});
+  root.insert("weight_store",
+              toml::table{{"keep_versions", c.weight_store.keep_versions}, {"chunk_kb", c.weight_store.chunk_kb}});
+  root.insert("launch", toml::table{{"ssh_command", c.launch.ssh_command},
+                                    {"slurm_submit", c.launch.slurm_submit},
+                                    {"slurm_options", strings(c.launch.slurm_options)},
+                                    {"rlx_binary", c.launch.rlx_binary},
+                                    {"connect_timeout_s", c.launch.connect_timeout_s},
+                                    {"join_timeout_s", c.launch.join_timeout_s}});
+  if (c.tls.enabled())
+    root.insert("tls", toml::table{{"certificate", c.tls.certificate}, {"key", c.tls.key}, {"ca", c.tls.ca}});
   root.insert("record", toml::table{{"file_mb", c.record.file_mb},
                                     {"compress", c.record.compress},
                                     {"compress_level", c.record.compress_level}});
@@ -77,7 +86,8 @@ std::string to_toml(const ClusterConfig& c) {
                                 {"actors", strings(n.actors)},
                                 {"explorers", n.explorers},
                                 {"envs_per_explorer", n.envs_per_explorer},
-                                {"rewards", n.rewards}});
+                                {"rewards", n.rewards},
+                                {"launcher", n.launcher}});
   root.insert("node", nodes);
   std::ostringstream os;
   os << "# The effective configuration of a run, written by RLX.\n" << root << "\n";

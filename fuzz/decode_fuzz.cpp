@@ -43,6 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)parse_config(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.toml", {"cartpole"},
                          {"moe_mlp"});
       break;
+    case 18: (void)decode<WeightChunkData>(buf, small); break;
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "messages/codec.hpp"
+#include "messages/weight_chunks.hpp"
 #include "messages/log_codec.hpp"
 
 namespace fs = std::filesystem;
@@ -57,7 +58,8 @@ int main(int argc, char** argv) {
   w.checksum = w.compute_checksum();
   put(dir, "weight_set", encode(w, "seed"));
   put(dir, "weights_available", encode(WeightsAvailableData{7, 100, 1}, "seed"));
-  put(dir, "weight_request", encode(WeightRequestData{7, false}, "seed"));
+  put(dir, "weight_request", encode(WeightRequestData{7, false, true, 2}, "seed"));
+  put(dir, "weight_chunk", encode(*make_weight_chunk(encode(w, "seed"), 7, 1, 64), "seed"));
   put(dir, "env_reset", encode(EnvResetData{1, 2}, "seed"));
   put(dir, "env_step", encode(EnvStepData{{0, 1}, 3}, "seed"));
   EnvStepResultData r;

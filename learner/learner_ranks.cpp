@@ -1,38 +1,18 @@
 #include "learner/learner_ranks.hpp"
 
-#include <csignal>
-#include <cstring>
 #include <fstream>
-#include <thread>
 
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
+#include "core/child_process.hpp"
 #include "learner/learner_core.hpp"
 
 namespace rlx {
 
 namespace {
 
-pid_t spawn_rank(const LearnerRanksOptions& o, int rank, std::uint16_t port) {
-  std::vector<std::string> args{o.binary,    "learner-rank", "--config", o.config_file.string(), "--rank",
-                                std::to_string(rank), "--world", std::to_string(o.world), "--store",
-                                o.host + ":" + std::to_string(port)};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  // Child: die with the head; leave Ctrl-C to the head, which drains and
-  // releases the ranks.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(1);
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_DFL);
-  execv(argv[0], argv.data());
-  _exit(127);
+Result<pid_t> spawn_rank(const LearnerRanksOptions& o, int rank, std::uint16_t port) {
+  // The rank dies with the head and leaves Ctrl-C to it (the head drains and releases the ranks).
+  return spawn_child({o.binary, "learner-rank", "--config", o.config_file.string(), "--rank", std::to_string(rank),
+                      "--world", std::to_string(o.world), "--store", o.host + ":" + std::to_string(port)});
 }
 
 }  // namespace
@@ -46,12 +26,12 @@ Result<std::unique_ptr<LearnerRanks>> LearnerRanks::start(const LearnerRanksOpti
   const std::uint16_t port = r->store_->port();
   log->info("learner group: {} ranks, rendezvous at {}:{}", o.world, o.host, port);
   for (int rank = 1; rank < o.world; ++rank) {
-    const pid_t pid = spawn_rank(o, rank, port);
-    if (pid < 0) {
+    auto pid = spawn_rank(o, rank, port);
+    if (!pid) {
       r->stop(std::chrono::milliseconds(0));
-      return make_error(Errc::io, std::string("cannot start learner rank: ") + std::strerror(errno));
+      return pid.error();
     }
-    r->pids_.push_back(pid);
+    r->pids_.push_back(*pid);
   }
   auto group = LearnerGroup::join(GroupOptions{0, o.world, o.host, port, o.timeout}, r->store_.get());
   if (!group) {
@@ -86,23 +66,10 @@ int LearnerRanks::stop(std::chrono::milliseconds grace) {
     group_.reset();
   }
   int unclean = 0;
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  for (pid_t pid : pids_) {
-    int status = 0;
-    pid_t done = 0;
-    while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a child's exit, bounded by grace
-    if (done == 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ++unclean;
-      if (log_) log_->warn("learner rank process {} did not exit in time: killed", pid);
-    } else if (done > 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-      ++unclean;
-      if (log_)
-        log_->warn("learner rank process {} ended with {} {}", pid, WIFEXITED(status) ? "exit code" : "signal",
-                   WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-    }
+  for (const auto& r : reap_children(pids_, grace)) {
+    if (r.clean) continue;
+    ++unclean;
+    if (log_) log_->warn("learner rank process {} ended: {}", r.pid, r.how);
   }
   pids_.clear();
   return unclean;

@@ -32,6 +32,7 @@ WireBuffer encode(const Segment& x, std::string_view sender);
 WireBuffer encode(const WeightSetData& x, std::string_view sender);
 WireBuffer encode(const WeightsAvailableData& x, std::string_view sender);
 WireBuffer encode(const WeightRequestData& x, std::string_view sender);
+WireBuffer encode(const WeightChunkData& x, std::string_view sender);
 WireBuffer encode(const EnvResetData& x, std::string_view sender);
 WireBuffer encode(const EnvStepData& x, std::string_view sender);
 WireBuffer encode(const EnvStepResultData& x, std::string_view sender);

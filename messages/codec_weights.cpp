@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include "messages/codec_detail.hpp"
+#include "messages/weight_chunks.hpp"
 
 namespace rlx {
 using namespace codec_detail;
@@ -72,6 +73,7 @@ WireBuffer encode(const WeightsAvailableData& x, std::string_view sender) {
     w.setVersion(x.version);
     w.setTotalBytes(x.total_bytes);
     w.setChunkCount(x.chunk_count);
+    w.setChunkBytes(x.chunk_bytes);
   });
 }
 
@@ -79,7 +81,9 @@ template <>
 Result<WeightsAvailableData> decode<WeightsAvailableData>(const WireBuffer& buf, const DecodeOptions& options) {
   return decode_body<WeightsAvailableData>(buf, options, Which::WEIGHTS_AVAILABLE, [](auto body) {
     auto w = body.getWeightsAvailable();
-    return WeightsAvailableData{w.getVersion(), w.getTotalBytes(), w.getChunkCount()};
+    WeightsAvailableData x{w.getVersion(), w.getTotalBytes(), w.getChunkCount(), w.getChunkBytes()};
+    if (x.chunk_count != weight_chunk_count(x.total_bytes, x.chunk_bytes)) invalid("weights available: chunk count does not match sizes");
+    return x;
   });
 }
 
@@ -88,6 +92,8 @@ WireBuffer encode(const WeightRequestData& x, std::string_view sender) {
     auto w = body.initWeightRequest();
     w.setVersion(x.version);
     w.setLatest(x.latest);
+    w.setChunked(x.chunked);
+    w.setChunk(x.chunk);
   });
 }
 
@@ -95,7 +101,46 @@ template <>
 Result<WeightRequestData> decode<WeightRequestData>(const WireBuffer& buf, const DecodeOptions& options) {
   return decode_body<WeightRequestData>(buf, options, Which::WEIGHT_REQUEST, [](auto body) {
     auto w = body.getWeightRequest();
-    return WeightRequestData{w.getVersion(), w.getLatest()};
+    return WeightRequestData{w.getVersion(), w.getLatest(), w.getChunked(), w.getChunk()};
+  });
+}
+
+WireBuffer encode(const WeightChunkData& x, std::string_view sender) {
+  return build(
+      sender,
+      [&](auto body) {
+        auto c = body.initWeightChunk();
+        c.setVersion(x.version);
+        c.setIndex(x.index);
+        c.setCount(x.count);
+        c.setTotalBytes(x.total_bytes);
+        c.setOffset(x.offset);
+        c.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(x.data.data()), x.data.size()));
+        c.setChecksum(x.checksum);
+      },
+      x.data.size() / 8 + 32);
+}
+
+// Checks the chunk against itself: a bad checksum or an impossible
+// position is an error, so a corrupted chunk is never assembled.
+template <>
+Result<WeightChunkData> decode<WeightChunkData>(const WireBuffer& buf, const DecodeOptions& options) {
+  return decode_body<WeightChunkData>(buf, options, Which::WEIGHT_CHUNK, [](auto body) {
+    auto c = body.getWeightChunk();
+    WeightChunkData x;
+    x.version = c.getVersion();
+    x.index = c.getIndex();
+    x.count = c.getCount();
+    x.total_bytes = c.getTotalBytes();
+    x.offset = c.getOffset();
+    auto d = c.getData();
+    x.data.assign(d.begin(), d.end());
+    x.checksum = c.getChecksum();
+    if (x.count == 0 || x.index >= x.count) invalid("weight chunk: index out of range");
+    if (x.offset > x.total_bytes || x.data.size() > x.total_bytes - x.offset)
+      invalid("weight chunk: data lies outside the set");
+    if (XXH64(x.data.data(), x.data.size(), 0) != x.checksum) invalid("weight chunk: checksum mismatch");
+    return x;
   });
 }
 

@@ -59,11 +59,25 @@ struct WeightsAvailableData {
   std::uint64_t version = 0;
   std::uint64_t total_bytes = 0;
   std::uint32_t chunk_count = 1;
+  std::uint64_t chunk_bytes = 0;    // every chunk but the last; 0 = one chunk
 };
 
 struct WeightRequestData {
   std::uint64_t version = 0;
   bool latest = true;
+  bool chunked = false;             // ask for one chunk of the serialised set
+  std::uint32_t chunk = 0;
+};
+
+// One piece of a serialised WeightSet envelope (messages/weight_chunks.hpp).
+struct WeightChunkData {
+  std::uint64_t version = 0;
+  std::uint32_t index = 0;
+  std::uint32_t count = 1;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t offset = 0;
+  std::vector<std::uint8_t> data;
+  std::uint64_t checksum = 0;       // xxh64 of data (checked by decode)
 };
 
 struct EnvResetData {

@@ -35,10 +35,13 @@ struct WeightsAvailable {
   version @0 :UInt64;     # newest version held by the store
   totalBytes @1 :UInt64;  # size of its serialised WeightSet
   chunkCount @2 :UInt32;  # chunks it is served in across nodes
+  chunkBytes @3 :UInt64;  # size of every chunk but the last (0: one chunk)
 }
 
 # explorer -> weight_store: ask for a version.
 struct WeightRequest {
   version @0 :UInt64;     # the version wanted; ignored when `latest`
   latest @1 :Bool;        # true: the newest version held
+  chunked @2 :Bool;       # true: only chunk `chunk` of that version (a WeightChunk answers)
+  chunk @3 :UInt32;       # chunk number, from 0, when `chunked`
 }

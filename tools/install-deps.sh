@@ -11,6 +11,8 @@ pkgs=(
   python3   # examples/envs and tests/envs/fixtures: external environments
   gnuplot-nox zstd  # rlx inspect --plot / rlx plot; reading compressed logs by hand
   clang libclang-rt-14-dev  # libFuzzer targets of fuzz/ (tools/fuzz.sh)
+  libssl-dev openssl  # cluster secret proofs (HMAC), TLS between nodes; tests make certificates
+  iproute2  # [net] tests: nodes on separate network namespaces (ip netns)
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -55,7 +55,7 @@ learner_actor small_learner(test::ActorFixture& f, const weight_store_actor& sto
 
 TEST_CASE("the learner rejects malformed segments, counts them and keeps training", "[actors][learner][defensive]") {
   test::ActorFixture f;
-  auto store = spawn_weight_store(f.system, WeightStoreOptions{4, f.log});
+  auto store = spawn_weight_store(f.system, WeightStoreOptions{4, 1 << 20, f.log});
   auto learner = small_learner(f, store, 2);
 
   auto valid = encode(test::make_segment(8, 2, 0), "test");
@@ -85,7 +85,7 @@ TEST_CASE("the learner rejects malformed segments, counts them and keeps trainin
 
 TEST_CASE("the learner drops segments beyond max_staleness and counts them", "[actors][learner][staleness]") {
   test::ActorFixture f;
-  auto store = spawn_weight_store(f.system, WeightStoreOptions{4, f.log});
+  auto store = spawn_weight_store(f.system, WeightStoreOptions{4, 1 << 20, f.log});
   auto learner = small_learner(f, store, 1);
   for (int i = 0; i < 3; ++i) f.self->send(learner, segment_atom::value, WireMsg{encode(test::make_segment(4, 2, 0), "t")});
   MetricsData m;
@@ -101,7 +101,7 @@ TEST_CASE("the learner drops segments beyond max_staleness and counts them", "[a
 
 TEST_CASE("the weight store keeps the last N versions, serves latest and by version", "[actors][weights]") {
   test::ActorFixture f;
-  auto store = spawn_weight_store(f.system, WeightStoreOptions{3, f.log});
+  auto store = spawn_weight_store(f.system, WeightStoreOptions{3, 1 << 20, f.log});
   for (std::uint64_t v = 0; v <= 5; ++v) f.self->send(store, publish_atom::value, weights_of(v));
   f.self->send(store, publish_atom::value, weights_of(4));    // not newer: refused
   f.self->send(store, publish_atom::value, garbage(3, 128));  // malformed: counted
@@ -123,10 +123,10 @@ TEST_CASE("the weight store keeps the last N versions, serves latest and by vers
 
 TEST_CASE("the weight store notifies subscribers of every new version", "[actors][weights]") {
   test::ActorFixture f;
-  auto store = spawn_weight_store(f.system, WeightStoreOptions{2, f.log});
+  auto store = spawn_weight_store(f.system, WeightStoreOptions{2, 1 << 20, f.log});
   f.self->send(store, publish_atom::value, weights_of(1));
   auto sub = f.system.spawn(test::forwarding_explorer, caf::actor{f.self});
-  f.self->send(store, subscribe_atom::value, sub);
+  f.self->send(store, subscribe_atom::value, caf::actor_cast<weights_listener>(sub));
   f.self->send(store, publish_atom::value, weights_of(2));
   std::vector<std::uint64_t> seen;
   for (int i = 0; i < 2; ++i)

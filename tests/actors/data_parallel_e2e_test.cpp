@@ -14,6 +14,13 @@ using namespace rlx;
 
 namespace {
 
+RunOptions binary_options() {
+  RunOptions o;
+  o.binary = RLX_BINARY;
+  return o;
+}
+
+
 ClusterConfig two_ranks(const std::string& name, std::filesystem::path* dir) {
   auto cfg = test::default_config();
   *dir = std::filesystem::temp_directory_path() / name;
@@ -40,7 +47,7 @@ TEST_CASE("a run with two learner rank processes learns, replays exactly and lea
   cfg.run.stop.mean_return = 150.0;
   cfg.run.stop.max_env_steps = 400'000;
   cfg.run.stop.max_seconds = 0;
-  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger(), RunOptions{false, RLX_BINARY});
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger(), binary_options());
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::solved);
   CHECK(processes_matching("[l]earner-rank --config " + dir.string()) == 0);
@@ -67,7 +74,7 @@ TEST_CASE("killing a learner rank fails the run with a clear error instead of a 
     if (killed || s.policy_version < 2) return;
     killed = std::system(("pkill -KILL -f '" + pattern + "'").c_str()) == 0;
   };
-  RunResult r = run_cluster(cfg, builtin_envs(), hooks, null_logger(), RunOptions{false, RLX_BINARY});
+  RunResult r = run_cluster(cfg, builtin_envs(), hooks, null_logger(), binary_options());
   INFO(r.summary);
   REQUIRE(killed);
   CHECK(r.outcome == RunOutcome::failed);

@@ -1,0 +1,32 @@
+// The gate: the one actor the head publishes. A node that wants in asks
+// for a one-time nonce (hello), answers it with HMAC-SHA256 of the cluster
+// secret (enter), and only then receives the learner, weight store and
+// coordinator handles; the coordinator learns of the node. Anything else
+// (no proof, a wrong one, a replayed or unknown nonce, a name that is not
+// a member node, a name already joined) is refused, logged, counted, and
+// changes nothing. See docs/cluster.md for what this does and does not
+// protect against.
+#pragma once
+
+#include <chrono>
+#include <set>
+
+#include "actors/interfaces.hpp"
+#include "core/logging.hpp"
+
+namespace rlx {
+
+struct GateOptions {
+  std::string secret;
+  std::set<std::string> members;     // node names that may join
+  learner_actor learner;
+  weight_store_actor weight_store;
+  coordinator_actor coordinator;
+  std::chrono::seconds nonce_ttl{30};
+  std::size_t max_nonces = 256;      // outstanding nonces kept (oldest dropped)
+  Logger log;
+};
+
+gate_actor spawn_gate(caf::actor_system& system, GateOptions options);
+
+}  // namespace rlx

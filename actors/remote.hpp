@@ -1,0 +1,31 @@
+// CAF remoting for a multi-node cluster: the actor system settings (the
+// middleman, and the openssl module when [tls] is set), publishing the
+// head's gate and reaching it from a member node, over plain TCP or TLS.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "actors/interfaces.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/logging.hpp"
+
+namespace rlx {
+
+// Loads the middleman (and openssl with [tls]) and registers RLX's types.
+void configure_remoting(caf::actor_system_config& cfg, const ClusterConfig& config);
+
+// Publishes `gate` on host:port (port 0: a free one). Returns the port.
+Result<std::uint16_t> publish_gate(const gate_actor& gate, const ClusterConfig& config, const std::string& host,
+                                   std::uint16_t port);
+
+// Reaches the gate at host:port, retrying until `timeout_s` (the head may
+// still be starting). Fails with the last error.
+Result<gate_actor> connect_gate(caf::actor_system& system, const ClusterConfig& config, const std::string& host,
+                                std::uint16_t port, double timeout_s, const Logger& log);
+
+// "HOST:PORT" -> host and port.
+Result<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& s);
+
+}  // namespace rlx

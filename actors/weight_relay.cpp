@@ -1,0 +1,140 @@
+#include "actors/weight_relay.hpp"
+
+#include <deque>
+#include <optional>
+
+#include "actors/guard.hpp"
+#include "messages/weight_chunks.hpp"
+
+namespace rlx {
+
+struct WeightRelayState {
+  WeightRelayOptions options;
+  WeightsAvailableData newest;              // newest version announced upstream
+  std::uint64_t have = 0;                   // newest version passed to the local store
+  bool have_any = false;
+  std::optional<ChunkAssembler> current;    // the version being fetched
+  std::deque<std::uint32_t> queue;          // its chunks still to request
+  std::vector<std::uint32_t> tries;         // failed attempts per chunk
+  std::uint32_t in_flight = 0;              // requests outstanding (of any version)
+  std::optional<std::uint64_t> failed;      // a version given up: not tried again
+  std::uint64_t refetched = 0;              // chunks fetched again (bad or missing)
+  ErrorCounts errors;
+};
+
+namespace {
+
+using Self = weight_relay_actor::stateful_pointer<WeightRelayState>;
+
+void pump(Self self);
+
+void start(Self self, const WeightsAvailableData& note) {
+  auto& st = self->state;
+  st.current.emplace(note.version, note.total_bytes, note.chunk_bytes);
+  st.queue.clear();
+  for (std::uint32_t i = 0; i < st.current->count(); ++i) st.queue.push_back(i);
+  st.tries.assign(st.current->count(), 0);
+  pump(self);
+}
+
+// Moves on to the newest announced version, if it is newer than what we hold.
+void next(Self self) {
+  auto& st = self->state;
+  st.current.reset();
+  st.queue.clear();
+  const bool newer = st.newest.version > st.have || (!st.have_any && st.newest.total_bytes > 0);
+  if (newer && st.failed != st.newest.version) start(self, st.newest);
+}
+
+void give_up(Self self, const std::string& why) {
+  auto& st = self->state;
+  st.options.log->error("{}: giving up version {}: {}", st.options.name, st.current->version(), why);
+  st.failed = st.current->version();
+  next(self);  // replies still in flight for it are ignored
+}
+
+void retry(Self self, std::uint32_t index, const std::string& why) {
+  auto& st = self->state;
+  ++st.refetched;
+  st.options.log->warn("{}: chunk {} of version {} fetched again: {}", st.options.name, index, st.current->version(),
+                       why);
+  if (++st.tries[index] >= st.options.max_tries)
+    return give_up(self, "chunk " + std::to_string(index) + " failed " + std::to_string(st.tries[index]) + " times");
+  st.queue.push_front(index);
+  pump(self);
+}
+
+void finish(Self self) {
+  auto& st = self->state;
+  const auto v = st.current->version();
+  // The local store decodes the whole set, checking its checksum, before
+  // any explorer can fetch it.
+  self->send(st.options.local, publish_atom::value, WireMsg{st.current->take()});
+  st.have = v;
+  st.have_any = true;
+  st.options.log->debug("{}: version {} relayed", st.options.name, v);
+  next(self);
+}
+
+void pump(Self self) {
+  auto& st = self->state;
+  while (st.current && st.in_flight < st.options.window && !st.queue.empty()) {
+    const std::uint32_t index = st.queue.front();
+    st.queue.pop_front();
+    const std::uint64_t version = st.current->version();
+    ++st.in_flight;
+    WireMsg req{encode(WeightRequestData{version, false, true, index}, st.options.name)};
+    self->request(st.options.upstream, st.options.request_timeout, fetch_atom::value, req)
+        .then(
+            [self, version, index](const WireMsg& msg) {
+              auto& st = self->state;
+              --st.in_flight;
+              if (!st.current || st.current->version() != version) return;  // given up meanwhile
+              auto chunk = decode<WeightChunkData>(msg.buf);
+              if (!chunk) {
+                st.errors.add(chunk.error().code);
+                return retry(self, index, chunk.error().message);
+              }
+              if (chunk->index != index) return retry(self, index, "the store answered with another chunk");
+              auto added = st.current->add(*chunk);
+              if (!added) {
+                st.errors.add(added.error().code);
+                return retry(self, index, added.error().message);
+              }
+              if (st.current->complete()) return finish(self);
+              pump(self);
+            },
+            [self, version, index](const caf::error& err) {
+              auto& st = self->state;
+              --st.in_flight;
+              if (!st.current || st.current->version() != version) return;
+              // A newer version makes this one moot (the store may have evicted it).
+              if (st.newest.version > version) return give_up(self, "newer version " + std::to_string(st.newest.version));
+              retry(self, index, caf::to_string(err));
+            });
+  }
+}
+
+}  // namespace
+
+weight_relay_actor::behavior_type weight_relay_impl(Self self, WeightRelayOptions options) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  self->send(st.options.upstream, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
+  return {
+      [self](weights_atom, const WireMsg& msg) {
+        auto& st = self->state;
+        auto note = decode_or_count<WeightsAvailableData>(self, msg, st.errors, st.options.log);
+        if (!note || note->version < st.newest.version) return;
+        st.newest = *note;
+        if (!st.current) next(self);
+      },
+      [self](counts_atom) { return self->state.refetched; },
+  };
+}
+
+weight_relay_actor spawn_weight_relay(caf::actor_system& system, WeightRelayOptions options) {
+  return system.spawn(weight_relay_impl, std::move(options));
+}
+
+}  // namespace rlx

@@ -1,0 +1,80 @@
+#include "core/child_process.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace rlx {
+
+Result<pid_t> spawn_child(const std::vector<std::string>& args, const ChildOptions& options) {
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_copy = options.env;
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return make_error(Errc::io, std::string("cannot start ") + args.at(0) + ": " + std::strerror(errno));
+  if (pid != 0) return pid;
+  // Child: only async-signal-safe work until exec (plus putenv on our copy).
+  if (options.parent_death_signal) {
+    prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
+    if (getppid() != parent) _exit(1);
+  }
+  if (options.own_process_group) setpgid(0, 0);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  for (auto& kv : env_copy) putenv(kv.data());
+  execv(argv[0], argv.data());
+  _exit(127);
+}
+
+namespace {
+
+std::string describe(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+// Waits for `pid` until `deadline`; true when it was reaped.
+bool wait_until(pid_t pid, std::chrono::steady_clock::time_point deadline, int& status) {
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno == ECHILD)) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling a child's exit, bounded by the deadline
+  }
+}
+
+}  // namespace
+
+std::vector<Reaped> reap_children(const std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
+  std::vector<Reaped> out;
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  for (pid_t pid : pids) {
+    Reaped r{pid, false, ""};
+    int status = 0;
+    if (wait_until(pid, deadline, status)) {
+      r.clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      r.how = describe(status);
+    } else {
+      kill(pid, SIGTERM);
+      if (!wait_until(pid, std::chrono::steady_clock::now() + std::chrono::seconds(1), status)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+      }
+      r.how = "stopped after the grace period (" + describe(status) + ")";
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace rlx

@@ -1,0 +1,54 @@
+// Weight sets that cross nodes travel in chunks: slices of the set's
+// serialised Envelope, each with its own xxh64, so a damaged chunk is
+// found and fetched again alone. The store slices (make_weight_chunk);
+// the receiving node assembles (ChunkAssembler), then decodes the whole
+// set, which checks the set's own checksum before anything is applied.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/error.hpp"
+#include "messages/types.hpp"
+#include "messages/wire_buffer.hpp"
+
+namespace rlx {
+
+// Chunks of `chunk_bytes` needed for `total_bytes` (at least 1).
+std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_bytes);
+
+// Chunk `index` of `set` (the serialised WeightSet of `version`).
+// Fails for an index past the end.
+Result<WeightChunkData> make_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
+                                          std::uint64_t chunk_bytes);
+
+// Collects the chunks of one version in any order. A chunk that does not
+// belong (other version, other geometry, overlapping) is refused with an
+// error and changes nothing; duplicates are ignored.
+class ChunkAssembler {
+ public:
+  // `chunk_bytes` as the store announced it (WeightsAvailable).
+  ChunkAssembler(std::uint64_t version, std::uint64_t total_bytes, std::uint64_t chunk_bytes);
+
+  // Takes one decoded chunk (decode<WeightChunkData> verified its checksum).
+  Result<bool> add(const WeightChunkData& chunk);  // true: new, false: a duplicate
+
+  std::uint64_t version() const { return version_; }
+  std::uint32_t count() const { return count_; }
+  bool complete() const { return received_ == count_; }
+  // Indices not received yet, ascending.
+  std::vector<std::uint32_t> missing() const;
+  // The whole set (call once, when complete()).
+  WireBuffer take();
+
+ private:
+  std::uint64_t version_;
+  std::uint32_t count_;
+  std::uint64_t total_;
+  std::uint64_t chunk_bytes_;
+  std::uint32_t received_ = 0;
+  std::vector<bool> have_;
+  std::vector<std::uint8_t> bytes_;
+};
+
+}  // namespace rlx

@@ -1,0 +1,234 @@
+// `rlx launch` and `rlx node`: run a topology (one process, or the head
+// plus member node processes), with a live status line and a clean stop
+// on SIGINT/SIGTERM.
+#include "tools/launch_cmd.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "actors/cluster.hpp"
+#include "actors/member_node.hpp"
+#include "actors/remote.hpp"
+#include "core/auth.hpp"
+#include "policy/moe_mlp_policy.hpp"
+#include "tools/embedded_config.hpp"
+#include "tools/node_launcher.hpp"
+
+namespace rlx {
+
+namespace {
+
+// Prints the status line: in place on a terminal, one line per report otherwise.
+void print_status(const Status& s) {
+  static const bool tty = isatty(STDERR_FILENO);
+  auto line = fmt::format("[{:7.1f}s] steps {:>9} ({:>7.0f}/s) episodes {:>6} return {:>6.1f} v{:<5} lag {:.2f}/{} "
+                          "trained {} dropped {} rejected {} explorers {} nodes {}",
+                          s.time_s, s.env_steps, s.steps_per_s, s.episodes, s.mean_return, s.policy_version,
+                          s.lag_mean, s.lag_max, s.trained, s.dropped_stale, s.rejected, s.explorers, s.nodes);
+  if (tty)
+    std::fprintf(stderr, "\r%s\033[K", line.c_str());
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+// Turns SIGINT/SIGTERM into a clean stop. The handler only writes the
+// signal number to a pipe (async-signal-safe, whichever thread takes the
+// signal); a watcher thread blocks on the pipe and calls the stop function.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    if (pipe(fds_) != 0) return;
+    write_fd_ = fds_[1];
+    struct sigaction sa {};
+    sa.sa_handler = [](int sig) {
+      const char c = static_cast<char>(sig);
+      [[maybe_unused]] auto n = write(write_fd_, &c, 1);
+    };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    thread_ = std::thread([this] {
+      char c = 0;
+      while (read(fds_[0], &c, 1) == 1) {
+        if (c == 0) return;  // the destructor's wake-up
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_) stop_(c == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)");
+        signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+      }
+    });
+  }
+  ~SignalWatcher() {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (thread_.joinable()) {
+      const char c = 0;
+      [[maybe_unused]] auto n = write(fds_[1], &c, 1);
+      thread_.join();
+    }
+    close(fds_[0]);
+    close(fds_[1]);
+  }
+  void set_stop(std::function<void(const std::string&)> f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = std::move(f);
+  }
+
+ private:
+  static inline int write_fd_ = -1;
+  int fds_[2] = {-1, -1};
+  std::mutex mu_;
+  std::function<void(const std::string&)> stop_;
+  std::thread thread_;
+};
+
+Result<ClusterConfig> read_config(const std::string& path, const EnvRegistry& envs) {
+  if (path.empty()) return parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), policy_kinds());
+  return load_config(path, envs.names(), policy_kinds());
+}
+
+// Where member nodes reach the head: its host, or this machine's loopback
+// when the head listens on every address.
+std::string head_address(const NodeConfig& head, std::uint16_t port) {
+  const std::string host = head.host.empty() || head.host == "0.0.0.0" ? "127.0.0.1" : head.host;
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Logger root_logger(const ClusterConfig& config, const std::string& level, const std::string& name = "") {
+  LogOptions lo;
+  lo.level = level.empty() ? config.log.level : level;
+  Logger log = make_root_logger(lo);
+  return name.empty() ? log : child_logger(log, name);
+}
+
+std::string this_executable() {
+  std::error_code ec;
+  return std::filesystem::read_symlink("/proc/self/exe", ec).string();
+}
+
+// Runs the head of `config` (every node, when it has only one).
+int run_head(const ClusterConfig& config, const EnvRegistry& envs, const Logger& log, SignalWatcher& signals,
+             RunOptions options, std::function<std::string(std::uint16_t)> on_listening) {
+  log->info("run '{}': env {}, policy {} ({} experts, top-{}), {} explorers on {} nodes, max_staleness {}, mode {}",
+            config.run.name, config.run.env, config.policy.kind, config.policy.experts, config.policy.top_k,
+            config.total_explorers(), config.nodes.size(), config.run.max_staleness, config.run.mode);
+  RunHooks hooks;
+  hooks.on_status = print_status;
+  hooks.on_start = [&](std::function<void(const std::string&)> stop) { signals.set_stop(std::move(stop)); };
+  hooks.on_listening = std::move(on_listening);
+  RunResult r = run_cluster(config, envs, hooks, log, options);
+  if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
+  std::printf("%s\n", r.summary.c_str());
+  return static_cast<int>(r.outcome);
+}
+
+}  // namespace
+
+int launch_command(const LaunchArgs& args) {
+  SignalWatcher signals;
+  EnvRegistry envs = builtin_envs();
+  auto config = read_config(args.config, envs);
+  if (!config) {
+    std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
+    return 2;
+  }
+  Logger log = root_logger(*config, args.log_level);
+  RunOptions options;
+  options.resume = args.resume;
+  if (!config->multi_node()) return run_head(*config, envs, log, signals, options, nullptr);
+
+  // Several nodes: this process is the head; the others are started once it listens.
+  bool all_local = true;
+  for (const auto& n : config->nodes) all_local = all_local && (n.launcher == "local" || n.name == config->head().name);
+  auto secret = load_cluster_secret(args.secret_file);
+  if (!secret && secret.error().code == Errc::not_found && all_local) {
+    secret = random_secret();
+    log->info("no cluster secret given: every node is local, so a fresh one is passed to them");
+  }
+  if (!secret) {
+    std::fprintf(stderr, "rlx: %s\n", secret.error().message.c_str());
+    return 2;
+  }
+  NodeLaunchOptions lo;
+  lo.config_path = std::filesystem::absolute(args.config).string();
+  lo.binary = this_executable();
+  lo.secret = *secret;
+  lo.secret_file = args.secret_file;
+  if (lo.secret_file.empty())
+    if (const char* f = std::getenv("RLX_CLUSTER_SECRET_FILE")) lo.secret_file = f;
+  if (!lo.secret_file.empty()) lo.secret_file = std::filesystem::absolute(lo.secret_file).string();
+  lo.log_level = args.log_level;
+  options.serve = true;
+  options.secret = *secret;
+  std::unique_ptr<NodeLauncher> nodes;
+  const int code = run_head(*config, envs, log, signals, options, [&](std::uint16_t port) -> std::string {
+    lo.head = head_address(config->head(), port);
+    auto started = NodeLauncher::start(*config, lo, log);
+    if (!started) return started.error().message;
+    nodes = std::move(*started);
+    return "";
+  });
+  if (nodes && nodes->wait(std::chrono::seconds(10)) > 0) log->warn("some member nodes did not end cleanly");
+  return code;
+}
+
+int node_command(const NodeArgs& args) {
+  SignalWatcher signals;
+  EnvRegistry envs = builtin_envs();
+  auto config = read_config(args.config, envs);
+  if (!config) {
+    std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
+    return 2;
+  }
+  const NodeConfig* node = config->node(args.node);
+  if (!node) {
+    std::fprintf(stderr, "rlx: %s has no [[node]] named '%s'\n", config->source.c_str(), args.node.c_str());
+    return 2;
+  }
+  auto secret = load_cluster_secret(args.secret_file);
+  if (!secret) {
+    std::fprintf(stderr, "rlx: %s\n", secret.error().message.c_str());
+    return 2;
+  }
+  Logger log = root_logger(*config, args.log_level, args.node);
+  if (node->name == config->head().name) {
+    RunOptions options;
+    options.resume = args.resume;
+    options.serve = true;
+    options.secret = *secret;
+    return run_head(*config, envs, log, signals, options, nullptr);
+  }
+  std::string head = args.head;
+  if (head.empty()) {
+    if (config->head().port == 0) {
+      std::fprintf(stderr, "rlx: the head's port is 0 (any) in %s: pass --head HOST:PORT as the head printed it\n",
+                   config->source.c_str());
+      return 2;
+    }
+    head = head_address(config->head(), static_cast<std::uint16_t>(config->head().port));
+  }
+  auto hp = parse_host_port(head);
+  if (!hp) {
+    std::fprintf(stderr, "rlx: --head %s\n", hp.error().message.c_str());
+    return 2;
+  }
+  MemberNodeOptions mo;
+  mo.node = args.node;
+  mo.head_host = hp->first;
+  mo.head_port = hp->second;
+  mo.secret = *secret;
+  mo.on_start = [&](std::function<void()> drain) {
+    if (!drain) return signals.set_stop(nullptr);
+    signals.set_stop([drain](const std::string&) { drain(); });
+  };
+  auto r = run_member_node(*config, envs, mo, log);
+  std::printf("%s\n", r.summary.c_str());
+  return static_cast<int>(r.outcome);
+}
+
+}  // namespace rlx
