@@ -163,6 +163,14 @@ int launch_command(const LaunchArgs& args) {
     if (const char* f = std::getenv("RLX_CLUSTER_SECRET_FILE")) lo.secret_file = f;
   if (!lo.secret_file.empty()) lo.secret_file = std::filesystem::absolute(lo.secret_file).string();
   lo.log_level = args.log_level;
+  for (const auto& n : config->nodes)
+    if (n.launcher == "ssh" && n.name != config->head().name && lo.secret_file.empty()) {
+      std::fprintf(stderr,
+                   "rlx: node '%s' is started over ssh: give the cluster secret as a file that exists on its host "
+                   "(--secret-file or RLX_CLUSTER_SECRET_FILE)\n",
+                   n.name.c_str());
+      return 2;
+    }
   options.serve = true;
   options.secret = *secret;
   std::unique_ptr<NodeLauncher> nodes;

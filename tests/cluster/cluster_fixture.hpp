@@ -1,0 +1,109 @@
+// Multi-node test topologies and helpers: a CartPole run split into a head
+// and member nodes, run through `rlx launch` as a user would, and checks
+// that no node process outlives its test.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace rlx::test {
+
+namespace fs = std::filesystem;
+
+struct SplitSpec {
+  fs::path log_dir;
+  std::uint64_t max_env_steps = 60'000;   // the bound of every test run
+  double mean_return = 100'000.0;         // unreachable: the step budget ends it
+  double max_seconds = 300.0;
+  int head_explorers = 0;
+  std::vector<std::string> members{"rollout-a", "rollout-b"};
+  std::vector<std::string> member_hosts;  // default 127.0.0.1
+  std::string head_host = "127.0.0.1";
+  std::string launcher = "local";
+  std::string extra;                      // more TOML tables ([launch], [tls])
+  int envs = 8;
+};
+
+inline std::string split_toml(const SplitSpec& s) {
+  std::ostringstream t;
+  t << "[run]\nname = \"split-test\"\nseed = 1\nenv = \"cartpole\"\nmax_staleness = 4\nlog_dir = \"" << s.log_dir.string()
+    << "\"\nreport_interval_s = 0.25\nstop = { mean_return = " << s.mean_return << ", max_env_steps = " << s.max_env_steps
+    << ", max_seconds = " << s.max_seconds << " }\n\n[learner]\nbatch_segments = 2\nlr = 1e-3\n\n[explorer]\nsegment_steps = 64\n\n"
+    << s.extra << "\n\n[[node]]\nname = \"head\"\nhost = \"" << s.head_host
+    << "\"\nport = 0\nactors = [\"coordinator\", \"learner\", \"weight_store\", \"recorder\"]\nexplorers = "
+    << s.head_explorers << "\nenvs_per_explorer = " << s.envs << "\n";
+  for (std::size_t i = 0; i < s.members.size(); ++i)
+    t << "\n[[node]]\nname = \"" << s.members[i] << "\"\nhost = \""
+      << (i < s.member_hosts.size() ? s.member_hosts[i] : std::string("127.0.0.1")) << "\"\nlauncher = \"" << s.launcher
+      << "\"\nexplorers = 1\nenvs_per_explorer = " << s.envs << "\n";
+  return t.str();
+}
+
+inline fs::path write_text(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::trunc);
+  out << text;
+  return p;
+}
+
+inline std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Ran {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+// Runs `prefix rlx ARGS` in a shell, output to dir/out.txt.
+inline Ran run_rlx(const std::string& args, const fs::path& dir, const std::string& prefix = "") {
+  const auto out = dir / "out.txt";
+  const int status = std::system((prefix + RLX_BINARY " " + args + " > " + out.string() + " 2>&1").c_str());
+  return Ran{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out)};
+}
+
+// rlx node processes whose command line names `config` (so parallel tests do not see each other's).
+inline int node_processes(const fs::path& config) {
+  // "[r]lx" keeps pgrep from matching the shell that runs it.
+  const std::string cmd = "pgrep -f '[r]lx node --config " + config.string() + "' > /dev/null";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 1 : 0;
+}
+
+inline std::string last_metrics_line(const fs::path& log_dir) {
+  std::ifstream in(log_dir / "metrics.jsonl");
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+inline double json_number(const std::string& line, const std::string& key) {
+  const auto at = line.find("\"" + key + "\":");
+  REQUIRE(at != std::string::npos);
+  return std::stod(line.substr(at + key.size() + 3));
+}
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / (name + "-" + std::to_string(getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+}  // namespace rlx::test

@@ -1,0 +1,120 @@
+// The head's gate, attacked and then joined, in one process: the head and
+// a member node each with their own actor system and middleman, over TCP.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <future>
+#include <random>
+#include <thread>
+
+#include <caf/io/all.hpp>
+
+#include "actors/cluster.hpp"
+#include "actors/member_node.hpp"
+#include "actors/remote.hpp"
+#include "core/auth.hpp"
+#include "tests/cluster/cluster_fixture.hpp"
+#include "tests/helpers.hpp"
+
+using namespace rlx;
+using namespace rlx::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Connects to 127.0.0.1:port and writes `n` random bytes.
+void send_garbage(std::uint16_t port, std::size_t n) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  std::mt19937 rng(7);
+  std::vector<char> bytes(n);
+  for (auto& b : bytes) b = static_cast<char>(rng());
+  CHECK(write(fd, bytes.data(), bytes.size()) > 0);
+  close(fd);
+}
+
+// One join attempt: the gate's answer ("" = accepted).
+std::string try_enter(caf::scoped_actor& self, const gate_actor& gate, const std::string& node,
+                      const std::function<std::string(const std::string&)>& proof_for, const std::string& nonce_override = "") {
+  std::string nonce, answer = "no answer";
+  self->request(gate, 10s, hello_atom::value, node).receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
+  if (!nonce_override.empty()) nonce = nonce_override;
+  self->request(gate, 10s, enter_atom::value, node, nonce, proof_for(nonce), node_actor{})
+      .receive([&](learner_actor, weight_store_actor, coordinator_actor) { answer = ""; },
+               [&](caf::error& e) { answer = self->system().render(e); });
+  return answer;
+}
+
+}  // namespace
+
+TEST_CASE("the head refuses nodes without the cluster secret and garbage, and the run goes on", "[cluster][auth][net]") {
+  TempDir t("rlx-gate");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.head_explorers = 1;
+  spec.members = {"rollout-a"};
+  spec.max_env_steps = 40'000;
+  auto cfg = parse(split_toml(spec));
+  REQUIRE(cfg.ok());
+  const std::string secret = "the-right-secret-0123456789";
+
+  std::promise<std::uint16_t> listening;
+  RunHooks hooks;
+  hooks.on_listening = [&](std::uint16_t port) {
+    listening.set_value(port);
+    return std::string();
+  };
+  RunOptions options;
+  options.serve = true;
+  options.secret = secret;
+  auto head = std::async(std::launch::async, [&] { return run_cluster(*cfg, builtin_envs(), hooks, null_logger(), options); });
+  auto port_future = listening.get_future();
+  REQUIRE(port_future.wait_for(60s) == std::future_status::ready);
+  const std::uint16_t port = port_future.get();
+
+  {
+    caf::actor_system_config c;
+    configure_remoting(c, *cfg);
+    c.set("logger.verbosity", caf::atom("quiet"));
+    caf::actor_system client{c};
+    auto gate = connect_gate(client, *cfg, "127.0.0.1", port, 10, null_logger());
+    REQUIRE(gate.ok());
+    caf::scoped_actor self{client};
+    const auto wrong = [](const std::string& n) { return secret_proof("a-wrong-secret-0123456789", n, "rollout-a"); };
+    const auto right = [&](const std::string& n) { return secret_proof(secret, n, "rollout-a"); };
+    CHECK(try_enter(self, *gate, "rollout-a", wrong).find("wrong proof") != std::string::npos);
+    CHECK(try_enter(self, *gate, "rollout-a", [](const std::string&) { return std::string(); }).find("wrong proof") !=
+          std::string::npos);  // no secret at all
+    CHECK(try_enter(self, *gate, "rollout-a", right, "a-nonce-the-head-never-issued").find("nonce") != std::string::npos);
+    CHECK(try_enter(self, *gate, "intruder", [&](const std::string& n) { return secret_proof(secret, n, "intruder"); })
+              .find("not a member") != std::string::npos);
+    send_garbage(port, 4096);
+    send_garbage(port, 16);
+  }
+
+  // The real node joins after all that, and the run finishes normally.
+  MemberNodeOptions mo;
+  mo.node = "rollout-a";
+  mo.head_host = "127.0.0.1";
+  mo.head_port = port;
+  mo.secret = secret;
+  auto member = std::async(std::launch::async, [&] { return run_member_node(*cfg, builtin_envs(), mo, null_logger()); });
+  REQUIRE(head.wait_for(300s) == std::future_status::ready);
+  const RunResult r = head.get();
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::budget);
+  REQUIRE(member.wait_for(60s) == std::future_status::ready);
+  const auto m = member.get();
+  INFO(m.summary);
+  CHECK(m.outcome == RunOutcome::solved);  // stopped by the head
+  const std::string line = last_metrics_line(t.path);
+  CHECK(json_number(line, "joins_refused") == 4);
+  CHECK(json_number(line, "nodes") == 2);
+}

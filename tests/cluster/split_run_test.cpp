@@ -1,0 +1,139 @@
+// Multi-node runs as a user starts them: `rlx launch` of a topology whose
+// member nodes are processes (local, through the ssh template, through a
+// Slurm script), stopped by the budget, by SIGTERM, or killed.
+#include <csignal>
+#include <thread>
+
+#include "core/child_process.hpp"
+#include "tests/cluster/cluster_fixture.hpp"
+
+using namespace rlx;
+using namespace rlx::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Starts `rlx launch config` in the background, output to dir/out.txt.
+pid_t launch_in_background(const fs::path& config, const fs::path& dir) {
+  auto pid = spawn_child({"/bin/sh", "-c",
+                          "exec " RLX_BINARY " launch " + config.string() + " > " + (dir / "out.txt").string() + " 2>&1"});
+  REQUIRE(pid.ok());
+  return *pid;
+}
+
+// Waits (bounded) until metrics.jsonl reports `nodes` nodes and some env steps.
+bool wait_for_nodes(const fs::path& log_dir, int nodes, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string line = last_metrics_line(log_dir);
+    if (!line.empty() && json_number(line, "nodes") == nodes && json_number(line, "env_steps") > 0) return true;
+    std::this_thread::sleep_for(50ms);  // polling a file another process writes, bounded by the deadline
+  }
+  return false;
+}
+
+int exit_code_of(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool no_nodes_left_within(const fs::path& config, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (node_processes(config) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);  // a killed parent's children take a moment to die
+  return node_processes(config) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("a CartPole run split across a head and two rollout node processes learns", "[cluster][slow]") {
+  TempDir t("rlx-split-learns");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.mean_return = 150;
+  spec.max_env_steps = 600'000;
+  spec.envs = 16;
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  const Ran r = run_rlx("launch " + config.string(), t.path);
+  INFO(r.out);
+  CHECK(r.code == 0);  // solved
+  CHECK(r.out.find("node 'rollout-a' joined") != std::string::npos);
+  CHECK(r.out.find("node 'rollout-b' joined") != std::string::npos);
+  const std::string line = last_metrics_line(t.path);
+  CHECK(json_number(line, "nodes") == 3);
+  CHECK(json_number(line, "explorers") == 2);
+  CHECK(json_number(line, "mean_return") >= 150);
+  CHECK(node_processes(config) == 0);
+}
+
+TEST_CASE("SIGTERM to rlx launch drains every node and exits 130 with no node process left", "[cluster][stop]") {
+  TempDir t("rlx-split-sigterm");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.max_env_steps = 50'000'000;  // only the signal ends it
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  const pid_t pid = launch_in_background(config, t.path);
+  const bool running = wait_for_nodes(t.path, 3, 120s);
+  if (!running) kill(pid, SIGKILL);
+  REQUIRE(running);
+  kill(pid, SIGTERM);
+  CHECK(exit_code_of(pid) == 130);
+  INFO(read_text(t.path / "out.txt"));
+  CHECK(read_text(t.path / "out.txt").find("stopped by the head: interrupted (SIGTERM)") != std::string::npos);
+  CHECK(node_processes(config) == 0);
+}
+
+TEST_CASE("kill -9 of rlx launch takes its node processes down with it", "[cluster][stop]") {
+  TempDir t("rlx-split-kill");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.max_env_steps = 50'000'000;
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  const pid_t pid = launch_in_background(config, t.path);
+  const bool running = wait_for_nodes(t.path, 3, 120s);
+  kill(pid, SIGKILL);
+  exit_code_of(pid);
+  REQUIRE(running);
+  CHECK(no_nodes_left_within(config, 20s));
+}
+
+TEST_CASE("nodes started through the ssh command template and a Slurm script join the run", "[cluster][launch]") {
+  TempDir t("rlx-split-launchers");
+  // A stand-in srun: drops its options and runs the command.
+  write_text(t.path / "srun", "#!/bin/sh\nwhile [ \"${1#--}\" != \"$1\" ]; do shift; done\nexec \"$@\"\n");
+  fs::permissions(t.path / "srun", fs::perms::owner_all);
+  const auto secret = write_text(t.path / "secret", "launcher-test-secret-0123456789\n");
+  SplitSpec spec;
+  spec.log_dir = t.path / "run";
+  spec.max_env_steps = 30'000;
+  spec.extra = "[launch]\nssh_command = \"sh -c {command}\"\nslurm_submit = \"sh\"\nslurm_options = [\"--time=00:10:00\"]\n";
+  std::string toml = split_toml(spec);
+  // rollout-a over "ssh", rollout-b through Slurm.
+  const auto first = toml.find("launcher = \"local\"");
+  toml.replace(first, 18, "launcher = \"ssh\"");
+  const auto second = toml.find("launcher = \"local\"");
+  toml.replace(second, 18, "launcher = \"slurm\"");
+  const auto config = write_text(t.path / "split.toml", toml);
+
+  const Ran missing =
+      run_rlx("launch " + config.string(), t.path, "env -u RLX_CLUSTER_SECRET_FILE RLX_CLUSTER_SECRET=only-in-the-environment ");
+  CHECK(missing.code == 2);  // an ssh node needs the secret as a file on its host
+  CHECK(missing.out.find("give the cluster secret as a file") != std::string::npos);
+
+  const Ran r = run_rlx("launch --secret-file " + secret.string() + " " + config.string(), t.path,
+                        "PATH=" + t.path.string() + ":$PATH ");
+  INFO(r.out);
+  CHECK(r.code == 3);  // the step budget
+  CHECK(r.out.find("starting node 'rollout-a' (ssh): sh -c ") != std::string::npos);
+  CHECK(r.out.find("starting node 'rollout-b' (slurm): sh ") != std::string::npos);
+  CHECK(r.out.find("node 'rollout-a' joined") != std::string::npos);
+  CHECK(r.out.find("node 'rollout-b' joined") != std::string::npos);
+  const std::string script = read_text(spec.log_dir / "launch" / "rollout-b.sbatch");
+  CHECK(script.find("#SBATCH --nodelist=127.0.0.1") != std::string::npos);
+  CHECK(script.find("#SBATCH --time=00:10:00") != std::string::npos);
+  CHECK(script.find("exec srun --nodes=1 --ntasks=1 ") != std::string::npos);
+  CHECK(script.find("--secret-file " + secret.string()) != std::string::npos);
+  CHECK(script.find("launcher-test-secret") == std::string::npos);  // never the secret itself
+  CHECK(node_processes(config) == 0);
+}
