@@ -60,7 +60,7 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
   spec.log_dir = t.path;
   spec.head_explorers = 1;
   spec.members = {"rollout-a"};
-  spec.max_env_steps = 40'000;
+  spec.max_env_steps = 120'000;  // the head's own explorer runs through the attacks; the member joins after
   auto cfg = parse(split_toml(spec));
   REQUIRE(cfg.ok());
   const std::string secret = "the-right-secret-0123456789";
@@ -117,4 +117,81 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
   const std::string line = last_metrics_line(t.path);
   CHECK(json_number(line, "joins_refused") == 4);
   CHECK(json_number(line, "nodes") == 2);
+}
+
+namespace {
+
+// A CA and a certificate signed by it, made with the openssl tool.
+void make_certificates(const fs::path& dir, const std::string& ca_name) {
+  const std::string d = dir.string();
+  const std::string cmd = "cd " + d + " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=" +
+                          ca_name + " && openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr -subj /CN=rlx-node" +
+                          " && openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem -days 2";
+  REQUIRE(std::system((cmd + " > openssl.log 2>&1").c_str()) == 0);
+}
+
+std::string tls_table(const fs::path& dir) {
+  return "[tls]\ncertificate = \"" + (dir / "node.pem").string() + "\"\nkey = \"" + (dir / "node.key").string() +
+         "\"\nca = \"" + (dir / "ca.pem").string() + "\"\n";
+}
+
+}  // namespace
+
+TEST_CASE("with [tls] nodes join over TLS and a peer without a certificate of the cluster's CA cannot connect",
+          "[cluster][auth][tls][net]") {
+  TempDir t("rlx-tls");
+  fs::create_directories(t.path / "pki");
+  fs::create_directories(t.path / "rogue");
+  make_certificates(t.path / "pki", "rlx-test-ca");
+  make_certificates(t.path / "rogue", "some-other-ca");
+  SplitSpec spec;
+  spec.log_dir = t.path / "run";
+  spec.head_explorers = 0;  // only the TLS member makes progress
+  spec.members = {"rollout-a"};
+  spec.max_env_steps = 30'000;
+  spec.extra = tls_table(t.path / "pki");
+  auto cfg = parse(split_toml(spec));
+  REQUIRE(cfg.ok());
+  const std::string secret = "the-right-secret-0123456789";
+  std::promise<std::uint16_t> listening;
+  RunHooks hooks;
+  hooks.on_listening = [&](std::uint16_t port) {
+    listening.set_value(port);
+    return std::string();
+  };
+  RunOptions options;
+  options.serve = true;
+  options.secret = secret;
+  auto head = std::async(std::launch::async, [&] { return run_cluster(*cfg, builtin_envs(), hooks, null_logger(), options); });
+  auto port_future = listening.get_future();
+  REQUIRE(port_future.wait_for(60s) == std::future_status::ready);
+  const std::uint16_t port = port_future.get();
+
+  auto can_reach = [&](const std::string& extra) {
+    SplitSpec other = spec;
+    other.extra = extra;
+    auto c = parse(split_toml(other));
+    REQUIRE(c.ok());
+    caf::actor_system_config sc;
+    configure_remoting(sc, *c);
+    sc.set("logger.verbosity", caf::atom("quiet"));
+    caf::actor_system client{sc};
+    return connect_gate(client, *c, "127.0.0.1", port, 2, null_logger()).ok();
+  };
+  CHECK(!can_reach(""));                              // plain TCP to a TLS head
+  CHECK(!can_reach(tls_table(t.path / "rogue")));     // TLS, but a certificate of another CA
+
+  MemberNodeOptions mo;
+  mo.node = "rollout-a";
+  mo.head_host = "127.0.0.1";
+  mo.head_port = port;
+  mo.secret = secret;
+  auto member = std::async(std::launch::async, [&] { return run_member_node(*cfg, builtin_envs(), mo, null_logger()); });
+  REQUIRE(head.wait_for(300s) == std::future_status::ready);
+  const RunResult r = head.get();
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::budget);
+  REQUIRE(member.wait_for(60s) == std::future_status::ready);
+  CHECK(member.get().outcome == RunOutcome::solved);
+  CHECK(json_number(last_metrics_line(spec.log_dir), "nodes") == 2);
 }

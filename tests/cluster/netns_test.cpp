@@ -1,0 +1,102 @@
+// Real separate hosts: the head and two rollout nodes each in its own
+// network namespace, joined by veth pairs on a bridge, so every byte
+// between them crosses a (virtual) wire with its own IP address. Needs
+// root and iproute2 (CI runs as root); the namespaces are removed on every
+// exit path.
+#include <unistd.h>
+
+#include "tests/cluster/cluster_fixture.hpp"
+
+using namespace rlx;
+using namespace rlx::test;
+
+namespace {
+
+bool sh(const std::string& cmd) { return std::system((cmd + " >> /tmp/rlx-netns-setup.log 2>&1").c_str()) == 0; }
+
+// Three namespaces: head-PID (with the bridge, 10.231.0.1) and one per
+// member node (10.231.0.2, .3). Deleted in the destructor.
+struct Hosts {
+  std::string suffix = std::to_string(getpid());
+  std::vector<std::string> made;
+  bool ok = true;
+
+  std::string ns(const std::string& node) const { return node + "-" + suffix; }
+  // The member's end of its veth pair (names are at most 15 characters).
+  std::string nic(int i) const { return "rx" + std::to_string(i) + "n" + suffix.substr(0, 8); }
+
+  explicit Hosts(const std::vector<std::string>& members) {
+    const std::string h = ns("head");
+    ok = sh("ip netns add " + h);
+    if (ok) made.push_back(h);
+    ok = ok && sh("ip -n " + h + " link set lo up") && sh("ip -n " + h + " link add br0 type bridge") &&
+         sh("ip -n " + h + " addr add 10.231.0.1/24 dev br0") && sh("ip -n " + h + " link set br0 up");
+    for (std::size_t i = 0; ok && i < members.size(); ++i) {
+      const std::string m = ns(members[i]), peer = "rx" + std::to_string(i) + "h" + suffix.substr(0, 8);
+      ok = sh("ip netns add " + m);
+      if (ok) made.push_back(m);
+      ok = ok && sh("ip link add " + peer + " type veth peer name " + nic(static_cast<int>(i))) &&
+           sh("ip link set " + peer + " netns " + h) && sh("ip link set " + nic(static_cast<int>(i)) + " netns " + m) &&
+           sh("ip -n " + h + " link set " + peer + " master br0 up") &&
+           sh("ip -n " + m + " addr add 10.231.0." + std::to_string(i + 2) + "/24 dev " + nic(static_cast<int>(i))) &&
+           sh("ip -n " + m + " link set " + nic(static_cast<int>(i)) + " up") && sh("ip -n " + m + " link set lo up");
+    }
+  }
+  ~Hosts() {
+    for (const auto& n : made) sh("ip netns del " + n);  // takes the veth pairs with it
+  }
+  std::uint64_t counter(int i, const std::string& which) const {
+    const std::string out = "/tmp/rlx-netns-" + suffix + "-" + std::to_string(i);
+    const std::string cmd = "ip netns exec " + ns("rollout-" + std::string(1, static_cast<char>('a' + i))) +
+                            " cat /sys/class/net/" + nic(i) + "/statistics/" + which + " > " + out;
+    CHECK(std::system(cmd.c_str()) == 0);
+    const std::string text = read_text(out);
+    fs::remove(out);
+    return text.empty() ? 0 : std::stoull(text);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a run split across network namespaces learns and its traffic crosses the virtual wires",
+          "[cluster][net][slow]") {
+  if (geteuid() != 0 || std::system("command -v ip > /dev/null") != 0) {
+    WARN("needs root and iproute2 (ip netns): not run here");
+    return;
+  }
+  TempDir t("rlx-netns");
+  Hosts hosts({"rollout-a", "rollout-b"});
+  if (!hosts.ok) {
+    // Root without CAP_SYS_ADMIN (an unprivileged container) cannot make namespaces.
+    WARN("cannot create network namespaces here: " + read_text("/tmp/rlx-netns-setup.log"));
+    return;
+  }
+  const auto secret = write_text(t.path / "secret", "netns-test-secret-0123456789\n");
+  SplitSpec spec;
+  spec.log_dir = t.path / "run";
+  spec.head_host = "10.231.0.1";
+  spec.member_hosts = {"10.231.0.2", "10.231.0.3"};
+  spec.launcher = "ssh";
+  spec.mean_return = 150;
+  spec.max_env_steps = 600'000;
+  spec.envs = 16;
+  // "ssh" into a namespace: the node runs with that namespace's address only.
+  spec.extra = "[launch]\nssh_command = \"ip netns exec {node}-" + hosts.suffix + " sh -c {command}\"\nconnect_timeout_s = 30.0\n";
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  const Ran r = run_rlx("launch --secret-file " + secret.string() + " " + config.string(), t.path,
+                        "ip netns exec " + hosts.ns("head") + " ");
+  INFO(r.out);
+  CHECK(r.code == 0);  // solved
+  CHECK(r.out.find("head listening on 10.231.0.1:") != std::string::npos);
+  CHECK(r.out.find("node 'rollout-a' joined from") != std::string::npos);
+  const std::string line = last_metrics_line(spec.log_dir);
+  CHECK(json_number(line, "nodes") == 3);
+  CHECK(json_number(line, "mean_return") >= 150);
+  // Segments left each rollout host (34 B a step), weights arrived at it (154 KB a version).
+  for (int i = 0; i < 2; ++i) {
+    INFO("rollout node " << i);
+    CHECK(hosts.counter(i, "tx_bytes") > 100'000);
+    CHECK(hosts.counter(i, "rx_bytes") > 1'000'000);
+  }
+  CHECK(node_processes(config) == 0);
+}
