@@ -90,13 +90,9 @@ void pump(Self self) {
               auto& st = self->state;
               --st.in_flight;
               if (!st.current || st.current->version() != version) return;  // given up meanwhile
-              auto chunk = decode<WeightChunkData>(msg.buf);
-              if (!chunk) {
-                st.errors.add(chunk.error().code);
-                return retry(self, index, chunk.error().message);
-              }
-              if (chunk->index != index) return retry(self, index, "the store answered with another chunk");
-              auto added = st.current->add(*chunk);
+              std::uint32_t got = index;
+              auto added = st.current->add_encoded(msg.buf, &got);  // checked and placed, no copy between
+              if (added && got != index) return retry(self, index, "the store answered with another chunk");
               if (!added) {
                 st.errors.add(added.error().code);
                 return retry(self, index, added.error().message);

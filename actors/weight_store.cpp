@@ -13,6 +13,8 @@ struct WeightStoreState {
   std::deque<std::pair<std::uint64_t, WireBuffer>> versions;  // oldest first
   std::vector<weights_listener> subscribers;
   std::uint32_t corrupted = 0;  // chunks damaged on purpose (tests)
+  std::uint64_t cached_version = ~std::uint64_t{0};  // the version whose encoded chunks are kept
+  std::vector<WireBuffer> cached;
   ErrorCounts errors;
 };
 
@@ -36,9 +38,14 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
   });
   return {
       [self, &st](publish_atom, const WireMsg& msg) {
-        // Full decode validates shapes and the checksum before anything is served.
-        auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log);
-        if (!w) return;
+        // Shapes and the checksum are checked (in place) before anything is served.
+        auto w = check_weight_set(msg.buf);
+        if (!w) {
+          st.errors.add(w.error().code);
+          st.options.log->warn("refused a weight set from {}: {}", caf::to_string(self->current_sender()),
+                               w.error().message);
+          return;
+        }
         if (!st.versions.empty() && w->version <= st.versions.back().first) {
           st.errors.add(Errc::invalid_field);
           st.options.log->warn("refused version {}: not newer than {}", w->version, st.versions.back().first);
@@ -58,13 +65,23 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
           if (!found && entry.first == req->version) found = &entry;
         if (found && !req->chunked) return WireMsg{found->second};
         if (found) {
-          auto chunk = make_weight_chunk(found->second, found->first, req->chunk, st.options.chunk_bytes);
-          if (!chunk) return caf::make_error(caf::sec::invalid_argument, chunk.error().message);
-          if (st.corrupted < st.options.corrupt_chunks && !chunk->data.empty()) {
+          if (st.corrupted < st.options.corrupt_chunks) {
+            auto chunk = make_weight_chunk(found->second, found->first, req->chunk, st.options.chunk_bytes);
+            if (!chunk) return caf::make_error(caf::sec::invalid_argument, chunk.error().message);
             ++st.corrupted;
             chunk->data[chunk->data.size() / 2] ^= 0x5a;  // after the checksum: the receiver must notice
+            return WireMsg{encode(*chunk, "weight_store")};
           }
-          return WireMsg{encode(*chunk, "weight_store")};
+          // Chunks of the newest version are encoded once, whatever the number of nodes fetching them.
+          if (st.cached_version != found->first) {
+            st.cached_version = found->first;
+            st.cached.assign(weight_chunk_count(found->second.size(), st.options.chunk_bytes), WireBuffer{});
+          }
+          if (req->chunk < st.cached.size() && !st.cached[req->chunk].empty()) return WireMsg{st.cached[req->chunk]};
+          auto chunk = encode_weight_chunk(found->second, found->first, req->chunk, st.options.chunk_bytes, "weight_store");
+          if (!chunk) return caf::make_error(caf::sec::invalid_argument, chunk.error().message);
+          st.cached[req->chunk] = *chunk;
+          return WireMsg{*chunk};
         }
         return caf::make_error(caf::sec::runtime_error, "version " + std::to_string(req->version) + " is not held");
       },

@@ -269,6 +269,7 @@ int run_benchmarks(const BenchOptions& o) {
   if (want("recording")) add(bench_recording(envs, o.seeds));
   if (want("replay")) add(bench_replay(envs));
   if (want("data-parallel")) add(bench_data_parallel(envs));
+  if (want("nodes")) add(bench_nodes(envs));
   if (!o.markdown.empty()) {
     std::ofstream md(o.markdown);
     md << "| benchmark | measured | baseline | ratio | notes |\n|---|---|---|---|---|\n";

@@ -27,5 +27,7 @@ std::vector<Row> bench_recording(const EnvRegistry& envs, int rounds);
 std::vector<Row> bench_replay(const EnvRegistry& envs);
 // bench_dp.cpp: the gradient all-reduce; learner samples/s with 1 and 2 ranks.
 std::vector<Row> bench_data_parallel(const EnvRegistry& envs);
+// bench_nodes.cpp: segment throughput across nodes; weight publish to member nodes.
+std::vector<Row> bench_nodes(const EnvRegistry& envs);
 
 }  // namespace rlx

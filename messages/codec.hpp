@@ -48,6 +48,17 @@ WireBuffer encode(const ScaleCommandData& x, std::string_view sender);
 template <class T>
 Result<T> decode(const WireBuffer& buf, const DecodeOptions& options = {});
 
+// What checking a WeightSet in place finds (no tensor is copied).
+struct WeightSetInfo {
+  std::uint64_t version = 0;
+  std::uint64_t parameters = 0;
+};
+
+// Checks a WeightSet envelope as decode<WeightSetData> does (dtypes,
+// shapes against data sizes, the checksum) without copying its tensors:
+// what a weight store does with each set it is handed.
+Result<WeightSetInfo> check_weight_set(const WireBuffer& buf, const DecodeOptions& options = {});
+
 // A RolloutRecord as read from the rollout log (messages/log_codec.hpp).
 struct DecodedRecord {
   RolloutRecordData record;

@@ -67,6 +67,33 @@ Result<WeightSetData> decode<WeightSetData>(const WireBuffer& buf, const DecodeO
   });
 }
 
+Result<WeightSetInfo> check_weight_set(const WireBuffer& buf, const DecodeOptions& options) {
+  return decode_body<WeightSetInfo>(buf, options, Which::WEIGHT_SET, [](auto body) {
+    auto w = body.getWeightSet();
+    WeightSetInfo info;
+    info.version = w.getVersion();
+    XXH64_state_t* state = XXH64_createState();
+    XXH64_reset(state, 0);
+    struct Free {
+      XXH64_state_t* s;
+      ~Free() { XXH64_freeState(s); }
+    } guard{state};
+    for (auto t : w.getTensors()) {
+      auto tr = t.getTensor();
+      if (tr.getDtype() != wire::DType::FLOAT32) invalid(std::string("weights: tensor ") + t.getName().cStr() + " is not float32");
+      std::uint64_t n = 1;
+      for (auto d : tr.getShape()) n *= d;
+      auto data = tr.getData();
+      if (data.size() != n * sizeof(float))
+        invalid(std::string("weights: tensor ") + t.getName().cStr() + " data does not match shape");
+      XXH64_update(state, data.begin(), data.size());
+      info.parameters += n;
+    }
+    if (XXH64_digest(state) != w.getChecksum()) invalid("weights: checksum mismatch");
+    return info;
+  });
+}
+
 WireBuffer encode(const WeightsAvailableData& x, std::string_view sender) {
   return build(sender, [&](auto body) {
     auto w = body.initWeightsAvailable();

@@ -4,6 +4,8 @@
 
 #include <xxhash.h>
 
+#include "messages/codec_detail.hpp"
+
 namespace rlx {
 
 std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_bytes) {
@@ -31,9 +33,35 @@ Result<WeightChunkData> make_weight_chunk(const WireBuffer& set, std::uint64_t v
   return c;
 }
 
+Result<WireBuffer> encode_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
+                                       std::uint64_t chunk_bytes, std::string_view sender) {
+  const std::uint64_t total = set.size();
+  const std::uint32_t count = weight_chunk_count(total, chunk_bytes);
+  if (index >= count)
+    return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " of version " + std::to_string(version) +
+                                              " does not exist (" + std::to_string(count) + " chunks)");
+  const std::uint64_t offset = chunk_bytes == 0 ? 0 : static_cast<std::uint64_t>(index) * chunk_bytes;
+  const std::uint64_t n = std::min<std::uint64_t>(chunk_bytes == 0 ? total : chunk_bytes, total - offset);
+  const auto* p = reinterpret_cast<const kj::byte*>(set.bytes().data()) + offset;
+  return codec_detail::build(
+      sender,
+      [&](auto body) {
+        auto c = body.initWeightChunk();
+        c.setVersion(version);
+        c.setIndex(index);
+        c.setCount(count);
+        c.setTotalBytes(total);
+        c.setOffset(offset);
+        c.setData(kj::arrayPtr(p, n));
+        c.setChecksum(XXH64(p, n, 0));
+      },
+      n / 8 + 32);
+}
+
 ChunkAssembler::ChunkAssembler(std::uint64_t version, std::uint64_t total_bytes, std::uint64_t chunk_bytes)
     : version_(version), count_(weight_chunk_count(total_bytes, chunk_bytes)), total_(total_bytes),
-      chunk_bytes_(chunk_bytes == 0 ? total_bytes : chunk_bytes), have_(count_, false), bytes_(total_bytes) {}
+      chunk_bytes_(chunk_bytes == 0 ? total_bytes : chunk_bytes), have_(count_, false),
+      words_(kj::heapArray<capnp::word>((total_bytes + 7) / 8)) {}
 
 Result<bool> ChunkAssembler::add(const WeightChunkData& c) {
   if (c.version != version_ || c.count != count_ || c.total_bytes != total_)
@@ -47,10 +75,35 @@ Result<bool> ChunkAssembler::add(const WeightChunkData& c) {
     return make_error(Errc::invalid_field, "chunk " + std::to_string(c.index) + " of version " +
                                                std::to_string(version_) + " has the wrong offset or size");
   if (have_[c.index]) return false;
-  if (size) std::memcpy(bytes_.data() + offset, c.data.data(), size);
+  if (size) std::memcpy(reinterpret_cast<std::uint8_t*>(words_.begin()) + offset, c.data.data(), size);
   have_[c.index] = true;
   ++received_;
   return true;
+}
+
+Result<bool> ChunkAssembler::add_encoded(const WireBuffer& buf, std::uint32_t* index_out) {
+  using namespace codec_detail;
+  return decode_body<bool>(buf, DecodeOptions{}, Which::WEIGHT_CHUNK, [&](auto body) -> Result<bool> {
+    auto c = body.getWeightChunk();
+    if (index_out) *index_out = c.getIndex();
+    if (c.getVersion() != version_ || c.getCount() != count_ || c.getTotalBytes() != total_)
+      return make_error(Errc::invalid_field, "chunk of version " + std::to_string(c.getVersion()) +
+                                                 " does not belong to version " + std::to_string(version_));
+    const std::uint32_t index = c.getIndex();
+    if (index >= count_) return make_error(Errc::invalid_field, "chunk index out of range");
+    const std::uint64_t offset = static_cast<std::uint64_t>(index) * chunk_bytes_;
+    const std::uint64_t size = std::min(chunk_bytes_, total_ - std::min(offset, total_));
+    auto data = c.getData();
+    if (c.getOffset() != offset || data.size() != size)
+      return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has the wrong offset or size");
+    if (XXH64(data.begin(), data.size(), 0) != c.getChecksum())
+      return make_error(Errc::invalid_field, "weight chunk: checksum mismatch");
+    if (have_[index]) return false;
+    if (size) std::memcpy(reinterpret_cast<std::uint8_t*>(words_.begin()) + offset, data.begin(), size);
+    have_[index] = true;
+    ++received_;
+    return true;
+  });
 }
 
 std::vector<std::uint32_t> ChunkAssembler::missing() const {
@@ -61,10 +114,9 @@ std::vector<std::uint32_t> ChunkAssembler::missing() const {
 }
 
 WireBuffer ChunkAssembler::take() {
-  WireBuffer b = WireBuffer::copy_of(bytes_.data(), bytes_.size());
-  bytes_.clear();
-  bytes_.shrink_to_fit();
-  return b;
+  // A set that is not whole words is malformed; copy_of keeps its size so decoding reports it.
+  if (total_ % 8 != 0) return WireBuffer::copy_of(words_.begin(), total_);
+  return WireBuffer(std::move(words_));
 }
 
 }  // namespace rlx

@@ -22,6 +22,10 @@ std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_
 Result<WeightChunkData> make_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
                                           std::uint64_t chunk_bytes);
 
+// The same chunk, encoded as an Envelope straight from `set` (one copy).
+Result<WireBuffer> encode_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
+                                       std::uint64_t chunk_bytes, std::string_view sender);
+
 // Collects the chunks of one version in any order. A chunk that does not
 // belong (other version, other geometry, overlapping) is refused with an
 // error and changes nothing; duplicates are ignored.
@@ -31,7 +35,10 @@ class ChunkAssembler {
   ChunkAssembler(std::uint64_t version, std::uint64_t total_bytes, std::uint64_t chunk_bytes);
 
   // Takes one decoded chunk (decode<WeightChunkData> verified its checksum).
-  Result<bool> add(const WeightChunkData& chunk);  // true: new, false: a duplicate
+  Result<bool> add(const WeightChunkData& chunk);
+  // Takes a chunk still in its envelope: checked (framing, position, xxh64)
+  // and copied into place in one pass, never into a temporary.
+  Result<bool> add_encoded(const WireBuffer& chunk_envelope, std::uint32_t* index = nullptr);  // true: new, false: a duplicate
 
   std::uint64_t version() const { return version_; }
   std::uint32_t count() const { return count_; }
@@ -48,7 +55,7 @@ class ChunkAssembler {
   std::uint64_t chunk_bytes_;
   std::uint32_t received_ = 0;
   std::vector<bool> have_;
-  std::vector<std::uint8_t> bytes_;
+  kj::Array<capnp::word> words_;  // the set, assembled in place (a WireBuffer takes it without a copy)
 };
 
 }  // namespace rlx

@@ -1,0 +1,241 @@
+// Across nodes: segment throughput through CAF's middleman against raw
+// loopback TCP, and the time from a weight publish until every member
+// node's explorer-side fetch holds the new version, against the bytes /
+// raw-bandwidth bound. Each "node" is its own actor system with its own
+// middleman and TCP connections, in this process (docs/BENCHMARKS.md).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <caf/io/all.hpp>
+#include <fmt/format.h>
+
+#include "actors/remote.hpp"
+#include "actors/weight_relay.hpp"
+#include "actors/weight_store.hpp"
+#include "bench/common.hpp"
+#include "messages/codec.hpp"
+
+namespace rlx {
+namespace {
+
+// ---- raw loopback TCP: the baseline ----
+
+// Moves `total` bytes in `size`-byte messages (8-byte length prefix) over
+// one loopback connection; returns bytes/s.
+double raw_tcp_bytes_per_s(std::size_t size, std::size_t total) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  listen(listener, 1);
+  std::thread reader([&] {
+    const int fd = accept(listener, nullptr, nullptr);
+    std::vector<char> buf(size + 8);
+    std::size_t got = 0;
+    while (got < total + total / size * 8) {
+      const auto n = read(fd, buf.data(), buf.size());
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    const char done = 1;
+    [[maybe_unused]] auto w = write(fd, &done, 1);
+    close(fd);
+  });
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> msg(size + 8, 'x');
+  const auto t0 = Clock::now();
+  for (std::size_t sent = 0; sent < total; sent += size) {
+    std::memcpy(msg.data(), &size, 8);
+    for (std::size_t off = 0; off < msg.size();) {
+      const auto n = write(fd, msg.data() + off, msg.size() - off);
+      if (n <= 0) break;
+      off += static_cast<std::size_t>(n);
+    }
+  }
+  char done = 0;
+  [[maybe_unused]] auto r = read(fd, &done, 1);
+  const double s = seconds_since(t0);
+  reader.join();
+  close(fd);
+  close(listener);
+  return static_cast<double>(total) / s;
+}
+
+// ---- a node: one actor system with a middleman ----
+
+struct Node {
+  std::unique_ptr<caf::actor_system_config> cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::vector<caf::actor> actors;  // exited before the system goes (its destructor waits for them)
+  ~Node() {
+    for (auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+  explicit Node(const ClusterConfig& c) : cfg(std::make_unique<caf::actor_system_config>()) {
+    configure_remoting(*cfg, c);
+    cfg->set("scheduler.max-threads", 2);
+    cfg->set("logger.verbosity", caf::atom("quiet"));
+    sys = std::make_unique<caf::actor_system>(*cfg);
+  }
+};
+
+// Counts segments and acknowledges each to its sender (the learner's credit).
+caf::behavior segment_sink(caf::event_based_actor* self) {
+  return {[self](segment_atom, const WireMsg&) {
+    self->send(caf::actor_cast<caf::actor>(self->current_sender()), ack_atom::value);
+  }};
+}
+
+// Sends `count` messages of `size` bytes with `window` unacknowledged; bytes/s.
+double caf_bytes_per_s(const ClusterConfig& c, std::size_t size, std::size_t count, int window) {
+  Node receiver(c), sender(c);
+  auto sink = receiver.sys->spawn(segment_sink);
+  auto port = receiver.sys->middleman().publish(sink, 0, "127.0.0.1", true);
+  if (!port) return 0;
+  auto remote = sender.sys->middleman().remote_actor(std::string("127.0.0.1"), *port);
+  if (!remote) return 0;
+  const WireMsg msg{WireBuffer::copy_of(std::vector<char>(size, 'x').data(), size)};
+  caf::scoped_actor self{*sender.sys};
+  std::size_t sent = 0, acked = 0;
+  const auto t0 = Clock::now();
+  for (; sent < count && sent < static_cast<std::size_t>(window); ++sent) self->send(*remote, segment_atom::value, msg);
+  while (acked < count) {
+    self->receive([&](ack_atom) {
+      ++acked;
+      if (sent < count) {
+        self->send(*remote, segment_atom::value, msg);
+        ++sent;
+      }
+    });
+  }
+  const double s = seconds_since(t0);
+  self->send_exit(sink, caf::exit_reason::user_shutdown);
+  return static_cast<double>(size * count) / s;
+}
+
+// ---- weight publish to N member nodes ----
+
+struct Arrivals {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::uint64_t, int> nodes_with;  // version -> member nodes whose "explorer" holds it
+};
+
+// Stands in for a member node's explorers: on each notice, fetches the set
+// from the node's store and decodes it (what an explorer does to swap).
+caf::behavior fetching_listener(caf::event_based_actor* self, weight_store_actor store, Arrivals* arrivals) {
+  return {[=](weights_atom, const WireMsg& m) {
+    auto note = decode<WeightsAvailableData>(m.buf);
+    if (!note) return;
+    const auto v = note->version;
+    self->request(store, std::chrono::seconds(60), fetch_atom::value, WireMsg{encode(WeightRequestData{v, false}, "bench")})
+        .then([=](const WireMsg& set) {
+          if (!decode<WeightSetData>(set.buf)) return;
+          std::lock_guard<std::mutex> lock(arrivals->mu);
+          ++arrivals->nodes_with[v];
+          arrivals->cv.notify_all();
+        });
+  }};
+}
+
+WireMsg weight_set(std::uint64_t version, std::size_t params) {
+  WeightSetData w;
+  w.version = version;
+  w.policy_kind = "moe_mlp";
+  w.tensors.push_back(NamedTensor{"w", {static_cast<std::int64_t>(params)}, std::vector<float>(params, 0.25f)});
+  w.checksum = w.compute_checksum();
+  return WireMsg{encode(w, "bench")};
+}
+
+// Seconds from publish until all `members` hold each version (median of `versions`).
+double publish_seconds(const ClusterConfig& c, int members, std::size_t params, int versions) {
+  Node head(c);
+  auto store = spawn_weight_store(*head.sys, WeightStoreOptions{2, static_cast<std::uint64_t>(c.weight_store.chunk_kb) << 10,
+                                                                null_logger()});
+  head.actors.push_back(caf::actor_cast<caf::actor>(store));
+  auto port = head.sys->middleman().publish(store, 0, "127.0.0.1", true);
+  if (!port) return 0;
+  Arrivals arrivals;
+  std::vector<std::unique_ptr<Node>> nodes;
+  for (int i = 0; i < members; ++i) {
+    nodes.push_back(std::make_unique<Node>(c));
+    auto& sys = *nodes.back()->sys;
+    auto upstream = sys.middleman().remote_actor<weight_store_actor>("127.0.0.1", *port);
+    if (!upstream) return 0;
+    auto local = spawn_weight_store(sys, WeightStoreOptions{2, 1 << 20, null_logger()});
+    WeightRelayOptions ro;
+    ro.upstream = *upstream;
+    ro.local = local;
+    ro.log = null_logger();
+    auto relay = spawn_weight_relay(sys, ro);
+    auto listener = sys.spawn(fetching_listener, local, &arrivals);
+    nodes.back()->actors = {caf::actor_cast<caf::actor>(relay), caf::actor_cast<caf::actor>(local), listener};
+    caf::anon_send(local, subscribe_atom::value, caf::actor_cast<weights_listener>(listener));
+  }
+  std::vector<double> times;
+  for (int v = 1; v <= versions; ++v) {
+    const WireMsg set = weight_set(static_cast<std::uint64_t>(v), params);
+    const auto t0 = Clock::now();
+    caf::anon_send(store, publish_atom::value, set);
+    std::unique_lock<std::mutex> lock(arrivals.mu);
+    const bool all = arrivals.cv.wait_for(lock, std::chrono::seconds(120),
+                                          [&] { return arrivals.nodes_with[static_cast<std::uint64_t>(v)] == members; });
+    if (!all) return 0;
+    times.push_back(seconds_since(t0));
+  }
+  return median(times);  // the member nodes' systems go first (declared after the head's)
+}
+
+}  // namespace
+
+std::vector<Row> bench_nodes(const EnvRegistry& envs) {
+  ClusterConfig c = bench_config(envs);
+  std::vector<Row> rows;
+  // Segment throughput: a CartPole segment (64 steps x 16 envs) and 1 MiB messages.
+  for (const std::size_t size : {std::size_t{36} << 10, std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {
+    const std::size_t total = std::size_t{512} << 20;
+    std::vector<double> caf_bw, raw_bw;
+    for (int round = 0; round < 3; ++round) {
+      raw_bw.push_back(raw_tcp_bytes_per_s(size, total));
+      caf_bw.push_back(caf_bytes_per_s(c, size, total / size, size > (1 << 20) ? 4 : 16));
+    }
+    const double cb = median(caf_bw), rb = median(raw_bw);
+    std::fprintf(stderr, "  %zu KiB messages: CAF %.2f GB/s, raw %.2f GB/s\n", size >> 10, cb / 1e9, rb / 1e9);
+    rows.push_back({fmt::format("cross-node messages of {} KiB (window 16)", size >> 10),
+                    fmt::format("{:.2f} GB/s, {:.0f} msg/s", cb / 1e9, cb / static_cast<double>(size)),
+                    fmt::format("{:.2f} GB/s raw loopback TCP", rb / 1e9), fmt::format("{:.2f}", cb / rb),
+                    "CAF 0.17 middleman (BASP), 2 workers; medians of 3"});
+  }
+  // Weight publish to 1, 2, 4 member nodes, 1M and 25M parameters.
+  const double raw = raw_tcp_bytes_per_s(std::size_t{1} << 20, std::size_t{1} << 30);
+  if (const char* kb = std::getenv("RLX_BENCH_CHUNK_KB")) c.weight_store.chunk_kb = std::atoi(kb);  // experiments
+  for (const std::size_t params : {std::size_t{1'000'000}, std::size_t{25'000'000}}) {
+    for (const int members : {1, 2, 4}) {
+      const double s = publish_seconds(c, members, params, params > 5'000'000 ? 3 : 5);
+      const double bound = static_cast<double>(members) * static_cast<double>(params) * 4.0 / raw;
+      std::fprintf(stderr, "  publish %zuM params to %d node(s): %.1f ms (bound %.1f ms)\n", params / 1'000'000, members,
+                   s * 1e3, bound * 1e3);
+      rows.push_back({fmt::format("weight publish, {}M params, {} member node(s)", params / 1'000'000, members),
+                      fmt::format("{:.1f} ms", s * 1e3),
+                      fmt::format("{:.1f} ms bytes/raw-TCP bound", bound * 1e3), fmt::format("{:.2f}", bound / s),
+                      fmt::format("chunks of {} KiB, 4 in flight per node; until every node's fetch decoded it",
+                                  c.weight_store.chunk_kb)});
+    }
+  }
+  return rows;
+}
+
+}  // namespace rlx
