@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <future>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -60,16 +61,22 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
   spec.log_dir = t.path;
   spec.head_explorers = 1;
   spec.members = {"rollout-a"};
-  spec.max_env_steps = 120'000;  // the head's own explorer runs through the attacks; the member joins after
+  spec.max_env_steps = 50'000'000;  // the head's own explorer runs through the attacks; the test stops the run
   auto cfg = parse(split_toml(spec));
   REQUIRE(cfg.ok());
   const std::string secret = "the-right-secret-0123456789";
 
   std::promise<std::uint16_t> listening;
+  std::mutex mu;
+  std::function<void(const std::string&)> stop_run;
   RunHooks hooks;
   hooks.on_listening = [&](std::uint16_t port) {
     listening.set_value(port);
     return std::string();
+  };
+  hooks.on_start = [&](std::function<void(const std::string&)> stop) {
+    std::lock_guard<std::mutex> lock(mu);
+    stop_run = std::move(stop);
   };
   RunOptions options;
   options.serve = true;
@@ -106,17 +113,30 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
   mo.head_port = port;
   mo.secret = secret;
   auto member = std::async(std::launch::async, [&] { return run_member_node(*cfg, builtin_envs(), mo, null_logger()); });
+  // Once the node is in and the run still trains, stop it as Ctrl-C would.
+  bool joined = false;
+  for (int i = 0; i < 2400 && !joined; ++i) {
+    const std::string line = last_metrics_line(t.path);
+    joined = !line.empty() && json_number(line, "nodes") == 2;
+    if (!joined) std::this_thread::sleep_for(50ms);  // polling metrics.jsonl, bounded
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    REQUIRE(stop_run);
+    stop_run("the test is done");
+  }
+  CHECK(joined);
   REQUIRE(head.wait_for(300s) == std::future_status::ready);
   const RunResult r = head.get();
   INFO(r.summary);
-  CHECK(r.outcome == RunOutcome::budget);
+  CHECK(r.outcome == RunOutcome::interrupted);
   REQUIRE(member.wait_for(60s) == std::future_status::ready);
   const auto m = member.get();
   INFO(m.summary);
   CHECK(m.outcome == RunOutcome::solved);  // stopped by the head
   const std::string line = last_metrics_line(t.path);
   CHECK(json_number(line, "joins_refused") == 4);
-  CHECK(json_number(line, "nodes") == 2);
+  CHECK(json_number(line, "env_steps") > 0);
 }
 
 namespace {

@@ -38,6 +38,21 @@ int exit_code_of(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// The exit code of `pid` if it exits within `limit`; else it is killed and -1 returned.
+int exit_code_within(pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(50ms);  // polling a child's exit, bounded by the deadline
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 bool no_nodes_left_within(const fs::path& config, std::chrono::seconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (node_processes(config) && std::chrono::steady_clock::now() < deadline)
@@ -78,7 +93,7 @@ TEST_CASE("SIGTERM to rlx launch drains every node and exits 130 with no node pr
   if (!running) kill(pid, SIGKILL);
   REQUIRE(running);
   kill(pid, SIGTERM);
-  CHECK(exit_code_of(pid) == 130);
+  CHECK(exit_code_within(pid, 60s) == 130);
   INFO(read_text(t.path / "out.txt"));
   CHECK(read_text(t.path / "out.txt").find("stopped by the head: interrupted (SIGTERM)") != std::string::npos);
   CHECK(node_processes(config) == 0);
@@ -136,4 +151,66 @@ TEST_CASE("nodes started through the ssh command template and a Slurm script joi
   CHECK(script.find("--secret-file " + secret.string()) != std::string::npos);
   CHECK(script.find("launcher-test-secret") == std::string::npos);  // never the secret itself
   CHECK(node_processes(config) == 0);
+}
+
+TEST_CASE("kill -9 of one rollout node: its explorer is counted lost and the run goes on to its budget",
+          "[cluster][failure]") {
+  TempDir t("rlx-split-node-dies");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.max_env_steps = 120'000;
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  const pid_t pid = launch_in_background(config, t.path);
+  const bool running = wait_for_nodes(t.path, 3, 120s);
+  if (!running) kill(pid, SIGKILL);
+  REQUIRE(running);
+  const std::string node_b = "pkill -KILL -f '[r]lx node --config " + config.string() + " --node rollout-b'";
+  REQUIRE(std::system(node_b.c_str()) == 0);
+  const int code = exit_code_within(pid, 300s);
+  const std::string out = read_text(t.path / "out.txt");
+  INFO(out);
+  CHECK(code == 3);  // the budget, reached by the node that is left
+  CHECK(out.find("node 'rollout-b' went away") != std::string::npos);
+  const std::string line = last_metrics_line(t.path);
+  CHECK(json_number(line, "explorers_lost") == 1);
+  CHECK(json_number(line, "env_steps") >= 120'000);
+  CHECK(node_processes(config) == 0);
+}
+
+TEST_CASE("a member node whose head is killed notices and exits on its own", "[cluster][failure]") {
+  TempDir t("rlx-head-dies");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.members = {"rollout-a"};
+  spec.max_env_steps = 50'000'000;
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  const std::vector<std::string> env{"RLX_CLUSTER_SECRET=head-dies-test-secret-0123"};
+  ChildOptions co;
+  co.env = env;
+  auto head = spawn_child({"/bin/sh", "-c",
+                           "exec " RLX_BINARY " node --config " + config.string() + " --node head > " +
+                               (t.path / "head.txt").string() + " 2>&1"},
+                          co);
+  REQUIRE(head.ok());
+  // The head prints the port it listens on.
+  std::string port;
+  for (int i = 0; i < 1200 && port.empty(); ++i) {
+    const std::string text = read_text(t.path / "head.txt");
+    const auto at = text.find("head listening on 127.0.0.1:");
+    if (at != std::string::npos) port = text.substr(at + 28, text.find_first_not_of("0123456789", at + 28) - at - 28);
+    if (port.empty()) std::this_thread::sleep_for(50ms);  // polling the head's output, bounded
+  }
+  REQUIRE(!port.empty());
+  co.parent_death_signal = 0;  // this node must find out by itself
+  auto member = spawn_child({"/bin/sh", "-c",
+                             "exec " RLX_BINARY " node --config " + config.string() + " --node rollout-a --head 127.0.0.1:" +
+                                 port + " > " + (t.path / "member.txt").string() + " 2>&1"},
+                            co);
+  REQUIRE(member.ok());
+  const bool running = wait_for_nodes(t.path, 2, 120s);
+  kill(*head, SIGKILL);
+  exit_code_of(*head);
+  REQUIRE(running);
+  CHECK(exit_code_within(*member, 60s) == 4);  // failed: the head went away
+  CHECK(read_text(t.path / "member.txt").find("the head went away") != std::string::npos);
 }
