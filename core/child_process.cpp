@@ -1,5 +1,6 @@
 #include "core/child_process.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -13,16 +14,28 @@
 namespace rlx {
 
 Result<pid_t> spawn_child(const std::vector<std::string>& args, const ChildOptions& options) {
+  // Everything the child needs is built before fork: in a multi-threaded
+  // parent the child may only make async-signal-safe calls (no malloc).
   std::vector<std::string> copy = args;
   std::vector<char*> argv;
   for (auto& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::vector<std::string> env_copy = options.env;
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    const bool replaced = std::any_of(options.env.begin(), options.env.end(),
+                                      [&](const std::string& o) { return o.substr(0, o.find('=')) == key; });
+    if (!replaced) env.push_back(kv);
+  }
+  env.insert(env.end(), options.env.begin(), options.env.end());
+  std::vector<char*> envp;
+  for (auto& kv : env) envp.push_back(kv.data());
+  envp.push_back(nullptr);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return make_error(Errc::io, std::string("cannot start ") + args.at(0) + ": " + std::strerror(errno));
   if (pid != 0) return pid;
-  // Child: only async-signal-safe work until exec (plus putenv on our copy).
   if (options.parent_death_signal) {
     prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
     if (getppid() != parent) _exit(1);
@@ -30,8 +43,7 @@ Result<pid_t> spawn_child(const std::vector<std::string>& args, const ChildOptio
   if (options.own_process_group) setpgid(0, 0);
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
-  for (auto& kv : env_copy) putenv(kv.data());
-  execv(argv[0], argv.data());
+  execve(argv[0], argv.data(), envp.data());
   _exit(127);
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/config.hpp"
 #include "messages/codec.hpp"
+#include "messages/weight_chunks.hpp"
 #include "messages/log_codec.hpp"
 
 #ifndef FUZZ_KIND
@@ -23,7 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   small.traversal_limit_words = 1 << 18;
   switch (FUZZ_KIND) {
     case 0: (void)decode<Segment>(buf, small); break;
-    case 1: (void)decode<WeightSetData>(buf, small); break;
+    case 1:
+      (void)decode<WeightSetData>(buf, small);
+      (void)check_weight_set(buf, small);
+      break;
     case 2: (void)decode<WeightsAvailableData>(buf, small); break;
     case 3: (void)decode<WeightRequestData>(buf, small); break;
     case 4: (void)decode<EnvResetData>(buf, small); break;
@@ -43,7 +47,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)parse_config(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz.toml", {"cartpole"},
                          {"moe_mlp"});
       break;
-    case 18: (void)decode<WeightChunkData>(buf, small); break;
+    case 18: {  // what a weight relay does with a chunk: decode it, or check and place it in one pass
+      (void)decode<WeightChunkData>(buf, small);
+      ChunkAssembler a(7, 1000, 256);
+      (void)a.add_encoded(buf);
+      break;
+    }
   }
   return 0;
 }

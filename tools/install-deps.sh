@@ -13,6 +13,7 @@ pkgs=(
   clang libclang-rt-14-dev  # libFuzzer targets of fuzz/ (tools/fuzz.sh)
   libssl-dev openssl  # cluster secret proofs (HMAC), TLS between nodes; tests make certificates
   iproute2  # [net] tests: nodes on separate network namespaces (ip netns)
+  procps  # tests: pgrep/pkill find and kill node processes
 )
 missing=()
 for p in "${pkgs[@]}"; do

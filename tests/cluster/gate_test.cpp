@@ -147,7 +147,7 @@ void make_certificates(const fs::path& dir, const std::string& ca_name) {
   const std::string cmd = "cd " + d + " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj /CN=" +
                           ca_name + " && openssl req -newkey rsa:2048 -nodes -keyout node.key -out node.csr -subj /CN=rlx-node" +
                           " && openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out node.pem -days 2";
-  REQUIRE(std::system((cmd + " > openssl.log 2>&1").c_str()) == 0);
+  REQUIRE(std::system(("(" + cmd + ") > " + d + "/openssl.log 2>&1").c_str()) == 0);
 }
 
 std::string tls_table(const fs::path& dir) {
