@@ -167,17 +167,26 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     co.resumed = prepared->resumed;
     co.learner_group = prepared->ranks ? prepared->ranks->group() : nullptr;
     co.log = child_logger(log, "coordinator");
-    std::promise<std::pair<learner_actor, weight_store_actor>> core_promise;
-    auto core_future = core_promise.get_future();
+    // Shared: the coordinator may call it after this thread gave up waiting.
+    auto core_promise = std::make_shared<std::promise<std::pair<learner_actor, weight_store_actor>>>();
+    auto core_future = core_promise->get_future();
     if (options.serve) {
       co.spawn_nodes = {config.head().name};
-      co.on_core = [&core_promise](learner_actor l, weight_store_actor w) { core_promise.set_value({l, w}); };
+      co.on_core = [core_promise](learner_actor l, weight_store_actor w) { core_promise->set_value({l, w}); };
     }
     auto coordinator = spawn_coordinator(system, co);
     gate_actor gate;
     std::string start_failed;  // the gate or the member nodes could not start
     if (options.serve) {
-      auto [learner, store] = core_future.get();  // set by the coordinator's first step, even on failure
+      // Set by the coordinator's first step, even when the cluster cannot start.
+      std::pair<learner_actor, weight_store_actor> core;
+      if (core_future.wait_for(std::chrono::seconds(120)) == std::future_status::ready) {
+        core = core_future.get();
+      } else {
+        start_failed = "the coordinator did not start its learner and weight store within 120 s";
+        caf::anon_send(coordinator, stop_atom::value, start_failed);
+      }
+      auto [learner, store] = core;
       if (learner) {
         GateOptions go;
         go.secret = options.secret;

@@ -239,6 +239,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
     if (dm.source == st.learner.address()) {
+      if (st.finish_started) return;  // finish() stopped it on purpose
       st.options.log->error("the learner died: {}", caf::to_string(dm.reason));
       st.stopping = false;
       begin_stop(self, RunOutcome::failed, "the learner died (" + caf::to_string(dm.reason) + ")");
