@@ -23,10 +23,15 @@ namespace {
 
 using Self = gate_actor::stateful_pointer<GateState>;
 
+// The sending node, for logs (an anonymous message has no sender).
+std::string peer_of(Self self) {
+  return self->current_sender() ? caf::to_string(self->current_sender()->node()) : "an anonymous sender";
+}
+
 caf::error refuse(Self self, const std::string& node, const std::string& why) {
   auto& st = self->state;
   ++st.refused;
-  const std::string peer = self->current_sender() ? caf::to_string(self->current_sender()->node()) : "?";
+  const std::string peer = peer_of(self);
   const std::string what = "refused node '" + node + "' from " + peer + ": " + why;
   st.options.log->warn("{} ({} refused so far)", what, st.refused);
   self->send(st.options.coordinator, refused_atom::value, what);
@@ -83,7 +88,7 @@ gate_actor::behavior_type gate_impl(Self self, GateOptions options) {
         st.joined[node] = agent;
         self->monitor(agent);
         self->send(st.options.coordinator, node_atom::value, node, agent);
-        st.options.log->info("node '{}' joined from {}", node, caf::to_string(self->current_sender()->node()));
+        st.options.log->info("node '{}' joined from {}", node, peer_of(self));
         return caf::result<learner_actor, weight_store_actor, coordinator_actor>(st.options.learner, st.options.weight_store,
                                                                               st.options.coordinator);
       },

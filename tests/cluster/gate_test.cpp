@@ -102,6 +102,24 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
     CHECK(try_enter(self, *gate, "rollout-a", right, "a-nonce-the-head-never-issued").find("nonce") != std::string::npos);
     CHECK(try_enter(self, *gate, "intruder", [&](const std::string& n) { return secret_proof(secret, n, "intruder"); })
               .find("not a member") != std::string::npos);
+    // Anonymous messages (no sender to answer or to name in the log): one
+    // with no node agent (refused), one with a good proof and an agent that
+    // then dies at once (admitted, then gone: the real node can still join).
+    for (const bool with_agent : {false, true}) {
+      std::string nonce;
+      self->request(*gate, 10s, hello_atom::value, std::string("rollout-a"))
+          .receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
+      node_actor agent;
+      if (with_agent)
+        agent = client.spawn([](node_actor::pointer) -> node_actor::behavior_type {
+          return {[](stop_atom, const std::string&) {}, [](drain_atom) {}};
+        });
+      caf::anon_send(*gate, enter_atom::value, std::string("rollout-a"), nonce, right(nonce), agent);
+      if (agent) {
+        self->request(*gate, 10s, hello_atom::value, std::string("x")).receive([](const std::string&) {}, [](caf::error&) {});
+        self->send_exit(agent, caf::exit_reason::kill);
+      }
+    }
     send_garbage(port, 4096);
     send_garbage(port, 16);
   }
@@ -135,7 +153,7 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
   INFO(m.summary);
   CHECK(m.outcome == RunOutcome::solved);  // stopped by the head
   const std::string line = last_metrics_line(t.path);
-  CHECK(json_number(line, "joins_refused") == 4);
+  CHECK(json_number(line, "joins_refused") == 5);
   CHECK(json_number(line, "env_steps") > 0);
 }
 
