@@ -34,7 +34,7 @@ class ChunkAssembler {
   // `chunk_bytes` as the store announced it (WeightsAvailable).
   ChunkAssembler(std::uint64_t version, std::uint64_t total_bytes, std::uint64_t chunk_bytes);
 
-  // Takes one decoded chunk (decode<WeightChunkData> verified its checksum).
+  // Takes one decoded chunk (checked again, as add_encoded does).
   Result<bool> add(const WeightChunkData& chunk);
   // Takes a chunk still in its envelope: checked (framing, position, xxh64)
   // and copied into place in one pass, never into a temporary.

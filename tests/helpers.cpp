@@ -7,6 +7,17 @@
 
 namespace rlx::test {
 
+WeightSetData make_weight_set(std::uint64_t version, std::size_t floats) {
+  WeightSetData w;
+  w.version = version;
+  w.policy_kind = "moe_mlp";
+  NamedTensor t{"w", {static_cast<std::int64_t>(floats)}, {}};
+  for (std::size_t i = 0; i < floats; ++i) t.values.push_back(static_cast<float>(i + version));
+  w.tensors.push_back(t);
+  w.checksum = w.compute_checksum();
+  return w;
+}
+
 Segment make_segment(std::uint32_t T, std::uint32_t B, std::uint64_t version, std::uint32_t explorer) {
   Segment s;
   s.explorer_id = explorer;

@@ -12,6 +12,9 @@ namespace rlx::test {
 // A valid segment of T steps, B envs, obs_dim 4, every step at `version`.
 Segment make_segment(std::uint32_t T, std::uint32_t B, std::uint64_t version, std::uint32_t explorer = 0);
 
+// A valid weight set: one tensor of `floats` values (value i is i + version), checksummed.
+WeightSetData make_weight_set(std::uint64_t version, std::size_t floats);
+
 // The embedded cluster.toml, parsed (must be valid).
 ClusterConfig default_config();
 

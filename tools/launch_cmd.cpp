@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -127,16 +128,21 @@ int run_head(const ClusterConfig& config, const EnvRegistry& envs, const Logger&
   return static_cast<int>(r.outcome);
 }
 
+// The topology at `path`, or a message on stderr and nullopt.
+std::optional<ClusterConfig> config_or_report(const std::string& path, const EnvRegistry& envs) {
+  auto config = read_config(path, envs);
+  if (config) return std::move(*config);
+  std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
+  return std::nullopt;
+}
+
 }  // namespace
 
 int launch_command(const LaunchArgs& args) {
   SignalWatcher signals;
   EnvRegistry envs = builtin_envs();
-  auto config = read_config(args.config, envs);
-  if (!config) {
-    std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
-    return 2;
-  }
+  auto config = config_or_report(args.config, envs);
+  if (!config) return 2;
   Logger log = root_logger(*config, args.log_level);
   RunOptions options;
   options.resume = args.resume;
@@ -188,11 +194,8 @@ int launch_command(const LaunchArgs& args) {
 int node_command(const NodeArgs& args) {
   SignalWatcher signals;
   EnvRegistry envs = builtin_envs();
-  auto config = read_config(args.config, envs);
-  if (!config) {
-    std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
-    return 2;
-  }
+  auto config = config_or_report(args.config, envs);
+  if (!config) return 2;
   const NodeConfig* node = config->node(args.node);
   if (!node) {
     std::fprintf(stderr, "rlx: %s has no [[node]] named '%s'\n", config->source.c_str(), args.node.c_str());

@@ -4,6 +4,7 @@
 #include "actors/weight_store.hpp"
 #include "messages/codec.hpp"
 #include "tests/actors/actor_fixture.hpp"
+#include "tests/helpers.hpp"
 
 using namespace rlx;
 using namespace std::chrono_literals;
@@ -11,14 +12,7 @@ using namespace std::chrono_literals;
 namespace {
 
 WireMsg a_weight_set(std::uint64_t version, std::size_t floats) {
-  WeightSetData w;
-  w.version = version;
-  w.policy_kind = "moe_mlp";
-  NamedTensor t{"w", {static_cast<std::int64_t>(floats)}, {}};
-  for (std::size_t i = 0; i < floats; ++i) t.values.push_back(static_cast<float>(i + version));
-  w.tensors.push_back(t);
-  w.checksum = w.compute_checksum();
-  return WireMsg{encode(w, "learner")};
+  return WireMsg{encode(test::make_weight_set(version, floats), "learner")};
 }
 
 std::uint64_t checksum_of(const WireMsg& m) {

@@ -3,10 +3,17 @@
 // that no node process outlives its test.
 #pragma once
 
+#include <poll.h>
+#include <sys/inotify.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -72,12 +79,73 @@ inline Ran run_rlx(const std::string& args, const fs::path& dir, const std::stri
   return Ran{WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out)};
 }
 
-// rlx node processes whose command line names `config` (so parallel tests do not see each other's).
-inline int node_processes(const fs::path& config) {
+// Pids of the rlx node processes whose command line names `config` (so
+// parallel tests do not see each other's).
+inline std::vector<pid_t> node_pids(const fs::path& config) {
   // "[r]lx" keeps pgrep from matching the shell that runs it.
-  const std::string cmd = "pgrep -f '[r]lx node --config " + config.string() + "' > /dev/null";
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 1 : 0;
+  const std::string cmd = "pgrep -f '[r]lx node --config " + config.string() + "'";
+  std::vector<pid_t> pids;
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    int pid = 0;
+    while (std::fscanf(p, "%d", &pid) == 1) pids.push_back(pid);
+    pclose(p);
+  }
+  return pids;
+}
+
+inline int node_processes(const fs::path& config) { return static_cast<int>(node_pids(config).size()); }
+
+// Waits (without polling) until `cond()` holds: it is re-checked whenever a
+// file in `dir` is created or written (inotify). False after `limit`.
+inline bool wait_for_files(const fs::path& dir, const std::function<bool()>& cond, std::chrono::milliseconds limit) {
+  const int fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  REQUIRE(fd >= 0);
+  REQUIRE(inotify_add_watch(fd, dir.c_str(), IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO) >= 0);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  bool ok = cond();  // checked after the watch exists: no event is missed
+  while (!ok) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    poll(&p, 1, static_cast<int>(left.count()));
+    char events[4096];
+    while (read(fd, events, sizeof events) > 0) {
+    }
+    ok = cond();
+  }
+  close(fd);
+  return ok;
+}
+
+// Waits (without polling: a pidfd becomes readable when the process ends)
+// until `pid` has exited; false after `limit`. Works for any process.
+inline bool wait_for_exit(pid_t pid, std::chrono::milliseconds limit) {
+  const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return true;  // already gone
+  pollfd p{fd, POLLIN, 0};
+  const int r = poll(&p, 1, static_cast<int>(limit.count()));
+  close(fd);
+  return r > 0;
+}
+
+// The exit code of our child `pid` if it exits within `limit`; else it is
+// killed and -1 returned.
+inline int exit_code_within(pid_t pid, std::chrono::milliseconds limit) {
+  const bool exited = wait_for_exit(pid, limit);
+  if (!exited) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!exited) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// True when every node process of `config` ends within `limit`.
+inline bool no_nodes_left_within(const fs::path& config, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (pid_t pid : node_pids(config))
+    wait_for_exit(pid, std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                   deadline - std::chrono::steady_clock::now())));
+  return node_processes(config) == 0;
 }
 
 inline std::string last_metrics_line(const fs::path& log_dir) {
@@ -92,6 +160,19 @@ inline double json_number(const std::string& line, const std::string& key) {
   const auto at = line.find("\"" + key + "\":");
   REQUIRE(at != std::string::npos);
   return std::stod(line.substr(at + key.size() + 3));
+}
+
+// Waits until the run in `log_dir` reports `nodes` nodes and some env steps.
+inline bool wait_for_nodes(const fs::path& log_dir, int nodes, std::chrono::milliseconds limit) {
+  return wait_for_files(
+      log_dir,
+      [&] {
+        const std::string line = last_metrics_line(log_dir);
+        // A line still being written has no closing brace yet.
+        if (line.empty() || line.back() != '}' || line.find("\"nodes\":") == std::string::npos) return false;
+        return json_number(line, "nodes") == nodes && json_number(line, "env_steps") > 0;
+      },
+      limit);
 }
 
 struct TempDir {

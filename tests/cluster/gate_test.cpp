@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <future>
+#include <condition_variable>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -53,6 +54,67 @@ std::string try_enter(caf::scoped_actor& self, const gate_actor& gate, const std
   return answer;
 }
 
+// A multi-node head run in this process (its own actor system, serving the
+// gate): its port, its live node count (from the status hook), a stop.
+struct HeadRun {
+  RunHooks hooks;
+  std::promise<std::uint16_t> listening;
+  std::mutex mu;
+  std::condition_variable changed;
+  std::uint64_t nodes = 0;
+  std::function<void(const std::string&)> stop_fn;
+  std::future<RunResult> result;
+  std::uint16_t port = 0;
+
+  HeadRun(const ClusterConfig& cfg, const std::string& secret) {
+    hooks.on_listening = [this](std::uint16_t p) {
+      listening.set_value(p);
+      return std::string();
+    };
+    hooks.on_start = [this](std::function<void(const std::string&)> stop) {
+      std::lock_guard<std::mutex> lock(mu);
+      stop_fn = std::move(stop);
+    };
+    hooks.on_status = [this](const Status& s) {
+      std::lock_guard<std::mutex> lock(mu);
+      nodes = s.nodes;
+      changed.notify_all();
+    };
+    RunOptions options;
+    options.serve = true;
+    options.secret = secret;
+    result = std::async(std::launch::async,
+                        [this, cfg, options] { return run_cluster(cfg, builtin_envs(), hooks, null_logger(), options); });
+    auto port_future = listening.get_future();
+    REQUIRE(port_future.wait_for(60s) == std::future_status::ready);
+    port = port_future.get();
+  }
+  bool wait_for_nodes(std::uint64_t n, std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> lock(mu);
+    return changed.wait_for(lock, limit, [&] { return nodes >= n; });
+  }
+  void stop(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    REQUIRE(stop_fn);
+    stop_fn(why);
+  }
+  RunResult wait() {
+    REQUIRE(result.wait_for(300s) == std::future_status::ready);
+    return result.get();
+  }
+};
+
+// Runs member node `node` of `cfg` against the head at 127.0.0.1:port, in this process.
+std::future<MemberNodeResult> run_member(const ClusterConfig& cfg, const std::string& node, std::uint16_t port,
+                                         const std::string& secret) {
+  MemberNodeOptions mo;
+  mo.node = node;
+  mo.head_host = "127.0.0.1";
+  mo.head_port = port;
+  mo.secret = secret;
+  return std::async(std::launch::async, [cfg, mo] { return run_member_node(cfg, builtin_envs(), mo, null_logger()); });
+}
+
 }  // namespace
 
 TEST_CASE("the head refuses nodes without the cluster secret and garbage, and the run goes on", "[cluster][auth][net]") {
@@ -66,25 +128,8 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
   REQUIRE(cfg.ok());
   const std::string secret = "the-right-secret-0123456789";
 
-  std::promise<std::uint16_t> listening;
-  std::mutex mu;
-  std::function<void(const std::string&)> stop_run;
-  RunHooks hooks;
-  hooks.on_listening = [&](std::uint16_t port) {
-    listening.set_value(port);
-    return std::string();
-  };
-  hooks.on_start = [&](std::function<void(const std::string&)> stop) {
-    std::lock_guard<std::mutex> lock(mu);
-    stop_run = std::move(stop);
-  };
-  RunOptions options;
-  options.serve = true;
-  options.secret = secret;
-  auto head = std::async(std::launch::async, [&] { return run_cluster(*cfg, builtin_envs(), hooks, null_logger(), options); });
-  auto port_future = listening.get_future();
-  REQUIRE(port_future.wait_for(60s) == std::future_status::ready);
-  const std::uint16_t port = port_future.get();
+  HeadRun head(*cfg, secret);
+  const std::uint16_t port = head.port;
 
   {
     caf::actor_system_config c;
@@ -125,27 +170,12 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
   }
 
   // The real node joins after all that, and the run finishes normally.
-  MemberNodeOptions mo;
-  mo.node = "rollout-a";
-  mo.head_host = "127.0.0.1";
-  mo.head_port = port;
-  mo.secret = secret;
-  auto member = std::async(std::launch::async, [&] { return run_member_node(*cfg, builtin_envs(), mo, null_logger()); });
+  auto member = run_member(*cfg, "rollout-a", port, secret);
   // Once the node is in and the run still trains, stop it as Ctrl-C would.
-  bool joined = false;
-  for (int i = 0; i < 2400 && !joined; ++i) {
-    const std::string line = last_metrics_line(t.path);
-    joined = !line.empty() && json_number(line, "nodes") == 2;
-    if (!joined) std::this_thread::sleep_for(50ms);  // polling metrics.jsonl, bounded
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    REQUIRE(stop_run);
-    stop_run("the test is done");
-  }
+  const bool joined = head.wait_for_nodes(2, 120s);
+  head.stop("the test is done");
   CHECK(joined);
-  REQUIRE(head.wait_for(300s) == std::future_status::ready);
-  const RunResult r = head.get();
+  const RunResult r = head.wait();
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::interrupted);
   REQUIRE(member.wait_for(60s) == std::future_status::ready);
@@ -191,19 +221,8 @@ TEST_CASE("with [tls] nodes join over TLS and a peer without a certificate of th
   auto cfg = parse(split_toml(spec));
   REQUIRE(cfg.ok());
   const std::string secret = "the-right-secret-0123456789";
-  std::promise<std::uint16_t> listening;
-  RunHooks hooks;
-  hooks.on_listening = [&](std::uint16_t port) {
-    listening.set_value(port);
-    return std::string();
-  };
-  RunOptions options;
-  options.serve = true;
-  options.secret = secret;
-  auto head = std::async(std::launch::async, [&] { return run_cluster(*cfg, builtin_envs(), hooks, null_logger(), options); });
-  auto port_future = listening.get_future();
-  REQUIRE(port_future.wait_for(60s) == std::future_status::ready);
-  const std::uint16_t port = port_future.get();
+  HeadRun head(*cfg, secret);
+  const std::uint16_t port = head.port;
 
   auto can_reach = [&](const std::string& extra) {
     SplitSpec other = spec;
@@ -219,14 +238,8 @@ TEST_CASE("with [tls] nodes join over TLS and a peer without a certificate of th
   CHECK(!can_reach(""));                              // plain TCP to a TLS head
   CHECK(!can_reach(tls_table(t.path / "rogue")));     // TLS, but a certificate of another CA
 
-  MemberNodeOptions mo;
-  mo.node = "rollout-a";
-  mo.head_host = "127.0.0.1";
-  mo.head_port = port;
-  mo.secret = secret;
-  auto member = std::async(std::launch::async, [&] { return run_member_node(*cfg, builtin_envs(), mo, null_logger()); });
-  REQUIRE(head.wait_for(300s) == std::future_status::ready);
-  const RunResult r = head.get();
+  auto member = run_member(*cfg, "rollout-a", port, secret);
+  const RunResult r = head.wait();
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::budget);
   REQUIRE(member.wait_for(60s) == std::future_status::ready);

@@ -21,43 +21,14 @@ pid_t launch_in_background(const fs::path& config, const fs::path& dir) {
   return *pid;
 }
 
-// Waits (bounded) until metrics.jsonl reports `nodes` nodes and some env steps.
-bool wait_for_nodes(const fs::path& log_dir, int nodes, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    const std::string line = last_metrics_line(log_dir);
-    if (!line.empty() && json_number(line, "nodes") == nodes && json_number(line, "env_steps") > 0) return true;
-    std::this_thread::sleep_for(50ms);  // polling a file another process writes, bounded by the deadline
-  }
-  return false;
-}
-
-int exit_code_of(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-// The exit code of `pid` if it exits within `limit`; else it is killed and -1 returned.
-int exit_code_within(pid_t pid, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(50ms);  // polling a child's exit, bounded by the deadline
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-bool no_nodes_left_within(const fs::path& config, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (node_processes(config) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(50ms);  // a killed parent's children take a moment to die
-  return node_processes(config) == 0;
+// Starts `rlx launch config` in the background and waits until all `nodes` run.
+pid_t start_split_run(const fs::path& config, const fs::path& dir, int nodes) {
+  const pid_t pid = launch_in_background(config, dir);
+  const bool running = wait_for_nodes(dir, nodes, 120s);
+  if (!running) exit_code_within(pid, 0s);  // kills it
+  INFO(read_text(dir / "out.txt"));
+  REQUIRE(running);
+  return pid;
 }
 
 }  // namespace
@@ -88,10 +59,7 @@ TEST_CASE("SIGTERM to rlx launch drains every node and exits 130 with no node pr
   spec.log_dir = t.path;
   spec.max_env_steps = 50'000'000;  // only the signal ends it
   const auto config = write_text(t.path / "split.toml", split_toml(spec));
-  const pid_t pid = launch_in_background(config, t.path);
-  const bool running = wait_for_nodes(t.path, 3, 120s);
-  if (!running) kill(pid, SIGKILL);
-  REQUIRE(running);
+  const pid_t pid = start_split_run(config, t.path, 3);
   kill(pid, SIGTERM);
   CHECK(exit_code_within(pid, 60s) == 130);
   INFO(read_text(t.path / "out.txt"));
@@ -105,11 +73,8 @@ TEST_CASE("kill -9 of rlx launch takes its node processes down with it", "[clust
   spec.log_dir = t.path;
   spec.max_env_steps = 50'000'000;
   const auto config = write_text(t.path / "split.toml", split_toml(spec));
-  const pid_t pid = launch_in_background(config, t.path);
-  const bool running = wait_for_nodes(t.path, 3, 120s);
-  kill(pid, SIGKILL);
-  exit_code_of(pid);
-  REQUIRE(running);
+  const pid_t pid = start_split_run(config, t.path, 3);
+  exit_code_within(pid, 0s);  // kill -9
   CHECK(no_nodes_left_within(config, 20s));
 }
 
@@ -160,10 +125,7 @@ TEST_CASE("kill -9 of one rollout node: its explorer is counted lost and the run
   spec.log_dir = t.path;
   spec.max_env_steps = 120'000;
   const auto config = write_text(t.path / "split.toml", split_toml(spec));
-  const pid_t pid = launch_in_background(config, t.path);
-  const bool running = wait_for_nodes(t.path, 3, 120s);
-  if (!running) kill(pid, SIGKILL);
-  REQUIRE(running);
+  const pid_t pid = start_split_run(config, t.path, 3);
   const std::string node_b = "pkill -KILL -f '[r]lx node --config " + config.string() + " --node rollout-b'";
   REQUIRE(std::system(node_b.c_str()) == 0);
   const int code = exit_code_within(pid, 300s);
@@ -194,12 +156,15 @@ TEST_CASE("a member node whose head is killed notices and exits on its own", "[c
   REQUIRE(head.ok());
   // The head prints the port it listens on.
   std::string port;
-  for (int i = 0; i < 1200 && port.empty(); ++i) {
-    const std::string text = read_text(t.path / "head.txt");
-    const auto at = text.find("head listening on 127.0.0.1:");
-    if (at != std::string::npos) port = text.substr(at + 28, text.find_first_not_of("0123456789", at + 28) - at - 28);
-    if (port.empty()) std::this_thread::sleep_for(50ms);  // polling the head's output, bounded
-  }
+  wait_for_files(
+      t.path,
+      [&] {
+        const std::string text = read_text(t.path / "head.txt");
+        const auto at = text.find("head listening on 127.0.0.1:");
+        if (at != std::string::npos) port = text.substr(at + 28, text.find_first_not_of("0123456789", at + 28) - at - 28);
+        return !port.empty();
+      },
+      60s);
   REQUIRE(!port.empty());
   co.parent_death_signal = 0;  // this node must find out by itself
   auto member = spawn_child({"/bin/sh", "-c",
@@ -208,8 +173,7 @@ TEST_CASE("a member node whose head is killed notices and exits on its own", "[c
                             co);
   REQUIRE(member.ok());
   const bool running = wait_for_nodes(t.path, 2, 120s);
-  kill(*head, SIGKILL);
-  exit_code_of(*head);
+  exit_code_within(*head, 0s);  // kill -9
   REQUIRE(running);
   CHECK(exit_code_within(*member, 60s) == 4);  // failed: the head went away
   CHECK(read_text(t.path / "member.txt").find("the head went away") != std::string::npos);

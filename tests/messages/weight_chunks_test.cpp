@@ -2,20 +2,14 @@
 
 #include "messages/codec.hpp"
 #include "messages/weight_chunks.hpp"
+#include "tests/helpers.hpp"
 
 using namespace rlx;
 
 namespace {
 
 WireBuffer a_weight_set(std::uint64_t version, std::size_t floats) {
-  WeightSetData w;
-  w.version = version;
-  w.policy_kind = "moe_mlp";
-  NamedTensor t{"w", {static_cast<std::int64_t>(floats)}, {}};
-  for (std::size_t i = 0; i < floats; ++i) t.values.push_back(static_cast<float>(i) * 0.5f);
-  w.tensors.push_back(t);
-  w.checksum = w.compute_checksum();
-  return encode(w, "test");
+  return encode(test::make_weight_set(version, floats), "test");
 }
 
 // A chunk as it arrives: encoded, then decoded (which checks its checksum).
