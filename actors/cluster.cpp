@@ -9,6 +9,7 @@
 
 #include "actors/gate.hpp"
 #include "actors/remote.hpp"
+#include "messages/weight_bulk.hpp"
 
 #include "envs/batch_env.hpp"
 #include "policy/threads.hpp"
@@ -170,7 +171,10 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     // Shared: the coordinator may call it after this thread gave up waiting.
     auto core_promise = std::make_shared<std::promise<std::pair<learner_actor, weight_store_actor>>>();
     auto core_future = core_promise->get_future();
+    std::unique_ptr<BulkServer> bulk;  // weights to member nodes beside the middleman
     if (options.serve) {
+      co.weight_shelf = std::make_shared<WeightShelf>(static_cast<std::size_t>(config.weight_store.keep_versions),
+                                                      static_cast<std::uint64_t>(config.weight_store.chunk_kb) << 10);
       co.spawn_nodes = {config.head().name};
       co.on_core = [core_promise](learner_actor l, weight_store_actor w) { core_promise->set_value({l, w}); };
     }
@@ -196,8 +200,22 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
         go.weight_store = store;
         go.coordinator = coordinator;
         go.log = child_logger(log, "gate");
-        gate = spawn_gate(system, go);
         const auto& head = config.head();
+        if (config.weight_store.bulk && !config.tls.enabled()) {
+          // Failing to listen costs speed, not correctness: weights then go through the middleman.
+          auto server = BulkServer::start(BulkServerOptions{head.host, 0, options.secret, head.name, 256,
+                                                            std::chrono::seconds(10), std::chrono::minutes(10),
+                                                            child_logger(log, "bulk")},
+                                          co.weight_shelf);
+          if (server) {
+            bulk = std::move(*server);
+            go.bulk_port = bulk->port();
+            log->info("weights to member nodes over the bulk channel on {}:{}", head.host, go.bulk_port);
+          } else {
+            log->warn("{}; weights go through the middleman", server.error().message);
+          }
+        }
+        gate = spawn_gate(system, go);
         auto port = publish_gate(gate, config, head.host, static_cast<std::uint16_t>(head.port));
         if (!port) {
           log->error("{}", port.error().message);

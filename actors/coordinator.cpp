@@ -179,10 +179,10 @@ void spawn_cluster(Self self) {
   const EnvSpec spec = factory(cfg.run.seed, 0, 1)->spec();  // throws EnvFailure if the env cannot start
   coordinator_actor me{self};
 
-  st.weight_store = spawn_weight_store(
-      self->system(), WeightStoreOptions{static_cast<std::size_t>(cfg.weight_store.keep_versions),
-                                         static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10,
-                                         child_logger(log, "weight_store")});
+  WeightStoreOptions wo{static_cast<std::size_t>(cfg.weight_store.keep_versions),
+                        static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10, child_logger(log, "weight_store")};
+  wo.shelf = st.options.weight_shelf;
+  st.weight_store = spawn_weight_store(self->system(), wo);
   if (st.options.log_writer)
     st.recorder = spawn_recorder(self->system(), RecorderOptions{st.options.log_writer, child_logger(log, "recorder")});
   LearnerActorOptions lo;

@@ -16,6 +16,7 @@
 #include "core/logging.hpp"
 #include "envs/env.hpp"
 #include "learner/learner_core.hpp"
+#include "messages/weight_shelf.hpp"
 #include "replay/log_writer.hpp"
 
 namespace rlx {
@@ -58,6 +59,9 @@ struct CoordinatorOptions {
   // Called once the learner and weight store exist (null handles if the
   // cluster could not start), so the head can open the gate.
   std::function<void(learner_actor, weight_store_actor)> on_core;
+  // Where the head's store keeps its sets (shared with the bulk channel's
+  // server); made by the store when null.
+  std::shared_ptr<WeightShelf> weight_shelf;
   Logger log;
 };
 

@@ -72,7 +72,7 @@ gate_actor::behavior_type gate_impl(Self self, GateOptions options) {
         return nonce;
       },
       [self](enter_atom, const std::string& node, const std::string& nonce, const std::string& proof,
-             node_actor agent) -> caf::result<learner_actor, weight_store_actor, coordinator_actor> {
+             node_actor agent) -> caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t> {
         auto& st = self->state;
         forget_expired(st);
         auto it = st.nonces.find(nonce);
@@ -89,8 +89,8 @@ gate_actor::behavior_type gate_impl(Self self, GateOptions options) {
         self->monitor(agent);
         self->send(st.options.coordinator, node_atom::value, node, agent);
         st.options.log->info("node '{}' joined from {}", node, peer_of(self));
-        return caf::result<learner_actor, weight_store_actor, coordinator_actor>(st.options.learner, st.options.weight_store,
-                                                                              st.options.coordinator);
+        return caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t>(
+            st.options.learner, st.options.weight_store, st.options.coordinator, st.options.bulk_port);
       },
   };
 }

@@ -22,6 +22,7 @@ struct GateOptions {
   learner_actor learner;
   weight_store_actor weight_store;
   coordinator_actor coordinator;
+  std::uint16_t bulk_port = 0;       // the head's bulk channel for weights (0: none)
   std::chrono::seconds nonce_ttl{30};
   std::size_t max_nonces = 256;      // outstanding nonces kept (oldest dropped)
   Logger log;

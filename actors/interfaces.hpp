@@ -39,6 +39,7 @@ using hello_atom = caf::atom_constant<caf::atom("hello")>;        // node -> gat
 using enter_atom = caf::atom_constant<caf::atom("enter")>;        // node -> gate: the proof; handles back
 using node_atom = caf::atom_constant<caf::atom("node")>;          // gate -> coordinator: a node joined
 using refused_atom = caf::atom_constant<caf::atom("refused")>;    // gate -> coordinator: a join was refused
+using bulk_atom = caf::atom_constant<caf::atom("bulk")>;          // weight relay -> itself: a bulk fetch ended
 
 // Resets and steps B environments.
 using env_actor = caf::typed_actor<caf::replies_to<reset_atom, WireMsg>::with<WireMsg>,
@@ -68,6 +69,7 @@ using weight_store_actor = caf::typed_actor<caf::reacts_to<publish_atom, WireMsg
 // Brings weight sets from the head's store to a member node's own store,
 // chunk by chunk (actors/weight_relay.hpp). counts: chunks refetched.
 using weight_relay_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>,
+                                            caf::reacts_to<bulk_atom, std::uint64_t>,  // (self) version
                                             caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
 // Appends to the rollout log: a segment's arrival (segment envelope,
@@ -100,11 +102,12 @@ using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, ex
 
 // The head's published door (actors/gate.hpp): a node asks for a nonce,
 // answers it with a proof of the cluster secret, and only then gets the
-// learner, weight store and coordinator.
+// learner, weight store and coordinator, and the port of the head's bulk
+// channel for weights (0: none; messages/weight_bulk.hpp).
 using gate_actor = caf::typed_actor<
     caf::replies_to<hello_atom, std::string>::with<std::string>,  // node name -> nonce
     caf::replies_to<enter_atom, std::string, std::string, std::string, node_actor>::with<  // node, nonce, proof
-        learner_actor, weight_store_actor, coordinator_actor>>;
+        learner_actor, weight_store_actor, coordinator_actor, std::uint16_t>>;
 
 // Registers every handle type that crosses nodes inside messages.
 inline void register_handle_types(caf::actor_system_config& cfg) {

@@ -49,7 +49,8 @@ void end(Self self, RunOutcome outcome, const std::string& summary) {
   self->quit();
 }
 
-void start_fleet(Self self, learner_actor learner, weight_store_actor head_store, coordinator_actor coordinator) {
+void start_fleet(Self self, learner_actor learner, weight_store_actor head_store, coordinator_actor coordinator,
+                 std::uint16_t bulk_port) {
   auto& st = self->state;
   const ClusterConfig& cfg = *st.config;
   const NodeConfig& node = *cfg.node(st.options.node);
@@ -63,6 +64,16 @@ void start_fleet(Self self, learner_actor learner, weight_store_actor head_store
   ro.upstream = head_store;
   ro.local = store;
   ro.log = child_logger(st.log, "weight_relay");
+  if (bulk_port != 0) {
+    // The bulk channel is on the host this node reached the gate at.
+    BulkClientOptions bo;
+    bo.host = st.options.head_host;
+    bo.port = bulk_port;
+    bo.node = st.options.node;
+    bo.secret = st.options.secret;
+    bo.timeout = std::chrono::seconds(10);
+    ro.bulk = bo;
+  }
   auto relay = spawn_weight_relay(sys, ro);
   st.owned.push_back(caf::actor_cast<caf::actor>(store));
   st.owned.push_back(caf::actor_cast<caf::actor>(relay));
@@ -103,7 +114,9 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
             auto& st = self->state;
             const std::string proof = secret_proof(st.options.secret, nonce, st.options.node);
             self->request(st.gate, timeout, enter_atom::value, st.options.node, nonce, proof, node_actor{self})
-                .then([self](learner_actor l, weight_store_actor w, coordinator_actor c) { start_fleet(self, l, w, c); },
+                .then([self](learner_actor l, weight_store_actor w, coordinator_actor c, std::uint16_t bulk_port) {
+                        start_fleet(self, l, w, c, bulk_port);
+                      },
                       [self](const caf::error& e) {
                         end(self, RunOutcome::bad_input, "the head refused this node: " + self->system().render(e));
                       });

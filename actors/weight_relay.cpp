@@ -1,12 +1,77 @@
 #include "actors/weight_relay.hpp"
 
+#include <condition_variable>
 #include <deque>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "actors/guard.hpp"
 #include "messages/weight_chunks.hpp"
 
 namespace rlx {
+
+// Runs bulk fetches on a thread of its own (they block on a socket) and
+// tells the relay, by message, when one ended.
+class BulkWorker {
+ public:
+  struct Outcome {
+    ChunkAssembler set;
+    Result<std::uint32_t> result;  // chunks fetched again, or why it stopped
+  };
+
+  BulkWorker(BulkClientOptions options, caf::actor_addr relay)
+      : client_(std::move(options)), relay_(std::move(relay)), thread_([this] { run(); }) {}
+  ~BulkWorker() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    client_.cancel();
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  void begin(ChunkAssembler set) {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_.emplace(std::move(set));
+    cv_.notify_all();
+  }
+  std::optional<Outcome> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(outcome_, std::nullopt);
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::optional<ChunkAssembler> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || job_; });
+        if (stop_) return;
+        job = std::exchange(job_, std::nullopt);
+      }
+      auto result = client_.fetch(*job);
+      const std::uint64_t version = job->version();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        outcome_.emplace(Outcome{std::move(*job), std::move(result)});
+      }
+      if (auto relay = caf::actor_cast<weight_relay_actor>(relay_))  // gone: nobody to tell
+        caf::anon_send(relay, bulk_atom::value, version);
+    }
+  }
+
+  BulkClient client_;
+  caf::actor_addr relay_;  // weak: the relay owns this worker
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::optional<ChunkAssembler> job_;
+  std::optional<Outcome> outcome_;
+  std::thread thread_;  // last: starts once the rest is built
+};
 
 struct WeightRelayState {
   WeightRelayOptions options;
@@ -20,6 +85,9 @@ struct WeightRelayState {
   std::optional<std::uint64_t> failed;      // a version given up: not tried again
   std::uint64_t refetched = 0;              // chunks fetched again (bad or missing)
   ErrorCounts errors;
+  std::unique_ptr<BulkWorker> bulk;         // null: middleman only
+  bool bulk_busy = false;                   // a version is being fetched over the bulk channel
+  std::uint32_t bulk_failures = 0;          // consecutive failed connections
 };
 
 namespace {
@@ -30,9 +98,43 @@ void pump(Self self);
 
 void start(Self self, const WeightsAvailableData& note) {
   auto& st = self->state;
+  if (st.bulk) {
+    st.bulk_busy = true;
+    st.bulk->begin(ChunkAssembler(note.version, note.total_bytes, note.chunk_bytes));
+    return;
+  }
   st.current.emplace(note.version, note.total_bytes, note.chunk_bytes);
-  st.queue.clear();
   for (std::uint32_t i = 0; i < st.current->count(); ++i) st.queue.push_back(i);
+  st.tries.assign(st.current->count(), 0);
+  pump(self);
+}
+
+void finish(Self self);
+
+// A bulk fetch ended: done, or the middleman fetches what it missed.
+void bulk_ended(Self self, std::uint64_t version) {
+  auto& st = self->state;
+  auto outcome = st.bulk ? st.bulk->take() : std::nullopt;
+  if (!outcome || outcome->set.version() != version) return;
+  st.bulk_busy = false;
+  st.current.emplace(std::move(outcome->set));
+  if (outcome->result) {
+    st.bulk_failures = 0;
+    st.refetched += *outcome->result;
+    if (st.current->complete()) return finish(self);
+  }
+  const Error& e = outcome->result ? Error{Errc::io, "incomplete"} : outcome->result.error();
+  const bool connected = st.current->missing().size() < st.current->count() || e.code == Errc::not_found;
+  st.bulk_failures = connected ? 0 : st.bulk_failures + 1;
+  st.options.log->warn("{}: bulk channel: {}; fetching the {} chunks left of version {} through the middleman",
+                       st.options.name, e.message, st.current->missing().size(), version);
+  if (st.bulk_failures >= st.options.bulk_max_failures) {
+    st.options.log->warn("{}: bulk channel failed {} times in a row; using the middleman only", st.options.name,
+                         st.bulk_failures);
+    st.bulk.reset();
+  }
+  st.queue.clear();
+  for (auto i : st.current->missing()) st.queue.push_back(i);
   st.tries.assign(st.current->count(), 0);
   pump(self);
 }
@@ -40,6 +142,7 @@ void start(Self self, const WeightsAvailableData& note) {
 // Moves on to the newest announced version, if it is newer than what we hold.
 void next(Self self) {
   auto& st = self->state;
+  if (st.bulk_busy) return;  // bulk_ended comes back here
   st.current.reset();
   st.queue.clear();
   const bool newer = st.newest.version > st.have || (!st.have_any && st.newest.total_bytes > 0);
@@ -116,6 +219,8 @@ void pump(Self self) {
 weight_relay_actor::behavior_type weight_relay_impl(Self self, WeightRelayOptions options) {
   auto& st = self->state;
   st.options = std::move(options);
+  if (st.options.bulk && st.options.bulk->port != 0)
+    st.bulk = std::make_unique<BulkWorker>(*st.options.bulk, self->address());
   self->send(st.options.upstream, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
   return {
       [self](weights_atom, const WireMsg& msg) {
@@ -125,6 +230,7 @@ weight_relay_actor::behavior_type weight_relay_impl(Self self, WeightRelayOption
         st.newest = *note;
         if (!st.current) next(self);
       },
+      [self](bulk_atom, std::uint64_t version) { bulk_ended(self, version); },
       [self](counts_atom) { return self->state.refetched; },
   };
 }

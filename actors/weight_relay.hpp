@@ -4,12 +4,19 @@
 // missing chunk again, and publishes the set into the node's own weight
 // store, from which the node's explorers fetch in-process. One transfer
 // per node, however many explorers it runs; nothing unchecked is applied.
+//
+// With a bulk channel (the head's plain-TCP chunk server), each version is
+// fetched there first, from a thread of the relay's own; whatever that
+// fetch misses (channel down, refused, timed out) comes through the
+// middleman, chunk by chunk as above.
 #pragma once
 
 #include <chrono>
+#include <optional>
 
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
+#include "messages/weight_bulk.hpp"
 
 namespace rlx {
 
@@ -21,6 +28,8 @@ struct WeightRelayOptions {
   std::chrono::milliseconds request_timeout{20000};
   std::string name = "weight_relay";
   Logger log;
+  std::optional<BulkClientOptions> bulk;           // the head's bulk channel, if it has one
+  std::uint32_t bulk_max_failures = 3;             // consecutive failed connections before the middleman only
 };
 
 // Spawns the relay; it subscribes to `upstream` at once.

@@ -1,6 +1,5 @@
 #include "actors/weight_store.hpp"
 
-#include <deque>
 #include <vector>
 
 #include "actors/guard.hpp"
@@ -10,19 +9,16 @@ namespace rlx {
 
 struct WeightStoreState {
   WeightStoreOptions options;
-  std::deque<std::pair<std::uint64_t, WireBuffer>> versions;  // oldest first
+  std::shared_ptr<WeightShelf> shelf;  // the sets held, and their chunks
   std::vector<weights_listener> subscribers;
-  std::uint32_t corrupted = 0;  // chunks damaged on purpose (tests)
-  std::uint64_t cached_version = ~std::uint64_t{0};  // the version whose encoded chunks are kept
-  std::vector<WireBuffer> cached;
   ErrorCounts errors;
 };
 
 namespace {
 
 WeightsAvailableData available(const WeightStoreState& st, std::uint64_t version, const WireBuffer& buf) {
-  return WeightsAvailableData{version, buf.size(), weight_chunk_count(buf.size(), st.options.chunk_bytes),
-                              st.options.chunk_bytes};
+  const std::uint64_t chunk_bytes = st.shelf->chunk_bytes();
+  return WeightsAvailableData{version, buf.size(), weight_chunk_count(buf.size(), chunk_bytes), chunk_bytes};
 }
 
 }  // namespace
@@ -31,6 +27,9 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
                                                     WeightStoreOptions options) {
   self->state.options = std::move(options);
   auto& st = self->state;
+  st.shelf = st.options.shelf ? st.options.shelf
+                              : std::make_shared<WeightShelf>(st.options.keep_versions, st.options.chunk_bytes,
+                                                              st.options.corrupt_chunks);
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& subs = self->state.subscribers;
     subs.erase(std::remove_if(subs.begin(), subs.end(), [&](const weights_listener& a) { return a.address() == dm.source; }),
@@ -46,53 +45,33 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
                                w.error().message);
           return;
         }
-        if (!st.versions.empty() && w->version <= st.versions.back().first) {
-          st.errors.add(Errc::invalid_field);
-          st.options.log->warn("refused version {}: not newer than {}", w->version, st.versions.back().first);
+        if (auto put = st.shelf->put(w->version, msg.buf); !put) {
+          st.errors.add(put.error().code);
+          st.options.log->warn("refused version {}: {}", w->version, put.error().message);
           return;
         }
-        st.versions.emplace_back(w->version, msg.buf);
-        while (st.versions.size() > st.options.keep_versions) st.versions.pop_front();
         WireMsg note{encode(available(st, w->version, msg.buf), "weight_store")};
         for (auto& s : st.subscribers) self->send(s, weights_atom::value, note);
       },
       [self, &st](fetch_atom, const WireMsg& msg) -> caf::result<WireMsg> {
         auto req = decode_or_count<WeightRequestData>(self, msg, st.errors, st.options.log);
         if (!req) return caf::sec::invalid_argument;
-        if (st.versions.empty()) return caf::make_error(caf::sec::runtime_error, "no version published yet");
-        const std::pair<std::uint64_t, WireBuffer>* found = req->latest ? &st.versions.back() : nullptr;
-        for (const auto& entry : st.versions)
-          if (!found && entry.first == req->version) found = &entry;
-        if (found && !req->chunked) return WireMsg{found->second};
-        if (found) {
-          if (st.corrupted < st.options.corrupt_chunks) {
-            auto chunk = make_weight_chunk(found->second, found->first, req->chunk, st.options.chunk_bytes);
-            if (!chunk) return caf::make_error(caf::sec::invalid_argument, chunk.error().message);
-            ++st.corrupted;
-            chunk->data[chunk->data.size() / 2] ^= 0x5a;  // after the checksum: the receiver must notice
-            return WireMsg{encode(*chunk, "weight_store")};
-          }
-          // Chunks of the newest version are encoded once, whatever the number of nodes fetching them.
-          if (st.cached_version != found->first) {
-            st.cached_version = found->first;
-            st.cached.assign(weight_chunk_count(found->second.size(), st.options.chunk_bytes), WireBuffer{});
-          }
-          if (req->chunk < st.cached.size() && !st.cached[req->chunk].empty()) return WireMsg{st.cached[req->chunk]};
-          auto chunk = encode_weight_chunk(found->second, found->first, req->chunk, st.options.chunk_bytes, "weight_store");
-          if (!chunk) return caf::make_error(caf::sec::invalid_argument, chunk.error().message);
-          st.cached[req->chunk] = *chunk;
-          return WireMsg{*chunk};
-        }
-        return caf::make_error(caf::sec::runtime_error, "version " + std::to_string(req->version) + " is not held");
+        auto found = req->latest ? st.shelf->newest() : st.shelf->find(req->version);
+        if (!found && req->latest) return caf::make_error(caf::sec::runtime_error, "no version published yet");
+        if (!found)
+          return caf::make_error(caf::sec::runtime_error, "version " + std::to_string(req->version) + " is not held");
+        if (!req->chunked) return WireMsg{found->set};
+        auto chunk = st.shelf->chunk(found->version, req->chunk);
+        if (!chunk) return caf::make_error(caf::sec::invalid_argument, chunk.error().message);
+        return WireMsg{*chunk};
       },
       [self, &st](subscribe_atom, weights_listener who) {
         self->monitor(who);
         st.subscribers.push_back(who);
         // A late subscriber learns the newest version at once.
-        if (!st.versions.empty()) {
-          const auto& [v, buf] = st.versions.back();
-          self->send(who, weights_atom::value, WireMsg{encode(available(st, v, buf), "weight_store")});
-        }
+        if (auto newest = st.shelf->newest())
+          self->send(who, weights_atom::value,
+                     WireMsg{encode(available(st, newest->version, newest->set), "weight_store")});
       },
       [&st](counts_atom) { return st.errors.total; },
   };

@@ -4,8 +4,11 @@
 // nodes), and notifies subscribers of every new version.
 #pragma once
 
+#include <memory>
+
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
+#include "messages/weight_shelf.hpp"
 
 namespace rlx {
 
@@ -14,6 +17,9 @@ struct WeightStoreOptions {
   std::uint64_t chunk_bytes = 1 << 20;  // size of the chunks it serves
   Logger log;
   std::uint32_t corrupt_chunks = 0;     // tests only: damage the first N chunks it serves
+  // Where the sets are kept; shared with the bulk channel's server on the
+  // head. Made from the fields above when not given.
+  std::shared_ptr<WeightShelf> shelf = nullptr;
 };
 
 // Spawns the actor in `system` (the state type stays private to the .cpp).

@@ -22,6 +22,7 @@
 #include "actors/weight_store.hpp"
 #include "bench/common.hpp"
 #include "messages/codec.hpp"
+#include "messages/weight_bulk.hpp"
 
 namespace rlx {
 namespace {
@@ -160,12 +161,25 @@ WireMsg weight_set(std::uint64_t version, std::size_t params) {
   return WireMsg{encode(w, "bench")};
 }
 
-// Seconds from publish until all `members` hold each version (median of `versions`).
-double publish_seconds(const ClusterConfig& c, int members, std::size_t params, int versions) {
+const std::string kBenchSecret = "bench-secret-0123456789abcdef";
+
+// Seconds from publish until all `members` hold each version (median of
+// `versions`), over the middleman alone or the bulk channel.
+double publish_seconds(const ClusterConfig& c, int members, std::size_t params, int versions, bool bulk) {
   Node head(c);
-  auto store = spawn_weight_store(*head.sys, WeightStoreOptions{2, static_cast<std::uint64_t>(c.weight_store.chunk_kb) << 10,
-                                                                null_logger()});
+  WeightStoreOptions so{2, static_cast<std::uint64_t>(c.weight_store.chunk_kb) << 10, null_logger()};
+  so.shelf = std::make_shared<WeightShelf>(so.keep_versions, so.chunk_bytes);
+  auto store = spawn_weight_store(*head.sys, so);
   head.actors.push_back(caf::actor_cast<caf::actor>(store));
+  std::unique_ptr<BulkServer> server;
+  if (bulk) {
+    BulkServerOptions bo;
+    bo.host = "127.0.0.1";
+    bo.secret = kBenchSecret;
+    auto s = BulkServer::start(bo, so.shelf);
+    if (!s) return 0;
+    server = std::move(*s);
+  }
   auto port = head.sys->middleman().publish(store, 0, "127.0.0.1", true);
   if (!port) return 0;
   Arrivals arrivals;
@@ -180,6 +194,14 @@ double publish_seconds(const ClusterConfig& c, int members, std::size_t params, 
     ro.upstream = *upstream;
     ro.local = local;
     ro.log = null_logger();
+    if (server) {
+      BulkClientOptions bo;
+      bo.host = "127.0.0.1";
+      bo.port = server->port();
+      bo.node = "node-" + std::to_string(i);
+      bo.secret = kBenchSecret;
+      ro.bulk = bo;
+    }
     auto relay = spawn_weight_relay(sys, ro);
     auto listener = sys.spawn(fetching_listener, local, &arrivals);
     nodes.back()->actors = {caf::actor_cast<caf::actor>(relay), caf::actor_cast<caf::actor>(local), listener};
@@ -197,6 +219,29 @@ double publish_seconds(const ClusterConfig& c, int members, std::size_t params, 
     times.push_back(seconds_since(t0));
   }
   return median(times);  // the member nodes' systems go first (declared after the head's)
+}
+
+// One node fetching a whole set over the bulk channel (client and server
+// threads in this process, loopback TCP between them); bytes/s.
+double bulk_bytes_per_s(std::size_t params, std::uint64_t chunk_bytes, int rounds) {
+  auto shelf = std::make_shared<WeightShelf>(2, chunk_bytes);
+  const WireMsg set = weight_set(1, params);
+  if (!shelf->put(1, set.buf)) return 0;
+  BulkServerOptions so;
+  so.host = "127.0.0.1";
+  so.secret = kBenchSecret;
+  auto server = BulkServer::start(so, shelf);
+  if (!server) return 0;
+  BulkClient client(BulkClientOptions{"127.0.0.1", (*server)->port(), "node", kBenchSecret});
+  std::vector<double> rates;
+  for (int r = 0; r <= rounds; ++r) {  // round 0 warms up (and has the server cut the chunks)
+    ChunkAssembler into(1, set.buf.size(), chunk_bytes);
+    const auto t0 = Clock::now();
+    if (!client.fetch(into) || !into.complete()) return 0;
+    const double s = seconds_since(t0);
+    if (r > 0) rates.push_back(static_cast<double>(set.buf.size()) / s);
+  }
+  return median(rates);
 }
 
 }  // namespace
@@ -222,17 +267,29 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
   // Weight publish to 1, 2, 4 member nodes, 1M and 25M parameters.
   const double raw = raw_tcp_bytes_per_s(std::size_t{1} << 20, std::size_t{1} << 30);
   if (const char* kb = std::getenv("RLX_BENCH_CHUNK_KB")) c.weight_store.chunk_kb = std::atoi(kb);  // experiments
-  for (const std::size_t params : {std::size_t{1'000'000}, std::size_t{25'000'000}}) {
-    for (const int members : {1, 2, 4}) {
-      const double s = publish_seconds(c, members, params, params > 5'000'000 ? 3 : 5);
-      const double bound = static_cast<double>(members) * static_cast<double>(params) * 4.0 / raw;
-      std::fprintf(stderr, "  publish %zuM params to %d node(s): %.1f ms (bound %.1f ms)\n", params / 1'000'000, members,
-                   s * 1e3, bound * 1e3);
-      rows.push_back({fmt::format("weight publish, {}M params, {} member node(s)", params / 1'000'000, members),
-                      fmt::format("{:.1f} ms", s * 1e3),
-                      fmt::format("{:.1f} ms bytes/raw-TCP bound", bound * 1e3), fmt::format("{:.2f}", bound / s),
-                      fmt::format("chunks of {} KiB, 4 in flight per node; until every node's fetch decoded it",
-                                  c.weight_store.chunk_kb)});
+  const std::uint64_t chunk_bytes = static_cast<std::uint64_t>(c.weight_store.chunk_kb) << 10;
+  {
+    const double bulk_bw = bulk_bytes_per_s(25'000'000, chunk_bytes, 5);
+    std::fprintf(stderr, "  bulk channel, 100 MB set: %.2f GB/s, raw %.2f GB/s\n", bulk_bw / 1e9, raw / 1e9);
+    rows.push_back({"bulk channel: one node fetches a 25M-param set (100 MB)", fmt::format("{:.2f} GB/s", bulk_bw / 1e9),
+                    fmt::format("{:.2f} GB/s raw loopback TCP", raw / 1e9), fmt::format("{:.2f}", bulk_bw / raw),
+                    fmt::format("chunks of {} KiB, 16 requests in flight, every chunk's xxh64 checked; median of 5",
+                                c.weight_store.chunk_kb)});
+  }
+  for (const bool bulk : {false, true}) {
+    for (const std::size_t params : {std::size_t{1'000'000}, std::size_t{25'000'000}}) {
+      for (const int members : {1, 2, 4}) {
+        const double s = publish_seconds(c, members, params, params > 5'000'000 ? 3 : 5, bulk);
+        const double bound = static_cast<double>(members) * static_cast<double>(params) * 4.0 / raw;
+        std::fprintf(stderr, "  publish %zuM params to %d node(s) over the %s: %.1f ms (bound %.1f ms)\n",
+                     params / 1'000'000, members, bulk ? "bulk channel" : "middleman", s * 1e3, bound * 1e3);
+        rows.push_back({fmt::format("weight publish ({}), {}M params, {} member node(s)", bulk ? "bulk" : "middleman",
+                                    params / 1'000'000, members),
+                        fmt::format("{:.1f} ms", s * 1e3),
+                        fmt::format("{:.1f} ms bytes/raw-TCP bound", bound * 1e3), fmt::format("{:.2f}", bound / s),
+                        fmt::format("chunks of {} KiB, {} in flight per node; until every node's fetch decoded it",
+                                    c.weight_store.chunk_kb, bulk ? 16 : 4)});
+      }
     }
   }
   return rows;

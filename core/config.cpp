@@ -291,6 +291,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       TableReader r(*t, "weight_store", source);
       r.integer("keep_versions", c.weight_store.keep_versions, 1, 1 << 16);
       r.integer("chunk_kb", c.weight_store.chunk_kb, 4, 1 << 20);
+      r.boolean("bulk", c.weight_store.bulk);
       r.reject_unknown(seen_list(r));
     }
     if (const toml::table* t = top.table("record")) {

@@ -74,6 +74,7 @@ struct ExplorerConfig {
 struct WeightStoreConfig {
   std::int64_t keep_versions = 4;    // N: versions held
   std::int64_t chunk_kb = 1024;      // weight sets cross nodes in chunks of this size (KiB)
+  bool bulk = true;                  // across nodes, over the head's bulk channel (plain TCP; not with [tls])
 };
 
 // [launch]: how `rlx launch` starts the nodes of a multi-node topology

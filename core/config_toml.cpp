@@ -54,7 +54,9 @@ std::string to_toml(const ClusterConfig& c) {
                                       {"env_placement", c.explorer.env_placement},
                                       {"threads", c.explorer.threads}});
   root.insert("weight_store",
-              toml::table{{"keep_versions", c.weight_store.keep_versions}, {"chunk_kb", c.weight_store.chunk_kb}});
+              toml::table{{"keep_versions", c.weight_store.keep_versions},
+                          {"chunk_kb", c.weight_store.chunk_kb},
+                          {"bulk", c.weight_store.bulk}});
   root.insert("launch", toml::table{{"ssh_command", c.launch.ssh_command},
                                     {"slurm_submit", c.launch.slurm_submit},
                                     {"slurm_options", strings(c.launch.slurm_options)},

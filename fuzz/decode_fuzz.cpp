@@ -5,10 +5,12 @@
 // hang or read out of bounds (ASan/UBSan are on).
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 #include "core/config.hpp"
 #include "messages/codec.hpp"
+#include "messages/weight_bulk.hpp"
 #include "messages/weight_chunks.hpp"
 #include "messages/log_codec.hpp"
 
@@ -51,6 +53,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       (void)decode<WeightChunkData>(buf, small);
       ChunkAssembler a(7, 1000, 256);
       (void)a.add_encoded(buf);
+      break;
+    }
+    case 19: {  // the bulk channel: frames as they come off the socket, then what each end decodes
+      std::size_t at = 0;
+      const ReadExact from_input = [&](void* into, std::size_t n) -> Result<bool> {
+        if (n > size - at) return make_error(Errc::io, "end of input");
+        std::memcpy(into, data + at, n);
+        at += n;
+        return true;
+      };
+      kj::Array<capnp::word> reuse;
+      ChunkAssembler a(7, 1000, 256);
+      for (int i = 0; i < 64; ++i) {
+        auto frame = read_stream_frame(from_input, 1 << 20, i % 2 ? &reuse : nullptr);
+        if (!frame) break;
+        (void)decode<JoinData>(*frame, small);
+        (void)decode<LeaveData>(*frame, small);
+        (void)decode<WeightRequestData>(*frame, small);
+        (void)a.add_encoded(*frame);
+      }
       break;
     }
   }

@@ -60,6 +60,14 @@ int main(int argc, char** argv) {
   put(dir, "weights_available", encode(WeightsAvailableData{7, 100, 1}, "seed"));
   put(dir, "weight_request", encode(WeightRequestData{7, false, true, 2}, "seed"));
   put(dir, "weight_chunk", encode(*make_weight_chunk(encode(w, "seed"), 7, 1, 64), "seed"));
+  {  // the bulk channel: a login, a request and a chunk, back to back
+    std::vector<std::byte> stream;
+    for (const WireBuffer& f : {encode(JoinData{Role::weight_store, "rollout-a", 0, "proof"}, "seed"),
+                                encode(WeightRequestData{7, false, true, 1}, "seed"),
+                                encode(*make_weight_chunk(encode(w, "seed"), 7, 1, 64), "seed")})
+      stream.insert(stream.end(), f.bytes().begin(), f.bytes().end());
+    put(dir, "bulk_frames", WireBuffer::copy_of(stream.data(), stream.size()));
+  }
   put(dir, "env_reset", encode(EnvResetData{1, 2}, "seed"));
   put(dir, "env_step", encode(EnvStepData{{0, 1}, 3}, "seed"));
   EnvStepResultData r;

@@ -50,7 +50,10 @@ Result<WeightChunkData> make_weight_chunk(const WireBuffer& set, std::uint64_t v
 ChunkAssembler::ChunkAssembler(std::uint64_t version, std::uint64_t total_bytes, std::uint64_t chunk_bytes)
     : version_(version), count_(weight_chunk_count(total_bytes, chunk_bytes)), total_(total_bytes),
       chunk_bytes_(chunk_bytes == 0 ? total_bytes : chunk_bytes), have_(count_, false),
-      words_(kj::heapArray<capnp::word>((total_bytes + 7) / 8)) {}
+      words_(recycled_words((total_bytes + 7) / 8)) {
+  // The last word's padding is part of the set's bytes when they are whole words only.
+  if (words_.size() > 0) std::memset(words_.end() - 1, 0, sizeof(capnp::word));
+}
 
 Result<bool> ChunkAssembler::add(const WeightChunkData& c) {
   // One place checks and places chunks (add_encoded).

@@ -42,6 +42,7 @@ class ChunkAssembler {
 
   std::uint64_t version() const { return version_; }
   std::uint32_t count() const { return count_; }
+  std::uint64_t chunk_bytes() const { return chunk_bytes_; }
   bool complete() const { return received_ == count_; }
   // Indices not received yet, ascending.
   std::vector<std::uint32_t> missing() const;

@@ -42,4 +42,12 @@ class WireBuffer {
   std::size_t size_ = 0;
 };
 
+// Word arrays for large buffers that arrive again and again at the same
+// size (a node's weight sets, one per version): when one is freed its
+// memory is kept (at most `kSpare` arrays) and handed out again, so the
+// next set is written into pages already mapped instead of faulting in
+// fresh ones (page faults cost more than the copy itself: docs/BENCHMARKS.md).
+// Thread-safe. The contents of a recycled array are undefined.
+kj::Array<capnp::word> recycled_words(std::size_t words);
+
 }  // namespace rlx

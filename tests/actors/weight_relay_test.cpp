@@ -2,6 +2,7 @@
 
 #include "actors/weight_relay.hpp"
 #include "actors/weight_store.hpp"
+#include "messages/weight_chunks.hpp"
 #include "messages/codec.hpp"
 #include "tests/actors/actor_fixture.hpp"
 #include "tests/helpers.hpp"
@@ -62,4 +63,73 @@ TEST_CASE("a weight relay fetches a set in checked chunks, refetches corrupted o
   for (auto a : {caf::actor_cast<caf::actor>(relay), caf::actor_cast<caf::actor>(head), caf::actor_cast<caf::actor>(local),
                  caf::actor_cast<caf::actor>(sub)})
     f.self->send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a weight relay fetches over the bulk channel, and through the middleman when the channel is down",
+          "[actors][weights][bulk][defensive]") {
+  test::ActorFixture f;
+  const std::string secret = "relay-bulk-secret-0123456789";
+  WeightStoreOptions ho{4, 1024, f.log};
+  ho.shelf = std::make_shared<WeightShelf>(4, 1024);
+  auto head = spawn_weight_store(f.system, ho);
+  BulkServerOptions so;
+  so.host = "127.0.0.1";
+  so.secret = secret;
+  auto server = BulkServer::start(so, ho.shelf);
+  REQUIRE(server.ok());
+
+  // A port nothing listens on (bound, then closed): the channel is down.
+  auto closed_port = [] {
+    auto s = BulkServer::start(BulkServerOptions{}, std::make_shared<WeightShelf>(1, 1024));
+    REQUIRE(s.ok());
+    return (*s)->port();
+  }();
+
+  struct Node {
+    weight_store_actor local;
+    weight_relay_actor relay;
+    caf::actor sub;
+  };
+  auto node = [&](std::uint16_t port) {
+    Node n;
+    n.local = spawn_weight_store(f.system, WeightStoreOptions{4, 1024, f.log});
+    WeightRelayOptions ro;
+    ro.upstream = head;
+    ro.local = n.local;
+    ro.log = f.log;
+    BulkClientOptions bo;
+    bo.host = "127.0.0.1";
+    bo.port = port;
+    bo.node = "rollout-a";
+    bo.secret = secret;
+    bo.timeout = 10s;
+    ro.bulk = bo;
+    n.relay = spawn_weight_relay(f.system, ro);
+    n.sub = caf::actor_cast<caf::actor>(f.system.spawn(test::forwarding_explorer, caf::actor{f.self}));
+    f.self->send(n.local, subscribe_atom::value, caf::actor_cast<weights_listener>(n.sub));
+    return n;
+  };
+  Node fast = node((*server)->port());
+  Node fallback = node(closed_port);
+
+  const WireMsg v3 = a_weight_set(3, 20'000);  // ~80 KB: ~80 chunks
+  f.self->send(head, publish_atom::value, v3);
+  int arrived = 0;
+  f.self->receive_for(arrived, 2)([&](weights_atom, const WireMsg& m) {
+    CHECK(decode<WeightsAvailableData>(m.buf)->version == 3);
+  });
+  for (const Node* n : {&fast, &fallback}) {
+    WireMsg got;
+    f.self->request(n->local, 10s, fetch_atom::value, WireMsg{encode(WeightRequestData{3, false}, "t")})
+        .receive([&](const WireMsg& m) { got = m; }, [](const caf::error&) {});
+    CHECK(checksum_of(got) == checksum_of(v3));
+  }
+  // Only the node with a working channel took chunks from it, each once.
+  const auto counts = (*server)->counts();
+  CHECK(counts.admitted == 1);
+  CHECK(counts.chunks == weight_chunk_count(v3.buf.size(), 1024));
+  for (const Node* n : {&fast, &fallback})
+    for (auto a : {caf::actor_cast<caf::actor>(n->relay), caf::actor_cast<caf::actor>(n->local), n->sub})
+      f.self->send_exit(a, caf::exit_reason::user_shutdown);
+  f.self->send_exit(head, caf::exit_reason::user_shutdown);
 }

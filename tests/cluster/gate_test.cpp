@@ -49,7 +49,7 @@ std::string try_enter(caf::scoped_actor& self, const gate_actor& gate, const std
   self->request(gate, 10s, hello_atom::value, node).receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
   if (!nonce_override.empty()) nonce = nonce_override;
   self->request(gate, 10s, enter_atom::value, node, nonce, proof_for(nonce), node_actor{})
-      .receive([&](learner_actor, weight_store_actor, coordinator_actor) { answer = ""; },
+      .receive([&](learner_actor, weight_store_actor, coordinator_actor, std::uint16_t) { answer = ""; },
                [&](caf::error& e) { answer = self->system().render(e); });
   return answer;
 }

@@ -1,0 +1,54 @@
+// The weight shelf: the last N published weight sets of one store, and
+// the encoded chunks of each (cut once per version, whatever the number
+// of nodes fetching them). Thread-safe: the weight store actor fills and
+// reads it, and the bulk channel's server threads serve chunks from it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "core/error.hpp"
+#include "messages/wire_buffer.hpp"
+
+namespace rlx {
+
+class WeightShelf {
+ public:
+  // Keeps `keep` versions, served in chunks of `chunk_bytes`.
+  // `corrupt_chunks` is for tests: the first N chunks served are damaged
+  // after their checksum was computed, so the receiver must notice.
+  WeightShelf(std::size_t keep, std::uint64_t chunk_bytes, std::uint32_t corrupt_chunks = 0);
+
+  // Adds a checked set. Refuses a version not newer than the newest held.
+  Result<bool> put(std::uint64_t version, WireBuffer set);
+
+  struct Entry {
+    std::uint64_t version = 0;
+    WireBuffer set;
+  };
+  // The newest set, or none yet.
+  std::optional<Entry> newest() const;
+  // `version` if held.
+  std::optional<Entry> find(std::uint64_t version) const;
+
+  // Chunk `index` of `version`, encoded as a WeightChunk envelope.
+  // Errc::not_found for a version not held, invalid_field for an index
+  // past the end.
+  Result<WireBuffer> chunk(std::uint64_t version, std::uint32_t index);
+
+  std::uint64_t chunk_bytes() const { return chunk_bytes_; }
+
+ private:
+  const std::size_t keep_;
+  const std::uint64_t chunk_bytes_;
+  mutable std::mutex mu_;
+  std::deque<Entry> entries_;            // oldest first
+  std::uint64_t cached_version_ = ~std::uint64_t{0};
+  std::vector<WireBuffer> cached_;       // encoded chunks of cached_version_
+  std::uint32_t corrupt_left_;
+};
+
+}  // namespace rlx
