@@ -89,6 +89,10 @@ TEST_CASE("a run split across network namespaces learns and its traffic crosses 
   CHECK(r.code == 0);  // solved
   CHECK(r.out.find("head listening on 10.231.0.1:") != std::string::npos);
   CHECK(r.out.find("node 'rollout-a' joined from") != std::string::npos);
+  // Weights on the bulk channel, reached at the head's address from the other hosts.
+  CHECK(r.out.find("bulk channel on 10.231.0.1:") != std::string::npos);
+  CHECK(r.out.find("bulk channel: node 'rollout-a' connected from 10.231.0.") != std::string::npos);
+  CHECK(r.out.find("through the middleman") == std::string::npos);
   const std::string line = last_metrics_line(spec.log_dir);
   CHECK(json_number(line, "nodes") == 3);
   CHECK(json_number(line, "mean_return") >= 150);

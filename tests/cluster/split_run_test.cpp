@@ -46,6 +46,10 @@ TEST_CASE("a CartPole run split across a head and two rollout node processes lea
   CHECK(r.code == 0);  // solved
   CHECK(r.out.find("node 'rollout-a' joined") != std::string::npos);
   CHECK(r.out.find("node 'rollout-b' joined") != std::string::npos);
+  // Weights crossed on the bulk channel, with nothing left to the middleman.
+  CHECK(r.out.find("bulk channel: node 'rollout-a' connected") != std::string::npos);
+  CHECK(r.out.find("bulk channel: node 'rollout-b' connected") != std::string::npos);
+  CHECK(r.out.find("through the middleman") == std::string::npos);
   const std::string line = last_metrics_line(t.path);
   CHECK(json_number(line, "nodes") == 3);
   CHECK(json_number(line, "explorers") == 2);
