@@ -23,6 +23,9 @@ struct CoordinatorState {
   std::vector<explorer_actor> explorers;
   std::vector<reward_actor> rewards;
   std::map<std::string, node_actor> nodes;    // member nodes in the cluster
+  std::map<std::string, std::chrono::steady_clock::time_point> last_heard;  // each node's last heartbeat answer
+  std::map<caf::actor_addr, std::string> explorer_node;  // explorers of member nodes -> their node
+  std::uint64_t nodes_evicted = 0;
   std::uint64_t explorers_lost = 0;
   std::uint64_t explorers_joined = 0;
   std::uint64_t joins_refused = 0;
@@ -72,13 +75,13 @@ void write_metrics_line(Self self) {
       "\"lag_histogram\":[{}],\"ratio_mean\":{},\"ratio_max\":{},\"truncated_fraction\":{},\"policy_loss\":{},"
       "\"value_loss\":{},\"entropy\":{},\"load_balance_loss\":{},\"expert_utilisation\":[{}],\"updates\":{},"
       "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{},\"nodes\":{},"
-      "\"joins_refused\":{}}}\n",
+      "\"joins_refused\":{},\"nodes_evicted\":{}}}\n",
       json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
       json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
       json_number(m.policy_loss), json_number(m.value_loss), json_number(m.entropy), json_number(m.load_balance_loss),
       util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
-      st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused);
+      st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused, st.nodes_evicted);
   st.jsonl.flush();
 }
 
@@ -225,6 +228,75 @@ LearnerCoreOptions learner_core_options(const ClusterConfig& cfg, const EnvSpec&
   return o;
 }
 
+namespace {
+
+// An explorer is gone (died, drained or evicted with its node).
+void explorer_gone(Self self, std::vector<explorer_actor>::iterator it, const std::string& why) {
+  auto& st = self->state;
+  st.explorer_node.erase(it->address());
+  st.explorers.erase(it);
+  if (!st.stopping) {
+    ++st.explorers_lost;
+    st.options.log->warn("an explorer {}; {} left", why, st.explorers.size());
+    if (st.explorers.empty()) begin_stop(self, RunOutcome::failed, "no explorer left");
+  } else if (st.explorers.empty() && !st.finishing) {
+    finish(self);
+  }
+}
+
+// A member node that stopped answering (SIGSTOP, a hang, a cut cable: no
+// connection loss for CAF to report) leaves the cluster: its explorers
+// are counted lost, and it is told to stop should it ever wake up.
+void evict(Self self, const std::string& name, double silent_s) {
+  auto& st = self->state;
+  auto node = st.nodes.find(name);
+  if (node == st.nodes.end()) return;
+  ++st.nodes_evicted;
+  st.options.log->warn("node '{}' has not answered for {:.1f} s: evicted", name, silent_s);
+  self->demonitor(node->second.address());
+  self->send(node->second, stop_atom::value, std::string("evicted: no answer for ") + fmt::format("{:.1f}", silent_s) + " s");
+  st.nodes.erase(node);
+  st.last_heard.erase(name);
+  std::vector<caf::actor_addr> theirs;
+  for (const auto& [addr, on] : st.explorer_node)
+    if (on == name) theirs.push_back(addr);
+  for (const auto& addr : theirs) {
+    auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
+                           [&](const explorer_actor& e) { return e.address() == addr; });
+    if (it == st.explorers.end()) continue;
+    self->demonitor(it->address());
+    explorer_gone(self, it, "was evicted with node '" + name + "'");
+  }
+  if (st.finishing && st.nodes.empty()) send_done(self);
+}
+
+// The heartbeat: asks every member node whether it is alive, and evicts
+// those silent for longer than [launch] evict_after_s.
+void heartbeat(Self self) {
+  auto& st = self->state;
+  const auto& launch = st.options.config.launch;
+  const auto now = std::chrono::steady_clock::now();
+  const auto limit = std::chrono::duration<double>(launch.evict_after_s);
+  std::vector<std::pair<std::string, double>> silent;
+  for (auto& [name, agent] : st.nodes) {
+    const auto heard = st.last_heard.emplace(name, now).first->second;
+    const double quiet = std::chrono::duration<double>(now - heard).count();
+    if (quiet > limit.count()) {
+      silent.emplace_back(name, quiet);
+      continue;
+    }
+    self->request(agent, std::chrono::duration_cast<std::chrono::milliseconds>(limit), ping_atom::value)
+        .then([self, name = name](std::uint64_t) { self->state.last_heard[name] = std::chrono::steady_clock::now(); },
+              [](const caf::error&) {});  // silence is judged by last_heard, not by one lost answer
+  }
+  for (const auto& [name, quiet] : silent) evict(self, name, quiet);
+  if (!st.finishing)
+    self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(launch.heartbeat_s)),
+                       beat_atom::value);
+}
+
+}  // namespace
+
 coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions options) {
   auto& st = self->state;
   st.options = std::move(options);
@@ -248,6 +320,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
     for (auto n = st.nodes.begin(); n != st.nodes.end(); ++n)
       if (n->second.address() == dm.source) {
         if (!st.finishing) st.options.log->warn("node '{}' went away ({})", n->first, caf::to_string(dm.reason));
+        st.last_heard.erase(n->first);
         st.nodes.erase(n);
         if (st.finishing && st.nodes.empty()) send_done(self);
         return;
@@ -255,18 +328,12 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
     auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
                            [&](const explorer_actor& e) { return e.address() == dm.source; });
     if (it == st.explorers.end()) return;
-    st.explorers.erase(it);
-    if (!st.stopping) {
-      ++st.explorers_lost;
-      st.options.log->warn("an explorer died ({}); {} left", caf::to_string(dm.reason), st.explorers.size());
-      if (st.explorers.empty()) begin_stop(self, RunOutcome::failed, "no explorer left");
-    } else if (st.explorers.empty() && !st.finishing) {
-      finish(self);
-    }
+    explorer_gone(self, it, "died (" + caf::to_string(dm.reason) + ")");
   });
   try {
     spawn_cluster(self);
     self->delayed_send(self, report_period(cfg), tick_atom::value);
+    if (cfg.multi_node()) self->send(self, beat_atom::value);
   } catch (const EnvFailure& e) {
     st.options.log->error("cannot start the environment: {}", e.what());
     if (st.options.on_core) st.options.on_core({}, {});
@@ -286,6 +353,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         if (st.stopping) return self->send(who, drain_atom::value);
         self->monitor(who);
         st.explorers.push_back(who);
+        if (j->node != st.options.config.head().name) st.explorer_node[who.address()] = j->node;
         ++st.explorers_joined;
       },
       [self](node_atom, const std::string& name, node_actor agent) {
@@ -293,6 +361,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         if (st.stopping) return self->send(agent, stop_atom::value, st.reason);
         self->monitor(agent);
         st.nodes[name] = agent;
+        st.last_heard[name] = std::chrono::steady_clock::now();
         st.options.log->info("node '{}' joined: {} of {} nodes", name, st.nodes.size() + 1, st.options.config.nodes.size());
       },
       [self](refused_atom, const std::string&) { ++self->state.joins_refused; },  // the gate logged it
@@ -341,6 +410,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         self->delayed_send(self, report_period(st.options.config), tick_atom::value);
       },
       [self](stop_atom, const std::string& why) { begin_stop(self, RunOutcome::interrupted, why); },
+      [self](beat_atom) { heartbeat(self); },
   };
 }
 

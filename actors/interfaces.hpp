@@ -40,6 +40,8 @@ using enter_atom = caf::atom_constant<caf::atom("enter")>;        // node -> gat
 using node_atom = caf::atom_constant<caf::atom("node")>;          // gate -> coordinator: a node joined
 using refused_atom = caf::atom_constant<caf::atom("refused")>;    // gate -> coordinator: a join was refused
 using bulk_atom = caf::atom_constant<caf::atom("bulk")>;          // weight relay -> itself: a bulk fetch ended
+using ping_atom = caf::atom_constant<caf::atom("ping")>;          // coordinator -> node: are you alive?
+using beat_atom = caf::atom_constant<caf::atom("beat")>;          // coordinator -> itself: time to ping the nodes
 
 // Resets and steps B environments.
 using env_actor = caf::typed_actor<caf::replies_to<reset_atom, WireMsg>::with<WireMsg>,
@@ -87,8 +89,10 @@ using learner_actor = caf::typed_actor<caf::reacts_to<segment_atom, WireMsg>,
                                        caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
 // A member node's agent (actors/member_node.hpp): told to stop when the
-// run ends; drain: its explorers finish their step and leave, then it exits.
-using node_actor = caf::typed_actor<caf::reacts_to<stop_atom, std::string>, caf::reacts_to<drain_atom>>;
+// run ends; drain: its explorers finish their step and leave, then it exits;
+// ping: the head's heartbeat (reply: the explorers it runs).
+using node_actor = caf::typed_actor<caf::reacts_to<stop_atom, std::string>, caf::reacts_to<drain_atom>,
+                                    caf::replies_to<ping_atom>::with<std::uint64_t>>;
 
 // Membership, metrics, stopping.
 using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, explorer_actor>,
@@ -98,6 +102,7 @@ using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, ex
                                            caf::reacts_to<metrics_atom, WireMsg>,
                                            caf::reacts_to<swap_atom, std::uint32_t, double>,
                                            caf::reacts_to<tick_atom>,
+                                           caf::reacts_to<beat_atom>,
                                            caf::reacts_to<stop_atom, std::string>>;
 
 // The head's published door (actors/gate.hpp): a node asks for a nonce,

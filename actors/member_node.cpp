@@ -126,6 +126,7 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
           });
   return {
       [self](stop_atom, const std::string& why) { end(self, RunOutcome::solved, "stopped by the head: " + why); },
+      [self](ping_atom) { return static_cast<std::uint64_t>(self->state.explorers.size()); },
       [self](drain_atom) {
         auto& st = self->state;
         if (st.draining) return;

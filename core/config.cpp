@@ -340,6 +340,11 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.string("rlx_binary", c.launch.rlx_binary);
       r.number("connect_timeout_s", c.launch.connect_timeout_s, 0.0, 86400.0, true);
       r.number("join_timeout_s", c.launch.join_timeout_s, 0.0, 86400.0, true);
+      r.number("heartbeat_s", c.launch.heartbeat_s, 0.0, 3600.0, true);
+      r.number("evict_after_s", c.launch.evict_after_s, 0.0, 86400.0, true);
+      if (c.launch.evict_after_s < 2 * c.launch.heartbeat_s)
+        r.fail(Errc::config_range, t->get("evict_after_s") ? t->get("evict_after_s") : t->get("heartbeat_s"),
+               "evict_after_s", "must be at least twice heartbeat_s");
       r.reject_unknown(seen_list(r));
     }
     if (const toml::table* t = top.table("tls")) {

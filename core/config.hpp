@@ -86,6 +86,8 @@ struct LaunchConfig {
   std::string rlx_binary;            // rlx on the nodes; empty = this executable's path
   double connect_timeout_s = 60.0;   // a node retries reaching the head this long
   double join_timeout_s = 120.0;     // the run fails if no explorer joined by then
+  double heartbeat_s = 1.0;          // the head asks every member node this often whether it is alive
+  double evict_after_s = 10.0;       // a node silent this long is evicted (its explorers counted lost)
 };
 
 // [tls]: TLS between nodes (CAF's openssl module). All empty = plain TCP.

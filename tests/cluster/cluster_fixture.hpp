@@ -81,9 +81,11 @@ inline Ran run_rlx(const std::string& args, const fs::path& dir, const std::stri
 
 // Pids of the rlx node processes whose command line names `config` (so
 // parallel tests do not see each other's).
-inline std::vector<pid_t> node_pids(const fs::path& config) {
+// With `node`, only that node's process.
+inline std::vector<pid_t> node_pids(const fs::path& config, const std::string& node = "") {
   // "[r]lx" keeps pgrep from matching the shell that runs it.
-  const std::string cmd = "pgrep -f '[r]lx node --config " + config.string() + "'";
+  const std::string cmd =
+      "pgrep -f '[r]lx node --config " + config.string() + (node.empty() ? "" : " --node " + node + "( |$)") + "'";
   std::vector<pid_t> pids;
   if (FILE* p = popen(cmd.c_str(), "r")) {
     int pid = 0;

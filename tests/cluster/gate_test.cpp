@@ -157,7 +157,7 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
       node_actor agent;
       if (with_agent)
         agent = client.spawn([](node_actor::pointer) -> node_actor::behavior_type {
-          return {[](stop_atom, const std::string&) {}, [](drain_atom) {}};
+          return {[](stop_atom, const std::string&) {}, [](drain_atom) {}, [](ping_atom) { return std::uint64_t{0}; }};
         });
       caf::anon_send(*gate, enter_atom::value, std::string("rollout-a"), nonce, right(nonce), agent);
       if (agent) {

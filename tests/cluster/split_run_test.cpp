@@ -143,6 +143,49 @@ TEST_CASE("kill -9 of one rollout node: its explorer is counted lost and the run
   CHECK(node_processes(config) == 0);
 }
 
+TEST_CASE("a member node that stops answering (SIGSTOP) is evicted, its explorer counted lost, and the run goes on",
+          "[cluster][failure]") {
+  TempDir t("rlx-split-node-stops");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.max_env_steps = 50'000'000;  // ended by SIGTERM below
+  spec.extra = "[launch]\nheartbeat_s = 0.2\nevict_after_s = 3.0\n";
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  const pid_t pid = start_split_run(config, t.path, 3);
+  const auto b = node_pids(config, "rollout-b");
+  REQUIRE(b.size() == 1);
+  REQUIRE(kill(b[0], SIGSTOP) == 0);  // alive to the kernel and to TCP, silent to the head
+  const bool evicted = wait_for_files(
+      t.path, [&] { return read_text(t.path / "out.txt").find("node 'rollout-b' has not answered") != std::string::npos; },
+      120s);
+  std::string out = read_text(t.path / "out.txt");
+  INFO(out);
+  if (!evicted) kill(b[0], SIGCONT);
+  REQUIRE(evicted);
+  // The run goes on with the other node: its env steps still grow.
+  const double steps_at_eviction = json_number(last_metrics_line(t.path), "env_steps");
+  CHECK(wait_for_files(
+      t.path,
+      [&] {
+        const std::string line = last_metrics_line(t.path);
+        return !line.empty() && line.back() == '}' && json_number(line, "env_steps") > steps_at_eviction + 10'000 &&
+               json_number(line, "nodes") == 2;
+      },
+      120s));
+  // Woken up, the evicted node finds it was told to stop, and exits by itself.
+  REQUIRE(kill(b[0], SIGCONT) == 0);
+  CHECK(wait_for_exit(b[0], 60s));
+  kill(pid, SIGTERM);
+  const int code = exit_code_within(pid, 120s);
+  out = read_text(t.path / "out.txt");
+  CHECK(code == 130);
+  CHECK(out.find("rollout-b: stopped by the head: evicted") != std::string::npos);
+  const std::string line = last_metrics_line(t.path);
+  CHECK(json_number(line, "nodes_evicted") == 1);
+  CHECK(json_number(line, "explorers_lost") == 1);
+  CHECK(node_processes(config) == 0);
+}
+
 TEST_CASE("a member node whose head is killed notices and exits on its own", "[cluster][failure]") {
   TempDir t("rlx-head-dies");
   SplitSpec spec;

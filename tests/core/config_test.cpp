@@ -133,6 +133,22 @@ TEST_CASE("the [record] table is parsed and validated", "[core][config][replay]"
   CHECK(zero.error().code == Errc::config_range);
 }
 
+TEST_CASE("heartbeat and eviction times are parsed, and eviction faster than two heartbeats is refused",
+          "[core][config][cluster]") {
+  auto ok = test::parse("[launch]\nheartbeat_s = 0.5\nevict_after_s = 4\n[weight_store]\nbulk = false\n" + valid_nodes());
+  REQUIRE(ok.ok());
+  CHECK(ok->launch.heartbeat_s == 0.5);
+  CHECK(ok->launch.evict_after_s == 4.0);
+  CHECK_FALSE(ok->weight_store.bulk);
+  auto fast = test::parse("[launch]\nheartbeat_s = 2\nevict_after_s = 3\n" + valid_nodes());
+  REQUIRE_FALSE(fast.ok());
+  CHECK(fast.error().code == Errc::config_range);
+  CHECK(fast.error().message.find("at least twice heartbeat_s") != std::string::npos);
+  auto zero = test::parse("[launch]\nheartbeat_s = 0\n" + valid_nodes());
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.error().message.find("launch.heartbeat_s") != std::string::npos);
+}
+
 TEST_CASE("a configuration written back as TOML parses to the same configuration", "[core][config]") {
   auto c = test::default_config();
   c.run.seed = 77;
