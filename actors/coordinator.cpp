@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -26,6 +27,12 @@ struct CoordinatorState {
   std::map<std::string, std::chrono::steady_clock::time_point> last_heard;  // each node's last heartbeat answer
   std::map<caf::actor_addr, std::string> explorer_node;  // explorers of member nodes -> their node
   std::uint64_t nodes_evicted = 0;
+  // Segment accounting: every segment an explorer reports as made ends
+  // trained, dropped stale, rejected, or lost with a dead explorer (or is
+  // still in flight while the run goes on).
+  std::map<caf::actor_addr, std::uint32_t> explorer_ids;
+  std::map<std::uint32_t, std::uint64_t> produced;    // explorer id -> segments it made
+  std::set<std::uint32_t> dead;                      // explorers that died or were evicted
   std::uint64_t explorers_lost = 0;
   std::uint64_t explorers_joined = 0;
   std::uint64_t joins_refused = 0;
@@ -61,10 +68,32 @@ std::chrono::milliseconds report_period(const ClusterConfig& c) {
 
 std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null"; }
 
+struct Accounting {
+  std::uint64_t produced = 0;   // segments explorers made
+  std::uint64_t lost = 0;       // made by explorers now dead, never received
+  std::uint64_t in_flight = 0;  // made by live explorers, not received yet
+};
+
+// produced = trained + dropped_stale + rejected + lost + in_flight, where
+// the learner's counts come from its last report.
+Accounting account(const CoordinatorState& st) {
+  std::map<std::uint32_t, std::uint64_t> received(st.metrics.segments_by_explorer.begin(),
+                                                  st.metrics.segments_by_explorer.end());
+  Accounting a;
+  for (const auto& [id, made] : st.produced) {
+    a.produced += made;
+    const std::uint64_t got = received.count(id) ? received[id] : 0;
+    const std::uint64_t missing = made > got ? made - got : 0;
+    (st.dead.count(id) ? a.lost : a.in_flight) += missing;
+  }
+  return a;
+}
+
 void write_metrics_line(Self self) {
   auto& st = self->state;
   const auto& m = st.metrics;
   if (!st.jsonl) return;
+  const Accounting a = account(st);
   std::string util;
   for (auto u : m.expert_utilisation) util += (util.empty() ? "" : ",") + json_number(u);
   std::string hist;
@@ -75,13 +104,15 @@ void write_metrics_line(Self self) {
       "\"lag_histogram\":[{}],\"ratio_mean\":{},\"ratio_max\":{},\"truncated_fraction\":{},\"policy_loss\":{},"
       "\"value_loss\":{},\"entropy\":{},\"load_balance_loss\":{},\"expert_utilisation\":[{}],\"updates\":{},"
       "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{},\"nodes\":{},"
-      "\"joins_refused\":{},\"nodes_evicted\":{}}}\n",
+      "\"joins_refused\":{},\"nodes_evicted\":{},\"segments_produced\":{},\"segments_lost\":{},"
+      "\"segments_in_flight\":{}}}\n",
       json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
       json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
       json_number(m.policy_loss), json_number(m.value_loss), json_number(m.entropy), json_number(m.load_balance_loss),
       util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
-      st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused, st.nodes_evicted);
+      st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused, st.nodes_evicted,
+      a.produced, a.lost, a.in_flight);
   st.jsonl.flush();
 }
 
@@ -127,11 +158,13 @@ void finish(Self self) {
     self->send_exit(st.weight_store, caf::exit_reason::user_shutdown);
     if (st.recorder) self->send_exit(st.recorder, caf::exit_reason::user_shutdown);
     const auto& m = st.metrics;
+    const Accounting a = account(st);
     std::string summary = fmt::format(
-        "{}: {} after {:.1f} s, {} env steps, {} episodes, mean return {:.1f}, policy v{}, segments trained {} / "
-        "dropped stale {} / rejected {}, {} records",
+        "{}: {} after {:.1f} s, {} env steps, {} episodes, mean return {:.1f}, policy v{}, segments produced {}: "
+        "trained {} / dropped stale {} / rejected {} / lost {}{}, {} records",
         st.options.config.run.name, st.reason, st.elapsed(), m.env_steps, m.episodes, m.mean_return, m.policy_version,
-        m.segments_trained, m.segments_dropped_stale, m.segments_rejected, records);
+        a.produced, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, a.lost,
+        a.in_flight ? fmt::format(" / in flight {}", a.in_flight) : "", records);
     // Member nodes exit when told; their down messages (or the deadline) end the run.
     st.summary = summary;
     st.finishing = true;
@@ -139,13 +172,26 @@ void finish(Self self) {
     for (auto& [name, agent] : st.nodes) self->send(agent, stop_atom::value, st.reason);
     if (st.nodes.empty()) send_done(self);
   };
-  if (!st.recorder) return shutdown(0);
-  self->request(st.recorder, std::chrono::seconds(10), flush_atom::value)
-      .then([shutdown](std::uint64_t n) { shutdown(n); },
-            [self, shutdown](const caf::error& e) {
-              self->state.options.log->error("recorder did not flush: {}", caf::to_string(e));
-              shutdown(0);
-            });
+  auto flush = [self, shutdown] {
+    auto& st = self->state;
+    if (!st.recorder) return shutdown(0);
+    self->request(st.recorder, std::chrono::seconds(10), flush_atom::value)
+        .then([shutdown](std::uint64_t n) { shutdown(n); },
+              [self, shutdown](const caf::error& e) {
+                self->state.options.log->error("recorder did not flush: {}", caf::to_string(e));
+                shutdown(0);
+              });
+  };
+  // The final counts: the drained explorers' last segments reached the
+  // learner before their goodbyes reached this actor.
+  self->request(st.learner, std::chrono::seconds(10), metrics_atom::value)
+      .then(
+          [self, flush](const WireMsg& msg) {
+            if (auto m = decode<MetricsData>(msg.buf)) self->state.metrics = std::move(*m);
+            write_metrics_line(self);
+            flush();
+          },
+          [flush](const caf::error&) { flush(); });
 }
 
 void begin_stop(Self self, RunOutcome outcome, const std::string& reason) {
@@ -231,8 +277,9 @@ LearnerCoreOptions learner_core_options(const ClusterConfig& cfg, const EnvSpec&
 namespace {
 
 // An explorer is gone (died, drained or evicted with its node).
-void explorer_gone(Self self, std::vector<explorer_actor>::iterator it, const std::string& why) {
+void explorer_gone(Self self, std::vector<explorer_actor>::iterator it, const std::string& why, bool died) {
   auto& st = self->state;
+  if (auto id = st.explorer_ids.find(it->address()); died && id != st.explorer_ids.end()) st.dead.insert(id->second);
   st.explorer_node.erase(it->address());
   st.explorers.erase(it);
   if (!st.stopping) {
@@ -265,7 +312,7 @@ void evict(Self self, const std::string& name, double silent_s) {
                            [&](const explorer_actor& e) { return e.address() == addr; });
     if (it == st.explorers.end()) continue;
     self->demonitor(it->address());
-    explorer_gone(self, it, "was evicted with node '" + name + "'");
+    explorer_gone(self, it, "was evicted with node '" + name + "'", true);
   }
   if (st.finishing && st.nodes.empty()) send_done(self);
 }
@@ -328,7 +375,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
     auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
                            [&](const explorer_actor& e) { return e.address() == dm.source; });
     if (it == st.explorers.end()) return;
-    explorer_gone(self, it, "died (" + caf::to_string(dm.reason) + ")");
+    explorer_gone(self, it, "died (" + caf::to_string(dm.reason) + ")", dm.reason != caf::exit_reason::normal);
   });
   try {
     spawn_cluster(self);
@@ -346,6 +393,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         auto& st = self->state;
         auto j = decode_or_count<JoinData>(self, msg, st.errors, st.options.log);
         if (!j || !who) return;
+        st.explorer_ids[who.address()] = j->member_id;
         st.options.log->debug("{} {} joined from node {}", to_string(j->role), j->member_id, j->node);
         const bool known = std::any_of(st.explorers.begin(), st.explorers.end(),
                                        [&](const explorer_actor& e) { return e.address() == who.address(); });
@@ -411,6 +459,10 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       },
       [self](stop_atom, const std::string& why) { begin_stop(self, RunOutcome::interrupted, why); },
       [self](beat_atom) { heartbeat(self); },
+      [self](produced_atom, std::uint32_t explorer, std::uint64_t made) {
+        auto& n = self->state.produced[explorer];
+        n = std::max(n, made);
+      },
   };
 }
 

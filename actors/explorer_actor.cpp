@@ -23,6 +23,7 @@ struct ExplorerState {
   bool step_in_flight = false;
   bool fetch_in_flight = false;
   bool draining = false;
+  std::uint64_t produced = 0;             // segments made (reported to the coordinator before each is sent)
   std::chrono::steady_clock::time_point fetch_started;
   ErrorCounts errors;
 };
@@ -102,6 +103,9 @@ void on_step_result(Self self, EnvStepResultData* r) {
     if (st.rollout->observe(*r)) {
       Segment seg = st.rollout->take_segment();
       if (st.options.sync) st.sync_wait_for = seg.policy_versions.back() + 1;
+      // Counted before it leaves: should this node die with the segment in
+      // hand or on the wire, the coordinator knows it was lost.
+      self->send(st.options.coordinator, produced_atom::value, st.options.rollout.explorer_id, ++st.produced);
       send_segment(self, WireMsg{encode(seg, st.name)});
     }
   }
@@ -125,8 +129,11 @@ void advance(Self self) {
   auto& st = self->state;
   // Every step is labelled with the version that chose it, so the first
   // step waits for the learner's weights.
-  if (st.step_in_flight || !st.started || !st.has_weights) return;
-  if (st.draining) return leave(self, "drained");
+  if (st.step_in_flight) return;
+  // Draining: the segment in hand is finished and sent (its credit awaited), then it leaves.
+  const bool in_hand = st.started && st.has_weights && st.rollout->steps_in_segment() > 0;
+  if (st.draining && !in_hand && !st.pending) return leave(self, "drained");
+  if (!st.started || !st.has_weights) return;
   if (st.pending) return;  // no credit: wait for an ack
   if (st.rollout->steps_in_segment() == 0) {
     const auto v = st.rollout->version();
@@ -173,7 +180,7 @@ explorer_actor::behavior_type explorer_behavior(Self self) {
       },
       [self](drain_atom) {
         self->state.draining = true;
-        if (!self->state.step_in_flight) leave(self, "drained");
+        advance(self);
       },
       [self](stepped_atom) {
         auto& st = self->state;

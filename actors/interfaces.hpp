@@ -42,6 +42,7 @@ using refused_atom = caf::atom_constant<caf::atom("refused")>;    // gate -> coo
 using bulk_atom = caf::atom_constant<caf::atom("bulk")>;          // weight relay -> itself: a bulk fetch ended
 using ping_atom = caf::atom_constant<caf::atom("ping")>;          // coordinator -> node: are you alive?
 using beat_atom = caf::atom_constant<caf::atom("beat")>;          // coordinator -> itself: time to ping the nodes
+using produced_atom = caf::atom_constant<caf::atom("produced")>;  // explorer -> coordinator: segments made so far
 
 // Resets and steps B environments.
 using env_actor = caf::typed_actor<caf::replies_to<reset_atom, WireMsg>::with<WireMsg>,
@@ -103,6 +104,7 @@ using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, ex
                                            caf::reacts_to<swap_atom, std::uint32_t, double>,
                                            caf::reacts_to<tick_atom>,
                                            caf::reacts_to<beat_atom>,
+                                           caf::reacts_to<produced_atom, std::uint32_t, std::uint64_t>,
                                            caf::reacts_to<stop_atom, std::string>>;
 
 // The head's published door (actors/gate.hpp): a node asks for a nonce,

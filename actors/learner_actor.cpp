@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <map>
 
 #include "actors/guard.hpp"
 #include "learner/checkpoint.hpp"
@@ -15,6 +16,9 @@ struct LearnerState {
   Admission::Window window;
   ErrorCounts errors;
   std::chrono::steady_clock::time_point last_report;
+  std::map<std::uint32_t, std::uint64_t> by_explorer;     // segments received per explorer id (any verdict)
+  std::map<caf::actor_addr, std::uint32_t> sender_ids;    // whose segments those were: an undecodable one
+                                                          // from a known sender still counts for it
 
   MetricsData metrics() {
     const auto& adm = core->admission();
@@ -41,6 +45,7 @@ struct LearnerState {
     m.load_balance_loss = static_cast<float>(last.load_balance);
     m.expert_utilisation = last.expert_utilisation;
     m.updates = core->updates();
+    m.segments_by_explorer.assign(by_explorer.begin(), by_explorer.end());
     return m;
   }
 };
@@ -127,6 +132,9 @@ learner_actor::behavior_type learner_impl(Self self, LearnerActorOptions options
         if (auto sender = self->current_sender())
           self->send(caf::actor_cast<explorer_actor>(sender), ack_atom::value);
         auto seg = decode_or_count<Segment>(self, msg, st.errors, st.options.log);
+        const caf::actor_addr from = self->current_sender() ? self->current_sender()->address() : caf::actor_addr{};
+        if (seg) st.sender_ids[from] = seg->explorer_id;
+        if (auto id = st.sender_ids.find(from); id != st.sender_ids.end()) ++st.by_explorer[id->second];
         std::string why = seg ? "" : "malformed";
         if (seg && seg->obs_dim != st.options.core.trainer.obs_dim) {
           st.errors.add(Errc::invalid_field);

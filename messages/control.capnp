@@ -60,6 +60,12 @@ struct MetricsReport {
   updates @19 :UInt64;            # optimizer updates done
   weightSwapMeanUs @20 :Float32;  # mean explorer weight-swap latency reported so far (0 if none)
   episodesLost @21 :UInt64;       # episodes cut by environment failures (not counted in returns)
+  segmentsByExplorer @22 :List(ExplorerSegments); # segments received from each explorer (any verdict)
+}
+
+struct ExplorerSegments {
+  explorer @0 :UInt32;            # explorer id
+  segments @1 :UInt64;            # segments the learner received from it
 }
 
 # user -> coordinator: change the size of the rollout fleet.

@@ -162,6 +162,7 @@ struct MetricsData {
   std::uint64_t updates = 0;
   float weight_swap_mean_us = 0;
   std::uint64_t episodes_lost = 0;   // episodes cut by env failures (not in the returns)
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> segments_by_explorer;  // explorer id -> segments received
 };
 
 struct ScaleCommandData {

@@ -52,8 +52,11 @@ TEST_CASE("a CartPole run split across a head and two rollout node processes lea
   CHECK(r.out.find("through the middleman") == std::string::npos);
   const std::string line = last_metrics_line(t.path);
   CHECK(json_number(line, "nodes") == 3);
-  CHECK(json_number(line, "explorers") == 2);
+  CHECK(max_metric(t.path, "explorers") == 2);
+  CHECK(json_number(line, "explorers") == 0);  // the last line is written after the drain
   CHECK(json_number(line, "mean_return") >= 150);
+  check_segment_identity(line);
+  CHECK(json_number(line, "segments_lost") == 0);
   CHECK(node_processes(config) == 0);
 }
 
@@ -68,6 +71,10 @@ TEST_CASE("SIGTERM to rlx launch drains every node and exits 130 with no node pr
   CHECK(exit_code_within(pid, 60s) == 130);
   INFO(read_text(t.path / "out.txt"));
   CHECK(read_text(t.path / "out.txt").find("stopped by the head: interrupted (SIGTERM)") != std::string::npos);
+  // A graceful drain loses nothing: each explorer finished and sent the segment in hand.
+  const std::string line = last_metrics_line(t.path);
+  check_segment_identity(line);
+  CHECK(json_number(line, "segments_lost") == 0);
   CHECK(node_processes(config) == 0);
 }
 
@@ -140,6 +147,7 @@ TEST_CASE("kill -9 of one rollout node: its explorer is counted lost and the run
   const std::string line = last_metrics_line(t.path);
   CHECK(json_number(line, "explorers_lost") == 1);
   CHECK(json_number(line, "env_steps") >= 120'000);
+  check_segment_identity(line);  // what rollout-b had in hand or on the wire is counted lost
   CHECK(node_processes(config) == 0);
 }
 
@@ -183,6 +191,7 @@ TEST_CASE("a member node that stops answering (SIGSTOP) is evicted, its explorer
   const std::string line = last_metrics_line(t.path);
   CHECK(json_number(line, "nodes_evicted") == 1);
   CHECK(json_number(line, "explorers_lost") == 1);
+  check_segment_identity(line);
   CHECK(node_processes(config) == 0);
 }
 
