@@ -33,17 +33,26 @@ std::optional<WeightShelf::Entry> WeightShelf::find(std::uint64_t version) const
 
 Result<WireBuffer> WeightShelf::chunk(std::uint64_t version, std::uint32_t index) {
   std::optional<Entry> found;
+  std::shared_ptr<Cut> cut;
   bool corrupt = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& e : entries_)
       if (e.version == version) found = e;
     if (!found) return make_error(Errc::not_found, "version " + std::to_string(version) + " is not held");
+    const std::uint32_t count = weight_chunk_count(found->set.size(), chunk_bytes_);
+    if (index >= count)
+      return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " of version " + std::to_string(version) +
+                                                " does not exist (" + std::to_string(count) + " chunks)");
     if (corrupt_left_ > 0) {
       --corrupt_left_;
       corrupt = true;
-    } else if (cached_version_ == version && index < cached_.size() && !cached_[index].empty()) {
-      return cached_[index];
+    } else if (version == entries_.back().version) {  // nodes fetch the newest: its chunks are kept
+      if (cut_version_ != version) {
+        cut_version_ = version;
+        cut_ = std::make_shared<Cut>(count);
+      }
+      cut = cut_;
     }
   }
   if (corrupt) {
@@ -52,18 +61,17 @@ Result<WireBuffer> WeightShelf::chunk(std::uint64_t version, std::uint32_t index
     c->data[c->data.size() / 2] ^= 0x5a;
     return encode(*c, "weight_store");
   }
-  // Cut outside the lock: other threads serve other chunks meanwhile.
-  auto encoded = encode_weight_chunk(found->set, version, index, chunk_bytes_, "weight_store");
-  if (!encoded) return encoded.error();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cached_version_ != version) {
-    // Only the newest version's chunks are kept (nodes fetch the newest).
-    if (entries_.empty() || entries_.back().version != version) return encoded;
-    cached_version_ = version;
-    cached_.assign(weight_chunk_count(found->set.size(), chunk_bytes_), WireBuffer{});
-  }
-  if (index < cached_.size()) cached_[index] = *encoded;
-  return encoded;
+  if (!cut) return encode_weight_chunk(found->set, version, index, chunk_bytes_, "weight_store");
+  // Cut outside the lock (other chunks are served meanwhile), once.
+  Error failed;
+  std::call_once(cut->once[index], [&] {
+    auto encoded = encode_weight_chunk(found->set, version, index, chunk_bytes_, "weight_store");
+    if (encoded) cut->chunks[index] = std::move(*encoded);
+    else failed = encoded.error();
+  });
+  if (cut->chunks[index].empty())
+    return failed.code != Errc::ok ? failed : make_error(Errc::invalid_field, "chunk could not be cut");
+  return cut->chunks[index];
 }
 
 }  // namespace rlx

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -46,8 +47,15 @@ class WeightShelf {
   const std::uint64_t chunk_bytes_;
   mutable std::mutex mu_;
   std::deque<Entry> entries_;            // oldest first
-  std::uint64_t cached_version_ = ~std::uint64_t{0};
-  std::vector<WireBuffer> cached_;       // encoded chunks of cached_version_
+  // The newest version's chunks, each cut once by whichever thread asks
+  // first while the others asking for it wait (call_once).
+  struct Cut {
+    explicit Cut(std::size_t n) : once(n), chunks(n) {}
+    std::vector<std::once_flag> once;
+    std::vector<WireBuffer> chunks;
+  };
+  std::uint64_t cut_version_ = ~std::uint64_t{0};
+  std::shared_ptr<Cut> cut_;
   std::uint32_t corrupt_left_;
 };
 
