@@ -132,6 +132,7 @@ Status make_status(Self self) {
   s.trained = m.segments_trained;
   s.dropped_stale = m.segments_dropped_stale;
   s.rejected = m.segments_rejected;
+  s.lost = account(st).lost;
   s.explorers = st.explorers.size();
   s.nodes = st.nodes.size() + 1;
   return s;

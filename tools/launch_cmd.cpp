@@ -29,9 +29,10 @@ namespace {
 void print_status(const Status& s) {
   static const bool tty = isatty(STDERR_FILENO);
   auto line = fmt::format("[{:7.1f}s] steps {:>9} ({:>7.0f}/s) episodes {:>6} return {:>6.1f} v{:<5} lag {:.2f}/{} "
-                          "trained {} dropped {} rejected {} explorers {} nodes {}",
+                          "trained {} dropped {} rejected {}{} explorers {} nodes {}",
                           s.time_s, s.env_steps, s.steps_per_s, s.episodes, s.mean_return, s.policy_version,
-                          s.lag_mean, s.lag_max, s.trained, s.dropped_stale, s.rejected, s.explorers, s.nodes);
+                          s.lag_mean, s.lag_max, s.trained, s.dropped_stale, s.rejected,
+                          s.lost ? fmt::format(" lost {}", s.lost) : "", s.explorers, s.nodes);
   if (tty)
     std::fprintf(stderr, "\r%s\033[K", line.c_str());
   else
