@@ -161,7 +161,7 @@ void finish(Self self) {
     const auto& m = st.metrics;
     const Accounting a = account(st);
     std::string summary = fmt::format(
-        "{}: {} after {:.1f} s, {} env steps, {} episodes, mean return {:.1f}, policy v{}, segments produced {}: "
+        "{}: {} after {:.1f} s, {} env steps, {} episodes, mean return {:.1f} at the end, policy v{}, segments produced {}: "
         "trained {} / dropped stale {} / rejected {} / lost {}{}, {} records",
         st.options.config.run.name, st.reason, st.elapsed(), m.env_steps, m.episodes, m.mean_return, m.policy_version,
         a.produced, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, a.lost,
