@@ -25,12 +25,15 @@ struct CoordinatorState {
   std::vector<reward_actor> rewards;
   std::map<std::string, node_actor> nodes;    // member nodes in the cluster
   std::map<std::string, std::chrono::steady_clock::time_point> last_heard;  // each node's last heartbeat answer
-  std::map<caf::actor_addr, std::string> explorer_node;  // explorers of member nodes -> their node
   std::uint64_t nodes_evicted = 0;
   // Segment accounting: every segment an explorer reports as made ends
   // trained, dropped stale, rejected, or lost with a dead explorer (or is
   // still in flight while the run goes on).
-  std::map<caf::actor_addr, std::uint32_t> explorer_ids;
+  struct ExplorerInfo {
+    std::uint32_t id = 0;
+    std::string node;
+  };
+  std::map<caf::actor_addr, ExplorerInfo> explorer_info;  // from each explorer's join
   std::map<std::uint32_t, std::uint64_t> produced;    // explorer id -> segments it made
   std::set<std::uint32_t> dead;                      // explorers that died or were evicted
   std::uint64_t explorers_lost = 0;
@@ -280,8 +283,10 @@ namespace {
 // An explorer is gone (died, drained or evicted with its node).
 void explorer_gone(Self self, std::vector<explorer_actor>::iterator it, const std::string& why, bool died) {
   auto& st = self->state;
-  if (auto id = st.explorer_ids.find(it->address()); died && id != st.explorer_ids.end()) st.dead.insert(id->second);
-  st.explorer_node.erase(it->address());
+  if (auto info = st.explorer_info.find(it->address()); info != st.explorer_info.end()) {
+    if (died) st.dead.insert(info->second.id);
+    st.explorer_info.erase(info);
+  }
   st.explorers.erase(it);
   if (!st.stopping) {
     ++st.explorers_lost;
@@ -306,8 +311,8 @@ void evict(Self self, const std::string& name, double silent_s) {
   st.nodes.erase(node);
   st.last_heard.erase(name);
   std::vector<caf::actor_addr> theirs;
-  for (const auto& [addr, on] : st.explorer_node)
-    if (on == name) theirs.push_back(addr);
+  for (const auto& [addr, info] : st.explorer_info)
+    if (info.node == name) theirs.push_back(addr);
   for (const auto& addr : theirs) {
     auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
                            [&](const explorer_actor& e) { return e.address() == addr; });
@@ -394,7 +399,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         auto& st = self->state;
         auto j = decode_or_count<JoinData>(self, msg, st.errors, st.options.log);
         if (!j || !who) return;
-        st.explorer_ids[who.address()] = j->member_id;
+        st.explorer_info[who.address()] = CoordinatorState::ExplorerInfo{j->member_id, j->node};
         st.options.log->debug("{} {} joined from node {}", to_string(j->role), j->member_id, j->node);
         const bool known = std::any_of(st.explorers.begin(), st.explorers.end(),
                                        [&](const explorer_actor& e) { return e.address() == who.address(); });
@@ -402,7 +407,6 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         if (st.stopping) return self->send(who, drain_atom::value);
         self->monitor(who);
         st.explorers.push_back(who);
-        if (j->node != st.options.config.head().name) st.explorer_node[who.address()] = j->node;
         ++st.explorers_joined;
       },
       [self](node_atom, const std::string& name, node_actor agent) {

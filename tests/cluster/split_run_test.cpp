@@ -137,8 +137,9 @@ TEST_CASE("kill -9 of one rollout node: its explorer is counted lost and the run
   spec.max_env_steps = 120'000;
   const auto config = write_text(t.path / "split.toml", split_toml(spec));
   const pid_t pid = start_split_run(config, t.path, 3);
-  const std::string node_b = "pkill -KILL -f '[r]lx node --config " + config.string() + " --node rollout-b'";
-  REQUIRE(std::system(node_b.c_str()) == 0);
+  const auto b = node_pids(config, "rollout-b");
+  REQUIRE(b.size() == 1);
+  REQUIRE(kill(b[0], SIGKILL) == 0);
   const int code = exit_code_within(pid, 300s);
   const std::string out = read_text(t.path / "out.txt");
   INFO(out);

@@ -42,6 +42,14 @@ BulkClientOptions client_of(const BulkServer& s, const std::string& secret = kSe
   return o;
 }
 
+// A shelf holding `set` as `version`, served in chunks of `chunk_bytes`.
+std::shared_ptr<WeightShelf> shelf_of(std::uint64_t version, const WireBuffer& set, std::uint64_t chunk_bytes,
+                                      std::uint32_t corrupt_chunks = 0) {
+  auto shelf = std::make_shared<WeightShelf>(2, chunk_bytes, corrupt_chunks);
+  REQUIRE(shelf->put(version, set).ok());
+  return shelf;
+}
+
 bool same_bytes(const WireBuffer& a, const WireBuffer& b) {
   return a.size() == b.size() && std::equal(a.bytes().begin(), a.bytes().end(), b.bytes().begin());
 }
@@ -69,9 +77,8 @@ void read_until_closed(int fd) {
 
 TEST_CASE("the bulk channel serves a weight set in checked chunks to a node that proves the secret",
           "[messages][weights][bulk][net]") {
-  auto shelf = std::make_shared<WeightShelf>(2, 4096);
-  const WireBuffer set = a_weight_set(5, 100'000);  // ~400 KB: ~100 chunks
-  REQUIRE(shelf->put(5, set).ok());
+  const WireBuffer set = a_weight_set(5, 100'000);
+  auto shelf = shelf_of(5, set, 4096);
   auto server = serve(shelf);
   BulkClient client(client_of(*server));
   ChunkAssembler into(5, set.size(), 4096);
@@ -94,9 +101,8 @@ TEST_CASE("the bulk channel serves a weight set in checked chunks to a node that
 
 TEST_CASE("the bulk channel fetches damaged chunks again and gives the set back intact",
           "[messages][weights][bulk][defensive]") {
-  auto shelf = std::make_shared<WeightShelf>(2, 1024, 3);  // the first 3 chunks served are damaged
   const WireBuffer set = a_weight_set(9, 5'000);
-  REQUIRE(shelf->put(9, set).ok());
+  auto shelf = shelf_of(9, set, 1024, 3);  // the first 3 chunks served are damaged
   auto server = serve(shelf);
   BulkClient client(client_of(*server));
   ChunkAssembler into(9, set.size(), 1024);
@@ -108,9 +114,8 @@ TEST_CASE("the bulk channel fetches damaged chunks again and gives the set back 
 
 TEST_CASE("the bulk channel refuses a wrong secret, garbage and a silent peer, and goes on serving",
           "[messages][weights][bulk][auth][defensive][net]") {
-  auto shelf = std::make_shared<WeightShelf>(2, 4096);
   const WireBuffer set = a_weight_set(1, 10'000);
-  REQUIRE(shelf->put(1, set).ok());
+  auto shelf = shelf_of(1, set, 4096);
   auto server = serve(shelf, 300ms);
 
   BulkClient wrong(client_of(*server, "not-the-cluster-secret!"));
@@ -194,9 +199,8 @@ TEST_CASE("a bulk fetch stuck on a silent server ends when cancelled, and a stop
   CHECK_FALSE(r.ok());
 
   // A server with a connected, idle node stops at once.
-  auto shelf = std::make_shared<WeightShelf>(2, 4096);
   const WireBuffer set = a_weight_set(1, 1'000);
-  REQUIRE(shelf->put(1, set).ok());
+  auto shelf = shelf_of(1, set, 4096);
   auto server = serve(shelf);
   BulkClient idle(client_of(*server));
   ChunkAssembler got(1, set.size(), 4096);
