@@ -11,6 +11,7 @@
 #include "actors/remote.hpp"
 #include "messages/weight_bulk.hpp"
 
+#include "core/files.hpp"
 #include "envs/batch_env.hpp"
 #include "policy/threads.hpp"
 #include "learner/checkpoint.hpp"
@@ -194,8 +195,8 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
       if (learner) {
         GateOptions go;
         go.secret = options.secret;
-        for (const auto& n : config.nodes)
-          if (n.name != config.head().name) go.members.insert(n.name);
+        go.head = config.head().name;
+        go.config_toml = to_toml(config);
         go.learner = learner;
         go.weight_store = store;
         go.coordinator = coordinator;
@@ -223,6 +224,10 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
           caf::anon_send(coordinator, stop_atom::value, port.error().message);
         } else {
           log->info("head listening on {}:{}{}", head.host, *port, config.tls.enabled() ? " (TLS)" : "");
+          // For `rlx scale` and `rlx node --join` (docs/cluster.md).
+          const auto addr_file = fs::path(config.run.log_dir) / "head.addr";
+          if (auto w = write_text_atomically(addr_file, reachable_address(head.host, *port) + "\n"); !w)
+            log->warn("cannot write {}: {}", addr_file.string(), w.error().message);
           const std::string error = hooks.on_listening ? hooks.on_listening(*port) : "";
           if (!error.empty()) {
             log->error("{}", error);

@@ -1,5 +1,7 @@
 #include "actors/coordinator.hpp"
 
+#include "actors/coordinator_state.hpp"
+
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -16,54 +18,7 @@
 
 namespace rlx {
 
-struct CoordinatorState {
-  CoordinatorOptions options;
-  learner_actor learner;
-  weight_store_actor weight_store;
-  recorder_actor recorder;
-  std::vector<explorer_actor> explorers;
-  std::vector<reward_actor> rewards;
-  std::map<std::string, node_actor> nodes;    // member nodes in the cluster
-  std::map<std::string, std::chrono::steady_clock::time_point> last_heard;  // each node's last heartbeat answer
-  std::uint64_t nodes_evicted = 0;
-  // Segment accounting: every segment an explorer reports as made ends
-  // trained, dropped stale, rejected, or lost with a dead explorer (or is
-  // still in flight while the run goes on).
-  struct ExplorerInfo {
-    std::uint32_t id = 0;
-    std::string node;
-  };
-  std::map<caf::actor_addr, ExplorerInfo> explorer_info;  // from each explorer's join
-  std::map<std::uint32_t, std::uint64_t> produced;    // explorer id -> segments it made
-  std::set<std::uint32_t> dead;                      // explorers that died or were evicted
-  std::uint64_t explorers_lost = 0;
-  std::uint64_t explorers_joined = 0;
-  std::uint64_t joins_refused = 0;
-  bool finish_started = false;
-  bool finishing = false;                     // waiting for member nodes to stop
-  std::string summary;                        // the run's one-line summary, once finishing
-  bool done_sent = false;
-  MetricsData metrics;
-  double swap_us_sum = 0;
-  std::uint64_t swaps = 0;
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-  double last_tick_s = 0;
-  std::uint64_t last_tick_steps = 0;
-  std::ofstream jsonl;
-  bool stopping = false;
-  RunOutcome outcome = RunOutcome::solved;
-  std::string reason;
-  std::chrono::steady_clock::time_point stop_deadline;
-  ErrorCounts errors;
-
-  double elapsed() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  }
-};
-
-namespace {
-
-using Self = coordinator_actor::stateful_pointer<CoordinatorState>;
+namespace coord {
 
 std::chrono::milliseconds report_period(const ClusterConfig& c) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(c.run.report_interval_s * 1000.0));
@@ -92,6 +47,12 @@ Accounting account(const CoordinatorState& st) {
   return a;
 }
 
+std::uint64_t reward_workers(const CoordinatorState& st) {
+  std::uint64_t n = st.rewards.size();
+  for (const auto& [node, r] : st.node_rewards) n += r;
+  return n;
+}
+
 void write_metrics_line(Self self) {
   auto& st = self->state;
   const auto& m = st.metrics;
@@ -108,14 +69,14 @@ void write_metrics_line(Self self) {
       "\"value_loss\":{},\"entropy\":{},\"load_balance_loss\":{},\"expert_utilisation\":[{}],\"updates\":{},"
       "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{},\"nodes\":{},"
       "\"joins_refused\":{},\"nodes_evicted\":{},\"segments_produced\":{},\"segments_lost\":{},"
-      "\"segments_in_flight\":{}}}\n",
+      "\"segments_in_flight\":{},\"reward_workers\":{},\"explorers_retired\":{}}}\n",
       json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
       json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
       json_number(m.policy_loss), json_number(m.value_loss), json_number(m.entropy), json_number(m.load_balance_loss),
       util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
       st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused, st.nodes_evicted,
-      a.produced, a.lost, a.in_flight);
+      a.produced, a.lost, a.in_flight, reward_workers(st), st.explorers_retired);
   st.jsonl.flush();
 }
 
@@ -137,6 +98,7 @@ Status make_status(Self self) {
   s.rejected = m.segments_rejected;
   s.lost = account(st).lost;
   s.explorers = st.explorers.size();
+  s.reward_workers = reward_workers(st);
   s.nodes = st.nodes.size() + 1;
   return s;
 }
@@ -255,8 +217,16 @@ void spawn_cluster(Self self) {
   self->monitor(st.learner);
 
   if (st.options.on_core) st.options.on_core(st.learner, st.weight_store);
+  st.factory = factory;
+  st.spec = spec;
+  for (const auto& node : cfg.nodes) {
+    st.next_explorer_id += static_cast<std::uint32_t>(node.explorers);
+    st.next_env_id += static_cast<std::uint64_t>(node.explorers * node.envs_per_explorer);
+    st.next_reward_id += static_cast<std::uint32_t>(node.rewards);
+  }
   for (const auto& node : cfg.nodes) {
     if (!st.options.spawn_nodes.empty() && !st.options.spawn_nodes.count(node.name)) continue;
+    st.entered.insert(node.name);
     Fleet fleet = spawn_fleet(self->system(), cfg, node, factory, spec, FleetTargets{st.learner, st.weight_store, me}, log);
     for (auto& r : fleet.rewards) st.rewards.push_back(r);
     for (auto& e : fleet.explorers) {
@@ -267,7 +237,7 @@ void spawn_cluster(Self self) {
   }
 }
 
-}  // namespace
+}  // namespace coord
 
 LearnerCoreOptions learner_core_options(const ClusterConfig& cfg, const EnvSpec& spec) {
   LearnerCoreOptions o;
@@ -278,77 +248,7 @@ LearnerCoreOptions learner_core_options(const ClusterConfig& cfg, const EnvSpec&
   return o;
 }
 
-namespace {
-
-// An explorer is gone (died, drained or evicted with its node).
-void explorer_gone(Self self, std::vector<explorer_actor>::iterator it, const std::string& why, bool died) {
-  auto& st = self->state;
-  if (auto info = st.explorer_info.find(it->address()); info != st.explorer_info.end()) {
-    if (died) st.dead.insert(info->second.id);
-    st.explorer_info.erase(info);
-  }
-  st.explorers.erase(it);
-  if (!st.stopping) {
-    ++st.explorers_lost;
-    st.options.log->warn("an explorer {}; {} left", why, st.explorers.size());
-    if (st.explorers.empty()) begin_stop(self, RunOutcome::failed, "no explorer left");
-  } else if (st.explorers.empty() && !st.finishing) {
-    finish(self);
-  }
-}
-
-// A member node that stopped answering (SIGSTOP, a hang, a cut cable: no
-// connection loss for CAF to report) leaves the cluster: its explorers
-// are counted lost, and it is told to stop should it ever wake up.
-void evict(Self self, const std::string& name, double silent_s) {
-  auto& st = self->state;
-  auto node = st.nodes.find(name);
-  if (node == st.nodes.end()) return;
-  ++st.nodes_evicted;
-  st.options.log->warn("node '{}' has not answered for {:.1f} s: evicted", name, silent_s);
-  self->demonitor(node->second.address());
-  self->send(node->second, stop_atom::value, std::string("evicted: no answer for ") + fmt::format("{:.1f}", silent_s) + " s");
-  st.nodes.erase(node);
-  st.last_heard.erase(name);
-  std::vector<caf::actor_addr> theirs;
-  for (const auto& [addr, info] : st.explorer_info)
-    if (info.node == name) theirs.push_back(addr);
-  for (const auto& addr : theirs) {
-    auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
-                           [&](const explorer_actor& e) { return e.address() == addr; });
-    if (it == st.explorers.end()) continue;
-    self->demonitor(it->address());
-    explorer_gone(self, it, "was evicted with node '" + name + "'", true);
-  }
-  if (st.finishing && st.nodes.empty()) send_done(self);
-}
-
-// The heartbeat: asks every member node whether it is alive, and evicts
-// those silent for longer than [launch] evict_after_s.
-void heartbeat(Self self) {
-  auto& st = self->state;
-  const auto& launch = st.options.config.launch;
-  const auto now = std::chrono::steady_clock::now();
-  const auto limit = std::chrono::duration<double>(launch.evict_after_s);
-  std::vector<std::pair<std::string, double>> silent;
-  for (auto& [name, agent] : st.nodes) {
-    const auto heard = st.last_heard.emplace(name, now).first->second;
-    const double quiet = std::chrono::duration<double>(now - heard).count();
-    if (quiet > limit.count()) {
-      silent.emplace_back(name, quiet);
-      continue;
-    }
-    self->request(agent, std::chrono::duration_cast<std::chrono::milliseconds>(limit), ping_atom::value)
-        .then([self, name = name](std::uint64_t) { self->state.last_heard[name] = std::chrono::steady_clock::now(); },
-              [](const caf::error&) {});  // silence is judged by last_heard, not by one lost answer
-  }
-  for (const auto& [name, quiet] : silent) evict(self, name, quiet);
-  if (!st.finishing)
-    self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(launch.heartbeat_s)),
-                       beat_atom::value);
-}
-
-}  // namespace
+namespace coord {
 
 coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions options) {
   auto& st = self->state;
@@ -373,8 +273,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
     for (auto n = st.nodes.begin(); n != st.nodes.end(); ++n)
       if (n->second.address() == dm.source) {
         if (!st.finishing) st.options.log->warn("node '{}' went away ({})", n->first, caf::to_string(dm.reason));
-        st.last_heard.erase(n->first);
-        st.nodes.erase(n);
+        node_gone(self, std::string(n->first));
         if (st.finishing && st.nodes.empty()) send_done(self);
         return;
       }
@@ -386,7 +285,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
   try {
     spawn_cluster(self);
     self->delayed_send(self, report_period(cfg), tick_atom::value);
-    if (cfg.multi_node()) self->send(self, beat_atom::value);
+    self->send(self, beat_atom::value);  // nodes may join even a one-node topology
   } catch (const EnvFailure& e) {
     st.options.log->error("cannot start the environment: {}", e.what());
     if (st.options.on_core) st.options.on_core({}, {});
@@ -399,23 +298,12 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         auto& st = self->state;
         auto j = decode_or_count<JoinData>(self, msg, st.errors, st.options.log);
         if (!j || !who) return;
-        st.explorer_info[who.address()] = CoordinatorState::ExplorerInfo{j->member_id, j->node};
         st.options.log->debug("{} {} joined from node {}", to_string(j->role), j->member_id, j->node);
-        const bool known = std::any_of(st.explorers.begin(), st.explorers.end(),
-                                       [&](const explorer_actor& e) { return e.address() == who.address(); });
-        if (known) return;
-        if (st.stopping) return self->send(who, drain_atom::value);
-        self->monitor(who);
-        st.explorers.push_back(who);
-        ++st.explorers_joined;
+        explorer_joined(self, j->member_id, j->node, who);
       },
-      [self](node_atom, const std::string& name, node_actor agent) {
-        auto& st = self->state;
-        if (st.stopping) return self->send(agent, stop_atom::value, st.reason);
-        self->monitor(agent);
-        st.nodes[name] = agent;
-        st.last_heard[name] = std::chrono::steady_clock::now();
-        st.options.log->info("node '{}' joined: {} of {} nodes", name, st.nodes.size() + 1, st.options.config.nodes.size());
+      [self](node_atom, const std::string& name, node_actor agent, std::uint32_t explorers,
+             std::uint32_t envs_per_explorer, std::uint32_t rewards) {
+        node_entered(self, name, agent, explorers, envs_per_explorer, rewards);
       },
       [self](refused_atom, const std::string&) { ++self->state.joins_refused; },  // the gate logged it
       [self](leave_atom, const WireMsg& msg) {
@@ -428,6 +316,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         auto m = decode_or_count<MetricsData>(self, msg, st.errors, st.options.log);
         if (!m) return;
         st.metrics = std::move(*m);
+        note_first_segments(self);
         if (!st.stopping) check_stop(self);
       },
       [self](swap_atom, std::uint32_t, double us) {
@@ -464,6 +353,11 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       },
       [self](stop_atom, const std::string& why) { begin_stop(self, RunOutcome::interrupted, why); },
       [self](beat_atom) { heartbeat(self); },
+      [self](scale_atom, std::int32_t explorers, std::int32_t rewards) -> caf::result<std::string> {
+        auto said = scale(self, explorers, rewards);
+        if (!said) return caf::make_error(caf::sec::runtime_error, said.error().message);
+        return *said;
+      },
       [self](produced_atom, std::uint32_t explorer, std::uint64_t made) {
         auto& n = self->state.produced[explorer];
         n = std::max(n, made);
@@ -471,8 +365,10 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
   };
 }
 
+}  // namespace coord
+
 coordinator_actor spawn_coordinator(caf::actor_system& system, CoordinatorOptions options) {
-  return system.spawn(coordinator_impl, std::move(options));
+  return system.spawn(coord::coordinator_impl, std::move(options));
 }
 
 }  // namespace rlx

@@ -1,6 +1,10 @@
 // The coordinator: builds the head's actors from the topology (and, in a
 // single-process run, every node's fleet), tracks membership (explorers
-// and member nodes join, leave, die: down messages), aggregates metrics into the
+// and member nodes join, leave, die: down messages; silent nodes are
+// evicted), decides what each member node runs and allots the ids, scales
+// explorers and reward workers on request (`rlx scale`: new ones go to the
+// member nodes running the fewest, removed ones are the newest, drained),
+// aggregates metrics into the
 // status line and <log_dir>/metrics.jsonl, checks the stop condition and
 // drains the run: explorers finish their step and leave, the recorder
 // flushes, member nodes are told to stop (and awaited, a few seconds at
@@ -34,6 +38,7 @@ struct Status {
   std::uint64_t trained = 0, dropped_stale = 0, rejected = 0;
   std::uint64_t lost = 0;       // segments made by explorers that died, never received
   std::uint64_t explorers = 0;
+  std::uint64_t reward_workers = 0;
   std::uint64_t nodes = 1;      // processes in the cluster (the head counts)
 };
 

@@ -6,23 +6,15 @@
 
 namespace rlx {
 
-Fleet spawn_fleet(caf::actor_system& system, const ClusterConfig& cfg, const NodeConfig& node,
-                  const BatchEnvFactory& factory, const EnvSpec& spec, const FleetTargets& targets, const Logger& log) {
-  Fleet fleet;
-  auto [explorer_id, next_env_id] = cfg.first_ids(node.name);
-  std::uint32_t reward_id = 0;
-  for (const auto& n : cfg.nodes) {
-    if (n.name == node.name) break;
-    reward_id += static_cast<std::uint32_t>(n.rewards);
-  }
-  auto scorer = std::make_shared<const ArithmeticScorer>();
-  for (std::int64_t i = 0; i < node.rewards; ++i) {
-    std::string name = "reward/" + std::to_string(reward_id++);
-    fleet.rewards.push_back(spawn_reward(system, RewardActorOptions{scorer, name, child_logger(log, name)}));
-  }
-  for (std::int64_t i = 0; i < node.explorers; ++i, ++explorer_id) {
+std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const ClusterConfig& cfg,
+                                            const ExplorerBatch& batch, const BatchEnvFactory& factory,
+                                            const EnvSpec& spec, const FleetTargets& targets, const Logger& log) {
+  std::vector<explorer_actor> out;
+  std::uint64_t next_env_id = batch.first_env_id;
+  for (std::uint32_t i = 0; i < batch.count; ++i) {
+    const std::uint32_t explorer_id = batch.first_id + i;
     const std::uint64_t first_env = next_env_id;
-    next_env_id += static_cast<std::uint64_t>(node.envs_per_explorer);
+    next_env_id += batch.envs_per_explorer;
     ExplorerActorOptions eo;
     env_actor env;
     if (cfg.explorer.env_placement == "actor") {
@@ -31,13 +23,13 @@ Fleet spawn_fleet(caf::actor_system& system, const ClusterConfig& cfg, const Nod
     } else {
       eo.local_env = factory;
     }
-    eo.rollout = RolloutOptions{explorer_id, node.envs_per_explorer, spec.obs_dim, spec.num_actions,
+    eo.rollout = RolloutOptions{explorer_id, batch.envs_per_explorer, spec.obs_dim, spec.num_actions,
                                 cfg.explorer.segment_steps, cfg.run.seed, cfg.policy};
     eo.env_seed = cfg.run.seed;
     eo.first_env_id = first_env;
     eo.max_staleness = cfg.run.max_staleness;
     eo.sync = cfg.run.mode == "sync";
-    eo.node = node.name;
+    eo.node = batch.node;
     eo.env = env;
     eo.learner = targets.learner;
     eo.weight_store = targets.weight_store;
@@ -46,8 +38,40 @@ Fleet spawn_fleet(caf::actor_system& system, const ClusterConfig& cfg, const Nod
     auto ex = spawn_explorer(system, eo);
     // An env actor lives and dies with its explorer.
     if (env) ex->attach_functor([env](const caf::error&) { caf::anon_send_exit(env, caf::exit_reason::user_shutdown); });
-    fleet.explorers.push_back(ex);
+    out.push_back(ex);
   }
+  return out;
+}
+
+std::vector<reward_actor> spawn_rewards(caf::actor_system& system, std::uint32_t first_id, std::uint32_t count,
+                                        const Logger& log) {
+  std::vector<reward_actor> out;
+  auto scorer = std::make_shared<const ArithmeticScorer>();
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::string name = "reward/" + std::to_string(first_id + i);
+    out.push_back(spawn_reward(system, RewardActorOptions{scorer, name, child_logger(log, name)}));
+  }
+  return out;
+}
+
+std::uint32_t first_reward_id(const ClusterConfig& cfg, const std::string& node) {
+  std::uint32_t id = 0;
+  for (const auto& n : cfg.nodes) {
+    if (n.name == node) break;
+    id += static_cast<std::uint32_t>(n.rewards);
+  }
+  return id;
+}
+
+Fleet spawn_fleet(caf::actor_system& system, const ClusterConfig& cfg, const NodeConfig& node,
+                  const BatchEnvFactory& factory, const EnvSpec& spec, const FleetTargets& targets, const Logger& log) {
+  auto [explorer_id, env_id] = cfg.first_ids(node.name);
+  Fleet fleet;
+  fleet.rewards = spawn_rewards(system, first_reward_id(cfg, node.name), static_cast<std::uint32_t>(node.rewards), log);
+  fleet.explorers = spawn_explorers(system, cfg,
+                                    ExplorerBatch{node.name, explorer_id, env_id, static_cast<std::uint32_t>(node.explorers),
+                                                  static_cast<std::uint32_t>(node.envs_per_explorer)},
+                                    factory, spec, targets, log);
   return fleet;
 }
 

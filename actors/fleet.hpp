@@ -1,7 +1,10 @@
 // The rollout actors of one node: its explorers (each with its env actor,
-// or its envs inside) and reward workers, numbered across the topology
-// (ClusterConfig::first_ids). The coordinator spawns the fleet of the
-// nodes in its own process; a member node's agent spawns its own.
+// or its envs inside) and reward workers. The coordinator allots their
+// ids: a topology node's first fleet takes the topology's numbering
+// (ClusterConfig::first_ids), everything started later (a scale-up, a
+// node that joined, a node that came back) takes ids after every id used
+// so far. The coordinator spawns the fleets of its own process; a member
+// node's agent spawns what the coordinator orders.
 #pragma once
 
 #include <vector>
@@ -19,13 +22,34 @@ struct FleetTargets {
   coordinator_actor coordinator;
 };
 
+// `count` explorers with ids first_id.., envs first_env_id.. (envs_per_explorer each).
+struct ExplorerBatch {
+  std::string node;
+  std::uint32_t first_id = 0;
+  std::uint64_t first_env_id = 0;
+  std::uint32_t count = 0;
+  std::uint32_t envs_per_explorer = 16;
+};
+
 struct Fleet {
   std::vector<explorer_actor> explorers;
   std::vector<reward_actor> rewards;
 };
 
-// Spawns `node`'s explorers and reward workers in `system`.
+// The explorers of `batch`, spawned in `system`.
+std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const ClusterConfig& config,
+                                            const ExplorerBatch& batch, const BatchEnvFactory& factory,
+                                            const EnvSpec& spec, const FleetTargets& targets, const Logger& log);
+
+// `count` reward workers named reward/<first_id>...
+std::vector<reward_actor> spawn_rewards(caf::actor_system& system, std::uint32_t first_id, std::uint32_t count,
+                                        const Logger& log);
+
+// The first fleet of topology node `node`: its explorers and reward workers with the topology's ids.
 Fleet spawn_fleet(caf::actor_system& system, const ClusterConfig& config, const NodeConfig& node,
                   const BatchEnvFactory& factory, const EnvSpec& spec, const FleetTargets& targets, const Logger& log);
+
+// The first reward worker id of topology node `node`.
+std::uint32_t first_reward_id(const ClusterConfig& config, const std::string& node);
 
 }  // namespace rlx

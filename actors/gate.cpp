@@ -1,5 +1,7 @@
 #include "actors/gate.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <deque>
 #include <map>
 
@@ -49,6 +51,26 @@ void forget_expired(GateState& st) {
   }
 }
 
+// A node name is a plain word: letters, digits, '.', '_', '-'; 1..64 of them.
+bool plain_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '_' || c == '-';
+  });
+}
+
+// The nonce was issued to `name` and the proof answers it; else why not.
+std::string check_proof(GateState& st, const std::string& name, const std::string& nonce, const std::string& proof) {
+  forget_expired(st);
+  auto it = st.nonces.find(nonce);
+  if (it == st.nonces.end()) return "unknown, used or expired nonce";
+  const std::string asked_for = it->second.node;
+  st.nonces.erase(it);  // one use, whatever happens next
+  if (asked_for != name) return "the nonce was issued to another name";
+  if (!proofs_equal(proof, secret_proof(st.options.secret, nonce, name))) return "wrong proof of the cluster secret";
+  return "";
+}
+
 }  // namespace
 
 gate_actor::behavior_type gate_impl(Self self, GateOptions options) {
@@ -72,25 +94,32 @@ gate_actor::behavior_type gate_impl(Self self, GateOptions options) {
         return nonce;
       },
       [self](enter_atom, const std::string& node, const std::string& nonce, const std::string& proof,
-             node_actor agent) -> caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t> {
+             node_actor agent, std::uint32_t explorers, std::uint32_t envs_per_explorer, std::uint32_t rewards)
+          -> caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, std::string> {
         auto& st = self->state;
-        forget_expired(st);
-        auto it = st.nonces.find(nonce);
-        if (it == st.nonces.end()) return refuse(self, node, "unknown, used or expired nonce");
-        const std::string asked_for = it->second.node;
-        st.nonces.erase(it);  // one use, whatever happens next
-        if (asked_for != node) return refuse(self, node, "the nonce was issued to another node name");
-        if (!proofs_equal(proof, secret_proof(st.options.secret, nonce, node)))
-          return refuse(self, node, "wrong proof of the cluster secret");
-        if (!st.options.members.count(node)) return refuse(self, node, "not a member node of this topology");
+        if (auto why = check_proof(st, node, nonce, proof); !why.empty()) return refuse(self, node, why);
+        if (!plain_name(node)) return refuse(self, node, "a node name is 1-64 letters, digits, '.', '_' or '-'");
+        if (node == st.options.head) return refuse(self, node, "that is the head's name");
         if (st.joined.count(node)) return refuse(self, node, "a node of that name is already in the cluster");
+        if (explorers > 1024 || rewards > 1024 || envs_per_explorer == 0 || envs_per_explorer > 65536)
+          return refuse(self, node, "asks for more than a node may run (1024 explorers or reward workers, 65536 envs each)");
         if (!agent) return refuse(self, node, "no node agent");
         st.joined[node] = agent;
         self->monitor(agent);
-        self->send(st.options.coordinator, node_atom::value, node, agent);
+        self->send(st.options.coordinator, node_atom::value, node, agent, explorers, envs_per_explorer, rewards);
         st.options.log->info("node '{}' joined from {}", node, peer_of(self));
-        return caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t>(
-            st.options.learner, st.options.weight_store, st.options.coordinator, st.options.bulk_port);
+        return caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, std::string>(
+            st.options.learner, st.options.weight_store, st.options.coordinator, st.options.bulk_port,
+            st.options.config_toml);
+      },
+      [self](scale_atom, const std::string& caller, const std::string& nonce, const std::string& proof,
+             std::int32_t explorers, std::int32_t rewards) -> caf::result<std::string> {
+        auto& st = self->state;
+        if (auto why = check_proof(st, caller, nonce, proof); !why.empty()) return refuse(self, caller, why);
+        st.options.log->info("'{}' from {} asks for {} explorers, {} reward workers", caller, peer_of(self),
+                             explorers < 0 ? std::string("unchanged") : std::to_string(explorers),
+                             rewards < 0 ? std::string("unchanged") : std::to_string(rewards));
+        return self->delegate(st.options.coordinator, scale_atom::value, explorers, rewards);
       },
   };
 }

@@ -1,11 +1,15 @@
 // The gate: the one actor the head publishes. A node that wants in asks
 // for a one-time nonce (hello), answers it with HMAC-SHA256 of the cluster
 // secret (enter), and only then receives the learner, weight store and
-// coordinator handles; the coordinator learns of the node. Anything else
-// (no proof, a wrong one, a replayed or unknown nonce, a name that is not
-// a member node, a name already joined) is refused, logged, counted, and
-// changes nothing. See docs/cluster.md for what this does and does not
-// protect against.
+// coordinator handles and the run's configuration; the coordinator learns
+// of the node and the shape it asks for. A node the topology does not name
+// may join too (`rlx node --join`): the coordinator allots its ids.
+// Anything else (no proof, a wrong one, a replayed or unknown nonce, the
+// head's own name, a name that is not a plain word, a name already joined,
+// a shape out of bounds) is refused, logged, counted, and changes nothing.
+// `rlx scale` proves the secret the same way; the gate passes its request
+// to the coordinator and the answer back. See docs/cluster.md for what
+// this does and does not protect against.
 #pragma once
 
 #include <chrono>
@@ -18,7 +22,8 @@ namespace rlx {
 
 struct GateOptions {
   std::string secret;
-  std::set<std::string> members;     // node names that may join
+  std::string head;                  // the head's node name (no one may join as it)
+  std::string config_toml;           // the run's configuration, handed to every node
   learner_actor learner;
   weight_store_actor weight_store;
   coordinator_actor coordinator;

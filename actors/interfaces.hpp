@@ -43,6 +43,12 @@ using bulk_atom = caf::atom_constant<caf::atom("bulk")>;          // weight rela
 using ping_atom = caf::atom_constant<caf::atom("ping")>;          // coordinator -> node: are you alive?
 using beat_atom = caf::atom_constant<caf::atom("beat")>;          // coordinator -> itself: time to ping the nodes
 using produced_atom = caf::atom_constant<caf::atom("produced")>;  // explorer -> coordinator: segments made so far
+using scale_atom = caf::atom_constant<caf::atom("scale")>;        // rlx scale -> gate -> coordinator
+using spawn_atom = caf::atom_constant<caf::atom("spawn")>;        // coordinator -> node: start rollout actors
+using retire_atom = caf::atom_constant<caf::atom("retire")>;      // coordinator -> node: stop reward workers
+
+// What a spawn order starts (sent as its byte).
+enum class FleetRole : std::uint8_t { explorer = 0, reward = 1 };
 
 // Resets and steps B environments.
 using env_actor = caf::typed_actor<caf::replies_to<reset_atom, WireMsg>::with<WireMsg>,
@@ -91,13 +97,23 @@ using learner_actor = caf::typed_actor<caf::reacts_to<segment_atom, WireMsg>,
 
 // A member node's agent (actors/member_node.hpp): told to stop when the
 // run ends; drain: its explorers finish their step and leave, then it exits;
-// ping: the head's heartbeat (reply: the explorers it runs).
+// ping: the head's heartbeat (reply: the explorers it runs). The
+// coordinator decides what it runs: spawn (role, first id, first env id,
+// count, envs per explorer) starts explorers or reward workers with the
+// ids it allots; retire stops that many of its reward workers (explorers
+// are drained by the coordinator itself).
 using node_actor = caf::typed_actor<caf::reacts_to<stop_atom, std::string>, caf::reacts_to<drain_atom>,
-                                    caf::replies_to<ping_atom>::with<std::uint64_t>>;
+                                    caf::replies_to<ping_atom>::with<std::uint64_t>,
+                                    caf::reacts_to<spawn_atom, std::uint8_t, std::uint32_t, std::uint64_t,
+                                                   std::uint32_t, std::uint32_t>,
+                                    caf::reacts_to<retire_atom, std::uint32_t>>;
 
 // Membership, metrics, stopping.
 using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, explorer_actor>,
-                                           caf::reacts_to<node_atom, std::string, node_actor>,
+                                           // a node entered: name, agent, the explorers (with their envs
+                                           // each) and reward workers it asks to run
+                                           caf::reacts_to<node_atom, std::string, node_actor, std::uint32_t,
+                                                          std::uint32_t, std::uint32_t>,
                                            caf::reacts_to<refused_atom, std::string>,
                                            caf::reacts_to<leave_atom, WireMsg>,
                                            caf::reacts_to<metrics_atom, WireMsg>,
@@ -105,16 +121,24 @@ using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, ex
                                            caf::reacts_to<tick_atom>,
                                            caf::reacts_to<beat_atom>,
                                            caf::reacts_to<produced_atom, std::uint32_t, std::uint64_t>,
-                                           caf::reacts_to<stop_atom, std::string>>;
+                                           caf::reacts_to<stop_atom, std::string>,
+                                           // explorers, reward workers wanted (-1: unchanged) -> what changed
+                                           caf::replies_to<scale_atom, std::int32_t, std::int32_t>::with<std::string>>;
 
 // The head's published door (actors/gate.hpp): a node asks for a nonce,
-// answers it with a proof of the cluster secret, and only then gets the
-// learner, weight store and coordinator, and the port of the head's bulk
-// channel for weights (0: none; messages/weight_bulk.hpp).
+// answers it with a proof of the cluster secret and the shape it asks for
+// (explorers, envs per explorer, reward workers; a topology node's own),
+// and only then gets the learner, weight store and coordinator, the port
+// of the head's bulk channel for weights (0: none;
+// messages/weight_bulk.hpp) and the run's configuration (TOML). `rlx
+// scale` proves the secret the same way and asks for a new size.
 using gate_actor = caf::typed_actor<
     caf::replies_to<hello_atom, std::string>::with<std::string>,  // node name -> nonce
-    caf::replies_to<enter_atom, std::string, std::string, std::string, node_actor>::with<  // node, nonce, proof
-        learner_actor, weight_store_actor, coordinator_actor, std::uint16_t>>;
+    caf::replies_to<enter_atom, std::string, std::string, std::string, node_actor, std::uint32_t, std::uint32_t,
+                    std::uint32_t>::with<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t,
+                                         std::string>,  // node, nonce, proof, agent, shape
+    caf::replies_to<scale_atom, std::string, std::string, std::string, std::int32_t, std::int32_t>::with<
+        std::string>>;  // caller, nonce, proof, explorers, reward workers
 
 // Registers every handle type that crosses nodes inside messages.
 inline void register_handle_types(caf::actor_system_config& cfg) {

@@ -1,6 +1,7 @@
 #include "actors/member_node.hpp"
 
 #include <mutex>
+#include <optional>
 
 #include "actors/fleet.hpp"
 #include "actors/remote.hpp"
@@ -8,6 +9,7 @@
 #include "actors/weight_store.hpp"
 #include "core/auth.hpp"
 #include "envs/batch_env.hpp"
+#include "policy/moe_mlp_policy.hpp"
 #include "policy/threads.hpp"
 
 namespace rlx {
@@ -26,16 +28,30 @@ struct Ending {
   }
 };
 
+// A spawn order from the coordinator.
+struct Order {
+  FleetRole role = FleetRole::explorer;
+  std::uint32_t first_id = 0;
+  std::uint64_t first_env_id = 0;
+  std::uint32_t count = 0;
+  std::uint32_t envs_per_explorer = 0;
+};
+
 struct AgentState {
-  const ClusterConfig* config = nullptr;
   const EnvRegistry* envs = nullptr;
   MemberNodeOptions options;
   gate_actor gate;
   std::shared_ptr<Ending> ending;
   Logger log;
-  coordinator_actor coordinator;
+  // Set once the head let the node in: the run's config (the head's), what explorers need.
+  std::optional<ClusterConfig> config;
+  BatchEnvFactory factory;
+  EnvSpec spec;
+  FleetTargets targets;
+  std::vector<Order> early;              // orders that arrived before the gate's answer
   std::vector<caf::actor> owned;         // everything it spawned, for the final exit
   std::vector<explorer_actor> explorers;
+  std::vector<reward_actor> rewards;
   bool draining = false;
 };
 
@@ -49,12 +65,35 @@ void end(Self self, RunOutcome outcome, const std::string& summary) {
   self->quit();
 }
 
-void start_fleet(Self self, learner_actor learner, weight_store_actor head_store, coordinator_actor coordinator,
-                 std::uint16_t bulk_port) {
+void obey(Self self, const Order& order) {
   auto& st = self->state;
-  const ClusterConfig& cfg = *st.config;
-  const NodeConfig& node = *cfg.node(st.options.node);
-  st.coordinator = coordinator;
+  if (!st.config) return st.early.push_back(order);
+  if (st.draining) return;
+  auto& sys = self->system();
+  if (order.role == FleetRole::reward) {
+    for (auto& r : spawn_rewards(sys, order.first_id, order.count, st.log)) {
+      st.rewards.push_back(r);
+      st.owned.push_back(caf::actor_cast<caf::actor>(r));
+    }
+    st.log->info("{} reward workers started ({} now)", order.count, st.rewards.size());
+    return;
+  }
+  const ExplorerBatch batch{st.options.node, order.first_id, order.first_env_id, order.count, order.envs_per_explorer};
+  for (auto& e : spawn_explorers(sys, *st.config, batch, st.factory, st.spec, st.targets, st.log)) {
+    self->monitor(e);
+    st.explorers.push_back(e);
+    st.owned.push_back(caf::actor_cast<caf::actor>(e));
+  }
+  st.log->info("explorers {}..{} started ({} envs each; {} explorers now)", order.first_id,
+               order.first_id + order.count - 1, order.envs_per_explorer, st.explorers.size());
+}
+
+void start(Self self, learner_actor learner, weight_store_actor head_store, coordinator_actor coordinator,
+           std::uint16_t bulk_port, const std::string& config_toml) {
+  auto& st = self->state;
+  auto parsed = parse_config(config_toml, "<the head's configuration>", st.envs->names(), policy_kinds());
+  if (!parsed) return end(self, RunOutcome::bad_input, "cannot use the head's configuration: " + parsed.error().message);
+  const ClusterConfig& cfg = *parsed;
   self->monitor(coordinator);
   auto& sys = self->system();
   auto store = spawn_weight_store(sys, WeightStoreOptions{static_cast<std::size_t>(cfg.weight_store.keep_versions),
@@ -78,20 +117,16 @@ void start_fleet(Self self, learner_actor learner, weight_store_actor head_store
   st.owned.push_back(caf::actor_cast<caf::actor>(store));
   st.owned.push_back(caf::actor_cast<caf::actor>(relay));
   try {
-    const BatchEnvFactory factory = make_batch_env_factory(cfg.run.env, cfg.external, *st.envs, st.log);
-    const EnvSpec spec = factory(cfg.run.seed, 0, 1)->spec();
-    Fleet fleet = spawn_fleet(sys, cfg, node, factory, spec, FleetTargets{learner, store, coordinator}, st.log);
-    for (auto& r : fleet.rewards) st.owned.push_back(caf::actor_cast<caf::actor>(r));
-    for (auto& e : fleet.explorers) {
-      self->monitor(e);
-      st.explorers.push_back(e);
-      st.owned.push_back(caf::actor_cast<caf::actor>(e));
-    }
+    st.factory = make_batch_env_factory(cfg.run.env, cfg.external, *st.envs, st.log);
+    st.spec = st.factory(cfg.run.seed, 0, 1)->spec();
   } catch (const EnvFailure& e) {
     return end(self, RunOutcome::failed, std::string("cannot start the environment: ") + e.what());
   }
-  st.log->info("node '{}' joined the cluster: {} explorers, {} reward workers", node.name, node.explorers,
-               node.rewards);
+  st.targets = FleetTargets{learner, store, coordinator};
+  st.config = std::move(*parsed);
+  st.log->info("node '{}' joined the cluster; asked for {} explorers ({} envs each), {} reward workers",
+               st.options.node, st.options.explorers, st.options.envs_per_explorer, st.options.rewards);
+  for (const auto& order : std::exchange(st.early, {})) obey(self, order);
 }
 
 node_actor::behavior_type agent_impl(Self self, AgentState init) {
@@ -99,7 +134,7 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
   auto& st = self->state;
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
-    if (dm.source == st.coordinator.address())
+    if (st.targets.coordinator && dm.source == st.targets.coordinator.address())
       return end(self, RunOutcome::failed, "the head went away (" + caf::to_string(dm.reason) + ")");
     auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
                            [&](const explorer_actor& e) { return e.address() == dm.source; });
@@ -112,13 +147,14 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
       .then(
           [self, timeout](const std::string& nonce) {
             auto& st = self->state;
-            const std::string proof = secret_proof(st.options.secret, nonce, st.options.node);
-            self->request(st.gate, timeout, enter_atom::value, st.options.node, nonce, proof, node_actor{self})
-                .then([self](learner_actor l, weight_store_actor w, coordinator_actor c, std::uint16_t bulk_port) {
-                        start_fleet(self, l, w, c, bulk_port);
-                      },
+            const auto& o = st.options;
+            const std::string proof = secret_proof(o.secret, nonce, o.node);
+            self->request(st.gate, timeout, enter_atom::value, o.node, nonce, proof, node_actor{self}, o.explorers,
+                          o.envs_per_explorer, o.rewards)
+                .then([self](learner_actor l, weight_store_actor w, coordinator_actor c, std::uint16_t bulk_port,
+                             const std::string& config) { start(self, l, w, c, bulk_port, config); },
                       [self](const caf::error& e) {
-                        end(self, RunOutcome::bad_input, "the head refused this node: " + self->system().render(e));
+                        end(self, RunOutcome::bad_input, "the head refused this node: " + error_text(self->system(), e));
                       });
           },
           [self](const caf::error& e) {
@@ -135,6 +171,23 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
         st.log->info("draining {} explorers", st.explorers.size());
         for (auto& e : st.explorers) self->send(e, drain_atom::value);
       },
+      [self](spawn_atom, std::uint8_t role, std::uint32_t first_id, std::uint64_t first_env_id, std::uint32_t count,
+             std::uint32_t envs_per_explorer) {
+        const bool explorers = role == static_cast<std::uint8_t>(FleetRole::explorer);
+        if (role > static_cast<std::uint8_t>(FleetRole::reward) || count == 0 || count > 4096 ||
+            (explorers && (envs_per_explorer == 0 || envs_per_explorer > 65536)))
+          return self->state.log->warn("ignored a malformed spawn order (role {}, count {}, envs {})", role, count,
+                                       envs_per_explorer);
+        obey(self, Order{static_cast<FleetRole>(role), first_id, first_env_id, count, envs_per_explorer});
+      },
+      [self](retire_atom, std::uint32_t count) {
+        auto& st = self->state;
+        for (; count > 0 && !st.rewards.empty(); --count) {
+          self->send_exit(st.rewards.back(), caf::exit_reason::user_shutdown);
+          st.rewards.pop_back();
+        }
+        st.log->info("reward workers retired ({} now)", st.rewards.size());
+      },
   };
 }
 
@@ -144,11 +197,17 @@ MemberNodeResult run_member_node(const ClusterConfig& config, const EnvRegistry&
                                  const Logger& log) {
   configure_compute_threads(static_cast<int>(config.explorer.threads));
   MemberNodeResult result;
+  MemberNodeOptions opts = options;
   const NodeConfig* node = config.node(options.node);
-  if (!node || node->name == config.head().name) {
-    result.outcome = RunOutcome::bad_input;
-    result.summary = "'" + options.node + "' is not a member node of " + config.source;
-    return result;
+  if (!options.join) {
+    if (!node || node->name == config.head().name) {
+      result.outcome = RunOutcome::bad_input;
+      result.summary = "'" + options.node + "' is not a member node of " + config.source;
+      return result;
+    }
+    opts.explorers = static_cast<std::uint32_t>(node->explorers);
+    opts.envs_per_explorer = static_cast<std::uint32_t>(node->envs_per_explorer);
+    opts.rewards = static_cast<std::uint32_t>(node->rewards);
   }
   caf::actor_system_config cfg;
   configure_remoting(cfg, config);
@@ -162,9 +221,8 @@ MemberNodeResult run_member_node(const ClusterConfig& config, const EnvRegistry&
   }
   auto ending = std::make_shared<Ending>();
   AgentState init;
-  init.config = &config;
   init.envs = &envs;
-  init.options = options;
+  init.options = opts;
   init.gate = *gate;
   init.ending = ending;
   init.log = log;

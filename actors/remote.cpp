@@ -67,4 +67,15 @@ Result<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string&
   }
 }
 
+std::string error_text(caf::actor_system& system, const caf::error& e) {
+  const caf::message& context = e.context();
+  if (context.match_elements<std::string>()) return context.get_as<std::string>(0);
+  return system.render(e);
+}
+
+std::string reachable_address(const std::string& host, std::uint16_t port) {
+  const std::string h = host.empty() || host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host;
+  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(port);
+}
+
 }  // namespace rlx

@@ -25,6 +25,14 @@ Result<std::uint16_t> publish_gate(const gate_actor& gate, const ClusterConfig& 
 Result<gate_actor> connect_gate(caf::actor_system& system, const ClusterConfig& config, const std::string& host,
                                 std::uint16_t port, double timeout_s, const Logger& log);
 
+// Where other processes reach a head that listens on host:port: "HOST:PORT"
+// (its loopback when it listens on every address; IPv6 in brackets).
+std::string reachable_address(const std::string& host, std::uint16_t port);
+
+// What an error says: its text when it carries one (an RLX refusal), else
+// CAF's rendering of it.
+std::string error_text(caf::actor_system& system, const caf::error& e);
+
 // "HOST:PORT" -> host and port.
 Result<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& s);
 

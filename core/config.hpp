@@ -88,6 +88,10 @@ struct LaunchConfig {
   double join_timeout_s = 120.0;     // the run fails if no explorer joined by then
   double heartbeat_s = 1.0;          // the head asks every member node this often whether it is alive
   double evict_after_s = 10.0;       // a node silent this long is evicted (its explorers counted lost)
+  // Publish the head's gate even when the topology has one node, so that
+  // `rlx scale` and `rlx node --join` can reach the run (a multi-node head
+  // always listens).
+  bool listen = false;
 };
 
 // [tls]: TLS between nodes (CAF's openssl module). All empty = plain TCP.

@@ -64,7 +64,8 @@ std::string to_toml(const ClusterConfig& c) {
                                     {"connect_timeout_s", c.launch.connect_timeout_s},
                                     {"join_timeout_s", c.launch.join_timeout_s},
                                     {"heartbeat_s", c.launch.heartbeat_s},
-                                    {"evict_after_s", c.launch.evict_after_s}});
+                                    {"evict_after_s", c.launch.evict_after_s},
+                                    {"listen", c.launch.listen}});
   if (c.tls.enabled())
     root.insert("tls", toml::table{{"certificate", c.tls.certificate}, {"key", c.tls.key}, {"ca", c.tls.ca}});
   root.insert("record", toml::table{{"file_mb", c.record.file_mb},

@@ -4,18 +4,20 @@
 #include <cstring>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace rlx {
 
 namespace fs = std::filesystem;
 
-Result<bool> write_file_atomically(const fs::path& path, std::span<const std::uint8_t> bytes) {
+Result<bool> write_file_atomically(const fs::path& path, std::span<const std::uint8_t> bytes, unsigned mode) {
   const fs::path tmp = path.string() + ".tmp";
   auto fail = [&](const char* what) {
     return make_error(Errc::io, tmp.string() + ": " + what + ": " + std::strerror(errno));
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, static_cast<mode_t>(mode));
+  if (fd >= 0) ::fchmod(fd, static_cast<mode_t>(mode));  // an old .tmp keeps its mode through O_CREAT
   if (fd < 0) return fail("cannot create");
   std::size_t done = 0;
   while (done < bytes.size()) {
@@ -40,6 +42,11 @@ Result<bool> write_file_atomically(const fs::path& path, std::span<const std::ui
     ::close(dfd);
   }
   return true;
+}
+
+Result<bool> write_text_atomically(const fs::path& path, const std::string& text, unsigned mode) {
+  return write_file_atomically(
+      path, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()), mode);
 }
 
 }  // namespace rlx

@@ -6,11 +6,17 @@
 #include <cstdint>
 #include <filesystem>
 #include <span>
+#include <string>
 
 #include "core/error.hpp"
 
 namespace rlx {
 
-Result<bool> write_file_atomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes);
+// `mode`: the file's permissions (0600 for a secret).
+Result<bool> write_file_atomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes,
+                                   unsigned mode = 0644);
+
+// The same, for text.
+Result<bool> write_text_atomically(const std::filesystem::path& path, const std::string& text, unsigned mode = 0644);
 
 }  // namespace rlx

@@ -199,10 +199,13 @@ struct BulkServer::Impl {
         if (!send_frame(fd, leave(chunk.error().message, options.name))) return;
         continue;
       }
+      {
+        // Counted before it is sent: once the client holds every chunk, the counts say so.
+        std::lock_guard<std::mutex> lock(mu);
+        ++counts.chunks;
+        counts.bytes += chunk->size();
+      }
       if (!send_frame(fd, *chunk)) return;
-      std::lock_guard<std::mutex> lock(mu);
-      ++counts.chunks;
-      counts.bytes += chunk->size();
     }
   }
 

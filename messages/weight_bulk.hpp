@@ -65,8 +65,8 @@ class BulkServer {
   struct Counts {
     std::uint64_t admitted = 0;       // connections that proved the secret
     std::uint64_t refused = 0;        // wrong proof, garbage, over the connection limit
-    std::uint64_t chunks = 0;         // chunks sent
-    std::uint64_t bytes = 0;          // bytes sent
+    std::uint64_t chunks = 0;         // chunks served (counted as each is written)
+    std::uint64_t bytes = 0;          // their bytes
   };
   Counts counts() const;
 

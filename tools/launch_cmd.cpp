@@ -17,6 +17,7 @@
 #include "actors/member_node.hpp"
 #include "actors/remote.hpp"
 #include "core/auth.hpp"
+#include "core/files.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "tools/embedded_config.hpp"
 #include "tools/node_launcher.hpp"
@@ -29,10 +30,11 @@ namespace {
 void print_status(const Status& s) {
   static const bool tty = isatty(STDERR_FILENO);
   auto line = fmt::format("[{:7.1f}s] steps {:>9} ({:>7.0f}/s) episodes {:>6} return {:>6.1f} v{:<5} lag {:.2f}/{} "
-                          "trained {} dropped {} rejected {}{} explorers {} nodes {}",
+                          "trained {} dropped {} rejected {}{} explorers {}{} nodes {}",
                           s.time_s, s.env_steps, s.steps_per_s, s.episodes, s.mean_return, s.policy_version,
                           s.lag_mean, s.lag_max, s.trained, s.dropped_stale, s.rejected,
-                          s.lost ? fmt::format(" lost {}", s.lost) : "", s.explorers, s.nodes);
+                          s.lost ? fmt::format(" lost {}", s.lost) : "", s.explorers,
+                          s.reward_workers ? fmt::format(" rewards {}", s.reward_workers) : "", s.nodes);
   if (tty)
     std::fprintf(stderr, "\r%s\033[K", line.c_str());
   else
@@ -94,13 +96,6 @@ Result<ClusterConfig> read_config(const std::string& path, const EnvRegistry& en
   return load_config(path, envs.names(), policy_kinds());
 }
 
-// Where member nodes reach the head: its host, or this machine's loopback
-// when the head listens on every address.
-std::string head_address(const NodeConfig& head, std::uint16_t port) {
-  const std::string host = head.host.empty() || head.host == "0.0.0.0" ? "127.0.0.1" : head.host;
-  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 Logger root_logger(const ClusterConfig& config, const std::string& level, const std::string& name = "") {
   LogOptions lo;
   lo.level = level.empty() ? config.log.level : level;
@@ -147,15 +142,25 @@ int launch_command(const LaunchArgs& args) {
   Logger log = root_logger(*config, args.log_level);
   RunOptions options;
   options.resume = args.resume;
-  if (!config->multi_node()) return run_head(*config, envs, log, signals, options, nullptr);
+  if (!config->multi_node() && !config->launch.listen) return run_head(*config, envs, log, signals, options, nullptr);
 
-  // Several nodes: this process is the head; the others are started once it listens.
+  // Several nodes (or [launch] listen): this process is the head and
+  // publishes its gate; the other nodes are started once it listens.
   bool all_local = true;
   for (const auto& n : config->nodes) all_local = all_local && (n.launcher == "local" || n.name == config->head().name);
   auto secret = load_cluster_secret(args.secret_file);
   if (!secret && secret.error().code == Errc::not_found && all_local) {
     secret = random_secret();
-    log->info("no cluster secret given: every node is local, so a fresh one is passed to them");
+    // Kept where `rlx scale` and `rlx node --join` on this machine can read it (owner only).
+    const auto file = std::filesystem::path(config->run.log_dir) / "cluster.secret";
+    std::error_code ec;
+    std::filesystem::create_directories(config->run.log_dir, ec);
+    if (auto w = write_text_atomically(file, *secret + "\n", 0600); !w) {
+      std::fprintf(stderr, "rlx: %s\n", w.error().message.c_str());
+      return 2;
+    }
+    log->info("no cluster secret given: every node is local, so a fresh one is passed to them (and kept in {})",
+              file.string());
   }
   if (!secret) {
     std::fprintf(stderr, "rlx: %s\n", secret.error().message.c_str());
@@ -182,7 +187,7 @@ int launch_command(const LaunchArgs& args) {
   options.secret = *secret;
   std::unique_ptr<NodeLauncher> nodes;
   const int code = run_head(*config, envs, log, signals, options, [&](std::uint16_t port) -> std::string {
-    lo.head = head_address(config->head(), port);
+    lo.head = reachable_address(config->head().host, port);
     auto started = NodeLauncher::start(*config, lo, log);
     if (!started) return started.error().message;
     nodes = std::move(*started);
@@ -192,19 +197,60 @@ int launch_command(const LaunchArgs& args) {
   return code;
 }
 
+// `rlx node --join`: a node the topology does not name.
+int join_command(const NodeArgs& args, const ClusterConfig& config, const std::string& secret, SignalWatcher& signals,
+                 const EnvRegistry& envs) {
+  auto hp = parse_host_port(args.join);
+  if (!hp) {
+    std::fprintf(stderr, "rlx: --join %s\n", hp.error().message.c_str());
+    return 2;
+  }
+  std::string name = args.name;
+  if (name.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    name = std::string(host) + "-" + std::to_string(getpid());
+  }
+  MemberNodeOptions mo;
+  mo.node = name;
+  mo.join = true;
+  mo.explorers = args.explorers;
+  mo.envs_per_explorer = args.envs_per_explorer;
+  mo.rewards = args.rewards;
+  mo.head_host = hp->first;
+  mo.head_port = hp->second;
+  mo.secret = secret;
+  mo.on_start = [&](std::function<void()> drain) {
+    if (!drain) return signals.set_stop(nullptr);
+    signals.set_stop([drain](const std::string&) { drain(); });
+  };
+  auto r = run_member_node(config, envs, mo, root_logger(config, args.log_level, name));
+  std::printf("%s\n", r.summary.c_str());
+  return static_cast<int>(r.outcome);
+}
+
 int node_command(const NodeArgs& args) {
   SignalWatcher signals;
   EnvRegistry envs = builtin_envs();
-  auto config = config_or_report(args.config, envs);
-  if (!config) return 2;
-  const NodeConfig* node = config->node(args.node);
-  if (!node) {
-    std::fprintf(stderr, "rlx: %s has no [[node]] named '%s'\n", config->source.c_str(), args.node.c_str());
+  if (args.join.empty() == args.node.empty()) {
+    std::fprintf(stderr, "rlx node: give --node NAME (a node of the topology) or --join HOST:PORT (a new node)\n");
     return 2;
   }
+  if (args.join.empty() && args.config.empty()) {
+    std::fprintf(stderr, "rlx node: --node needs --config (the topology that names it)\n");
+    return 2;
+  }
+  auto config = config_or_report(args.config, envs);
+  if (!config) return 2;
   auto secret = load_cluster_secret(args.secret_file);
   if (!secret) {
     std::fprintf(stderr, "rlx: %s\n", secret.error().message.c_str());
+    return 2;
+  }
+  if (!args.join.empty()) return join_command(args, *config, *secret, signals, envs);
+  const NodeConfig* node = config->node(args.node);
+  if (!node) {
+    std::fprintf(stderr, "rlx: %s has no [[node]] named '%s'\n", config->source.c_str(), args.node.c_str());
     return 2;
   }
   Logger log = root_logger(*config, args.log_level, args.node);
@@ -222,7 +268,7 @@ int node_command(const NodeArgs& args) {
                    config->source.c_str());
       return 2;
     }
-    head = head_address(config->head(), static_cast<std::uint16_t>(config->head().port));
+    head = reachable_address(config->head().host, static_cast<std::uint16_t>(config->head().port));
   }
   auto hp = parse_host_port(head);
   if (!hp) {

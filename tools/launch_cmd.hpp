@@ -3,6 +3,7 @@
 // `rlx node` (one node of it; what launch starts on each host).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace rlx {
@@ -15,9 +16,16 @@ struct LaunchArgs {
 };
 
 struct NodeArgs {
-  std::string config;
+  std::string config;       // with --join: only its connection settings ([tls], [launch]) are used
   std::string node;
   std::string head;         // HOST:PORT of the head's gate (default: the head's host and port in the TOML)
+  // A node the topology does not name joins the head at this HOST:PORT,
+  // under `name`, asking for this shape.
+  std::string join;
+  std::string name;         // default: <hostname>-<pid>
+  std::uint32_t explorers = 1;
+  std::uint32_t envs_per_explorer = 16;
+  std::uint32_t rewards = 0;
   std::string secret_file;
   std::string log_level;
   bool resume = false;      // head only

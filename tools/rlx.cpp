@@ -1,4 +1,5 @@
-// The rlx command line: launch (or resume) a run, run one node of it,
+// The rlx command line: launch (or resume) a run, run one node of it (or
+// join a new node to it), scale it,
 // replay and inspect rollout logs, plot metrics, run the benchmarks.
 #include <CLI/CLI.hpp>
 
@@ -7,6 +8,7 @@
 #include "tools/launch_cmd.hpp"
 #include "tools/learner_rank.hpp"
 #include "tools/replay_cmd.hpp"
+#include "tools/scale_cmd.hpp"
 #include "tools/serve_env.hpp"
 
 int main(int argc, char** argv) {
@@ -20,12 +22,26 @@ int main(int argc, char** argv) {
   launch_cmd->add_option("--secret-file", launch_args.secret_file, "the cluster secret, for multi-node topologies");
   rlx::NodeArgs node_args;
   auto* node_cmd = app.add_subcommand("node", "run one [[node]] of a topology (what launch starts on every host)");
-  node_cmd->add_option("--config", node_args.config, "the cluster.toml")->required();
-  node_cmd->add_option("--node", node_args.node, "the [[node]] name")->required();
+  node_cmd->add_option("--config", node_args.config, "the cluster.toml (with --join: only its [tls] and [launch] are used; default the embedded one)");
+  node_cmd->add_option("--node", node_args.node, "the [[node]] name");
+  node_cmd->add_option("--join", node_args.join, "HOST:PORT of a running head: join it as a node the topology does not name");
+  node_cmd->add_option("--name", node_args.name, "with --join: this node's name (default <hostname>-<pid>)");
+  node_cmd->add_option("--explorers", node_args.explorers, "with --join: explorers to run")->check(CLI::Range(0, 1024));
+  node_cmd->add_option("--envs-per-explorer", node_args.envs_per_explorer, "with --join: environments per explorer")
+      ->check(CLI::Range(1, 65536));
+  node_cmd->add_option("--rewards", node_args.rewards, "with --join: reward workers to run")->check(CLI::Range(0, 1024));
   node_cmd->add_option("--head", node_args.head, "HOST:PORT of the head (default: the head's host and port in the TOML)");
   node_cmd->add_option("--secret-file", node_args.secret_file, "file holding the cluster secret (else RLX_CLUSTER_SECRET[_FILE])");
   node_cmd->add_option("--log-level", node_args.log_level, "trace|debug|info|warn|error|off (overrides [log] level)");
   node_cmd->add_flag("--resume", node_args.resume, "head only: continue the run recorded in log_dir");
+  rlx::ScaleArgs scale_args;
+  auto* scale_cmd = app.add_subcommand("scale", "change the number of explorers and reward workers of a running cluster");
+  scale_cmd->add_option("--head", scale_args.head, "HOST:PORT of the head (its log_dir/head.addr)")->required();
+  scale_cmd->add_option("--explorers", scale_args.explorers, "explorers wanted")->check(CLI::Range(1, 4096));
+  scale_cmd->add_option("--rewards", scale_args.rewards, "reward workers wanted")->check(CLI::Range(0, 4096));
+  scale_cmd->add_option("--secret-file", scale_args.secret_file,
+                        "file holding the cluster secret (else RLX_CLUSTER_SECRET[_FILE]; a local launch keeps it in log_dir/cluster.secret)");
+  scale_cmd->add_option("--config", scale_args.config, "a cluster.toml for the connection settings ([tls])");
   rlx::ReplayArgs replay_args;
   auto* replay_cmd = app.add_subcommand("replay", "train from a rollout log: exact (reproduce the run) or offline (a fresh policy)");
   replay_cmd->add_option("log", replay_args.log, "a log_dir or its rollouts/ directory")->required();
@@ -65,6 +81,7 @@ int main(int argc, char** argv) {
   if (*serve_cmd) return rlx::serve_env(serve_name, serve_protocol, rlx::builtin_envs());
   if (*launch_cmd) return rlx::launch_command(launch_args);
   if (*node_cmd) return rlx::node_command(node_args);
+  if (*scale_cmd) return rlx::scale_command(scale_args);
   if (*replay_cmd) return rlx::replay_command(replay_args);
   if (*inspect_cmd) return rlx::inspect_command(inspect_args);
   if (*plot_cmd) return rlx::plot_command(plot_dir, plot_out);

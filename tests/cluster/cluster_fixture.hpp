@@ -21,6 +21,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "core/child_process.hpp"
+
 namespace rlx::test {
 
 namespace fs = std::filesystem;
@@ -197,6 +199,28 @@ inline bool wait_for_nodes(const fs::path& log_dir, int nodes, std::chrono::mill
         return json_number(line, "nodes") == nodes && json_number(line, "env_steps") > 0;
       },
       limit);
+}
+
+// Starts `rlx ARGS` in the background, output to `out` (stdout and stderr).
+inline pid_t rlx_in_background(const std::string& args, const fs::path& out) {
+  auto pid = spawn_child({"/bin/sh", "-c", "exec " RLX_BINARY " " + args + " > " + out.string() + " 2>&1"});
+  REQUIRE(pid.ok());
+  return *pid;
+}
+
+// Starts `rlx launch config` in the background, output to dir/out.txt.
+inline pid_t launch_in_background(const fs::path& config, const fs::path& dir) {
+  return rlx_in_background("launch " + config.string(), dir / "out.txt");
+}
+
+// Starts `rlx launch config` in the background and waits until all `nodes` run.
+inline pid_t start_split_run(const fs::path& config, const fs::path& dir, int nodes) {
+  const pid_t pid = launch_in_background(config, dir);
+  const bool running = wait_for_nodes(dir, nodes, std::chrono::seconds(120));
+  if (!running) exit_code_within(pid, std::chrono::seconds(0));  // kills it
+  INFO(read_text(dir / "out.txt"));
+  REQUIRE(running);
+  return pid;
 }
 
 struct TempDir {

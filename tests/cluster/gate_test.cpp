@@ -44,13 +44,25 @@ void send_garbage(std::uint16_t port, std::size_t n) {
 
 // One join attempt: the gate's answer ("" = accepted).
 std::string try_enter(caf::scoped_actor& self, const gate_actor& gate, const std::string& node,
-                      const std::function<std::string(const std::string&)>& proof_for, const std::string& nonce_override = "") {
+                      const std::function<std::string(const std::string&)>& proof_for, const std::string& nonce_override = "",
+                      std::uint32_t explorers = 1) {
   std::string nonce, answer = "no answer";
   self->request(gate, 10s, hello_atom::value, node).receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
   if (!nonce_override.empty()) nonce = nonce_override;
-  self->request(gate, 10s, enter_atom::value, node, nonce, proof_for(nonce), node_actor{})
-      .receive([&](learner_actor, weight_store_actor, coordinator_actor, std::uint16_t) { answer = ""; },
+  self->request(gate, 10s, enter_atom::value, node, nonce, proof_for(nonce), node_actor{}, explorers, std::uint32_t{8},
+                std::uint32_t{0})
+      .receive([&](learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, const std::string&) { answer = ""; },
                [&](caf::error& e) { answer = self->system().render(e); });
+  return answer;
+}
+
+// One `rlx scale` request through the gate: the answer, or the error.
+std::string try_scale(caf::scoped_actor& self, const gate_actor& gate, const std::string& secret, std::int32_t explorers) {
+  std::string nonce, answer = "no answer";
+  self->request(gate, 10s, hello_atom::value, std::string("scaler")).receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
+  self->request(gate, 10s, scale_atom::value, std::string("scaler"), nonce, secret_proof(secret, nonce, "scaler"), explorers,
+                std::int32_t{-1})
+      .receive([&](const std::string& a) { answer = a; }, [&](caf::error& e) { answer = self->system().render(e); });
   return answer;
 }
 
@@ -145,8 +157,16 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
     CHECK(try_enter(self, *gate, "rollout-a", [](const std::string&) { return std::string(); }).find("wrong proof") !=
           std::string::npos);  // no secret at all
     CHECK(try_enter(self, *gate, "rollout-a", right, "a-nonce-the-head-never-issued").find("nonce") != std::string::npos);
-    CHECK(try_enter(self, *gate, "intruder", [&](const std::string& n) { return secret_proof(secret, n, "intruder"); })
-              .find("not a member") != std::string::npos);
+    const auto proof_as = [&](const std::string& name) {
+      return [&secret, name](const std::string& n) { return secret_proof(secret, n, name); };
+    };
+    CHECK(try_enter(self, *gate, "head", proof_as("head")).find("the head's name") != std::string::npos);
+    CHECK(try_enter(self, *gate, "../etc", proof_as("../etc")).find("a node name is") != std::string::npos);
+    CHECK(try_enter(self, *gate, "greedy", proof_as("greedy"), "", 100'000).find("more than a node may run") !=
+          std::string::npos);
+    // `rlx scale` proves the secret the same way; the coordinator checks what is asked.
+    CHECK(try_scale(self, *gate, "a-wrong-secret-0123456789", 2).find("wrong proof") != std::string::npos);
+    CHECK(try_scale(self, *gate, secret, 0).find("explorers must be 1..4096") != std::string::npos);
     // Anonymous messages (no sender to answer or to name in the log): one
     // with no node agent (refused), one with a good proof and an agent that
     // then dies at once (admitted, then gone: the real node can still join).
@@ -157,9 +177,12 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
       node_actor agent;
       if (with_agent)
         agent = client.spawn([](node_actor::pointer) -> node_actor::behavior_type {
-          return {[](stop_atom, const std::string&) {}, [](drain_atom) {}, [](ping_atom) { return std::uint64_t{0}; }};
+          return {[](stop_atom, const std::string&) {}, [](drain_atom) {}, [](ping_atom) { return std::uint64_t{0}; },
+                  [](spawn_atom, std::uint8_t, std::uint32_t, std::uint64_t, std::uint32_t, std::uint32_t) {},
+                  [](retire_atom, std::uint32_t) {}};
         });
-      caf::anon_send(*gate, enter_atom::value, std::string("rollout-a"), nonce, right(nonce), agent);
+      caf::anon_send(*gate, enter_atom::value, std::string("rollout-a"), nonce, right(nonce), agent, std::uint32_t{1},
+                     std::uint32_t{8}, std::uint32_t{0});
       if (agent) {
         self->request(*gate, 10s, hello_atom::value, std::string("x")).receive([](const std::string&) {}, [](caf::error&) {});
         self->send_exit(agent, caf::exit_reason::kill);
@@ -183,7 +206,7 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
   INFO(m.summary);
   CHECK(m.outcome == RunOutcome::solved);  // stopped by the head
   const std::string line = last_metrics_line(t.path);
-  CHECK(json_number(line, "joins_refused") == 5);
+  CHECK(json_number(line, "joins_refused") == 8);  // 4 proofs (one a scale's), 2 names, 1 shape, 1 anonymous without an agent
   CHECK(json_number(line, "env_steps") > 0);
 }
 

@@ -4,34 +4,11 @@
 #include <csignal>
 #include <thread>
 
-#include "core/child_process.hpp"
 #include "tests/cluster/cluster_fixture.hpp"
 
 using namespace rlx;
 using namespace rlx::test;
 using namespace std::chrono_literals;
-
-namespace {
-
-// Starts `rlx launch config` in the background, output to dir/out.txt.
-pid_t launch_in_background(const fs::path& config, const fs::path& dir) {
-  auto pid = spawn_child({"/bin/sh", "-c",
-                          "exec " RLX_BINARY " launch " + config.string() + " > " + (dir / "out.txt").string() + " 2>&1"});
-  REQUIRE(pid.ok());
-  return *pid;
-}
-
-// Starts `rlx launch config` in the background and waits until all `nodes` run.
-pid_t start_split_run(const fs::path& config, const fs::path& dir, int nodes) {
-  const pid_t pid = launch_in_background(config, dir);
-  const bool running = wait_for_nodes(dir, nodes, 120s);
-  if (!running) exit_code_within(pid, 0s);  // kills it
-  INFO(read_text(dir / "out.txt"));
-  REQUIRE(running);
-  return pid;
-}
-
-}  // namespace
 
 TEST_CASE("a CartPole run split across a head and two rollout node processes learns", "[cluster][slow]") {
   TempDir t("rlx-split-learns");
