@@ -69,14 +69,16 @@ void write_metrics_line(Self self) {
       "\"value_loss\":{},\"entropy\":{},\"load_balance_loss\":{},\"expert_utilisation\":[{}],\"updates\":{},"
       "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{},\"nodes\":{},"
       "\"joins_refused\":{},\"nodes_evicted\":{},\"segments_produced\":{},\"segments_lost\":{},"
-      "\"segments_in_flight\":{},\"reward_workers\":{},\"explorers_retired\":{}}}\n",
+      "\"segments_in_flight\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
+      "\"autoscale_changes\":{}}}\n",
       json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
       json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
       json_number(m.policy_loss), json_number(m.value_loss), json_number(m.entropy), json_number(m.load_balance_loss),
       util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
       st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused, st.nodes_evicted,
-      a.produced, a.lost, a.in_flight, reward_workers(st), st.explorers_retired);
+      a.produced, a.lost, a.in_flight, reward_workers(st), st.explorers_retired, json_number(m.busy_s),
+      st.autoscale_changes);
   st.jsonl.flush();
 }
 
@@ -316,6 +318,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         auto m = decode_or_count<MetricsData>(self, msg, st.errors, st.options.log);
         if (!m) return;
         st.metrics = std::move(*m);
+        st.metrics_at_s = st.elapsed();
         note_first_segments(self);
         if (!st.stopping) check_stop(self);
       },
@@ -344,6 +347,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
           st.last_tick_s = s.time_s;
           st.last_tick_steps = s.env_steps;
           check_stop(self);
+          autoscale(self);
           if (!st.stopping && st.explorers_joined == 0 && s.time_s >= st.options.config.launch.join_timeout_s)
             begin_stop(self, RunOutcome::failed,
                        fmt::format("no explorer joined within {} s ([launch] join_timeout_s)",

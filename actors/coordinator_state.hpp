@@ -44,6 +44,16 @@ struct CoordinatorState {
   std::uint64_t explorers_retired = 0;
   // Explorers a scale-up started -> when it was asked for; logged at their first segment.
   std::map<std::uint32_t, std::chrono::steady_clock::time_point> awaiting_first;
+  // [autoscale]: where the current interval began.
+  // Times are when the learner's reports arrived: a report says how busy
+  // the learner was up to then (a long update sends none until it ends).
+  double metrics_at_s = 0;                    // when the newest report arrived
+  struct AutoscaleMark {
+    bool set = false;
+    double time_s = 0, busy_s = 0;
+    std::uint64_t received = 0, dropped_stale = 0;
+  } autoscale_mark;
+  std::uint64_t autoscale_changes = 0;
   BatchEnvFactory factory;                    // for explorers this process starts later
   EnvSpec spec;
   std::map<std::uint32_t, std::uint64_t> produced;    // explorer id -> segments it made
@@ -99,6 +109,8 @@ void heartbeat(Self self);
 Result<std::string> scale(Self self, std::int32_t explorers, std::int32_t rewards);
 // Logs the scaled-up explorers whose first segment reached the learner.
 void note_first_segments(Self self);
+// [autoscale]: once an interval, adds or removes an explorer from the learner's idle time and stale drops.
+void autoscale(Self self);
 
 }  // namespace coord
 }  // namespace rlx

@@ -85,10 +85,15 @@ void fetch(Self self, std::uint64_t version, bool latest = false) {
           [self, latest](const caf::error& err) {
             auto& st = self->state;
             st.fetch_in_flight = false;
-            st.options.log->warn("{}: fetching weights failed: {}", st.name, caf::to_string(err));
-            // The store evicted that version: ask for the newest instead.
-            // If the store itself failed, the next notification retries.
-            if (!latest) return fetch(self, 0, true);
+            // The store evicted that version (the explorer fell behind): ask
+            // for the newest instead. If the store itself failed, the next
+            // notification retries.
+            if (!latest) {
+              st.options.log->debug("{}: fetching weights failed: {}; asking for the newest", st.name,
+                                    caf::to_string(err));
+              return fetch(self, 0, true);
+            }
+            st.options.log->warn("{}: fetching the newest weights failed: {}", st.name, caf::to_string(err));
             advance(self);
           });
 }

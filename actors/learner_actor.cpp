@@ -16,6 +16,9 @@ struct LearnerState {
   Admission::Window window;
   ErrorCounts errors;
   std::chrono::steady_clock::time_point last_report;
+  double busy_s = 0;                                       // time spent on segments and updates (finished)
+  std::chrono::steady_clock::time_point handling_since;    // when the segment in hand began
+  bool handling = false;                                   // inside the segment handler
   std::map<std::uint32_t, std::uint64_t> by_explorer;     // segments received per explorer id (any verdict)
   std::map<caf::actor_addr, std::uint32_t> sender_ids;    // whose segments those were: an undecodable one
                                                           // from a known sender still counts for it
@@ -46,6 +49,9 @@ struct LearnerState {
     m.expert_utilisation = last.expert_utilisation;
     m.updates = core->updates();
     m.segments_by_explorer.assign(by_explorer.begin(), by_explorer.end());
+    // Reports go out from inside the segment handler: its time so far counts.
+    m.busy_s = busy_s;
+    if (handling) m.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - handling_since).count();
     return m;
   }
 };
@@ -128,6 +134,8 @@ learner_actor::behavior_type learner_impl(Self self, LearnerActorOptions options
   return {
       [self](segment_atom, const WireMsg& msg) {
         auto& st = self->state;
+        st.handling_since = std::chrono::steady_clock::now();
+        st.handling = true;
         // The credit goes back whatever the verdict: the segment was consumed.
         if (auto sender = self->current_sender())
           self->send(caf::actor_cast<explorer_actor>(sender), ack_atom::value);
@@ -145,8 +153,11 @@ learner_actor::behavior_type learner_impl(Self self, LearnerActorOptions options
         if (a.verdict == Verdict::dropped_stale)
           st.options.log->debug("dropped segment {}: lag {} > {}", a.index, a.lag, st.options.core.max_staleness);
         record(self, msg, a);
-        if (st.core->batch_full()) train(self);
-        else report(self, false);
+        const bool full = st.core->batch_full();
+        if (full) train(self);
+        if (!full) report(self, false);
+        st.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - st.handling_since).count();
+        st.handling = false;
       },
       [self](metrics_atom) {
         auto& st = self->state;

@@ -7,6 +7,7 @@
 
 #include "actors/coordinator_state.hpp"
 #include "actors/fleet.hpp"
+#include "core/autoscale.hpp"
 
 namespace rlx::coord {
 
@@ -326,6 +327,29 @@ Result<std::string> scale(Self self, std::int32_t explorers, std::int32_t reward
   if (said.empty()) said = fmt::format("nothing asked: {} explorers, {} reward workers", explorers_now(st), reward_workers(st));
   st.options.log->info("scale: {}", said);
   return said;
+}
+
+void autoscale(Self self) {
+  auto& st = self->state;
+  const AutoscaleConfig& config = st.options.config.autoscale;
+  if (!config.enabled || st.stopping) return;
+  const auto& m = st.metrics;
+  const CoordinatorState::AutoscaleMark now{true, st.metrics_at_s, m.busy_s, m.segments_received,
+                                           m.segments_dropped_stale};
+  auto& mark = st.autoscale_mark;
+  if (!mark.set) {
+    mark = now;
+    return;
+  }
+  // Measured between two of the learner's reports at least interval_s apart.
+  if (now.time_s - mark.time_s < config.interval_s) return;
+  const AutoscaleSignals signals{now.time_s - mark.time_s, now.busy_s - mark.busy_s, now.received - mark.received,
+                                 now.dropped_stale - mark.dropped_stale, explorers_now(st)};
+  mark = now;
+  const AutoscaleDecision d = autoscale_decision(config, signals);
+  if (d.explorers == static_cast<std::int32_t>(signals.explorers)) return;
+  ++st.autoscale_changes;
+  st.options.log->info("autoscale: {}: {}", d.why, scale_explorers(self, static_cast<std::uint32_t>(d.explorers)));
 }
 
 void note_first_segments(Self self) {

@@ -62,8 +62,10 @@ scale_up() {
   t1=$(wait_for "$dir/out.txt" "first segment reached the learner" 30)
   kill -TERM "$pid"
   wait "$pid" || true
+  # The head's own figure: from the request reaching the coordinator (no `rlx scale` start-up).
+  inside=$(grep -m1 "first segment reached the learner" "$dir/out.txt" | sed 's/.*learner \([0-9.]*\) s after.*/\1/')
   rm -rf "$dir"
-  elapsed "$t1" "$t0"
+  echo "$(elapsed "$t1" "$t0")/$inside"
 }
 
 # 2: one join of a 1-explorer node to the split run. Prints seconds.
@@ -86,9 +88,13 @@ join_node() {
 }
 
 for kind in one-node split; do
-  times=()
-  for ((i = 0; i < runs; i++)); do times+=("$(scale_up $kind)"); done
-  echo "rlx scale 2 -> 3 explorers ($kind) -> the new explorer's first segment at the learner: median $(median "${times[@]}") s (runs: ${times[*]})"
+  times=() inside=()
+  for ((i = 0; i < runs; i++)); do
+    r=$(scale_up $kind)
+    times+=("${r%/*}") inside+=("${r#*/}")
+  done
+  echo "rlx scale 2 -> 3 explorers ($kind) -> the new explorer's first segment at the learner: median $(median "${times[@]}") s" \
+    "(runs: ${times[*]}); from the request reaching the head: median $(median "${inside[@]}") s"
 done
 times=()
 for ((i = 0; i < runs; i++)); do times+=("$(join_node)"); done

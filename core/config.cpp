@@ -358,6 +358,19 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
                "TLS needs all three of certificate, key and ca (or none of them)");
       r.reject_unknown(seen_list(r));
     }
+    if (const toml::table* t = top.table("autoscale")) {
+      TableReader r(*t, "autoscale", source);
+      r.boolean("enabled", c.autoscale.enabled);
+      r.integer("min_explorers", c.autoscale.min_explorers, 1, 4096);
+      r.integer("max_explorers", c.autoscale.max_explorers, 1, 4096);
+      if (c.autoscale.max_explorers < c.autoscale.min_explorers)
+        r.fail(Errc::config_range, t->get("max_explorers") ? t->get("max_explorers") : t->get("min_explorers"),
+               "max_explorers", "must be at least min_explorers");
+      r.number("interval_s", c.autoscale.interval_s, 0.0, 86400.0, true);
+      r.number("idle_above", c.autoscale.idle_above, 0.0, 1.0);
+      r.number("stale_above", c.autoscale.stale_above, 0.0, 1.0);
+      r.reject_unknown(seen_list(r));
+    }
     if (const toml::node* n = top.find("node")) {
       const toml::array* nodes = n->as_array();
       if (!nodes || !nodes->is_array_of_tables())
@@ -383,7 +396,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       }
     }
     top.reject_unknown(
-        {"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "launch", "tls", "node"});
+        {"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "launch", "tls", "autoscale", "node"});
 
     // Whole-topology checks.
     auto count_role = [&](const std::string& role) {
@@ -406,6 +419,9 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
                  "head); found only some of them on this one");
     if (c.total_explorers() < 1)
       top.fail(Errc::config_range, node_at, "node", "the topology needs at least one explorer");
+    if (c.run.mode == "sync" && c.autoscale.enabled)
+      top.fail(Errc::config_range, root.get("autoscale"), "autoscale.enabled",
+               "a sync run has a fixed set of explorers (batch_segments x ranks): autoscaling is for async runs");
     if (c.run.mode == "sync" && c.learner.batch_segments * c.learner.ranks != c.total_explorers())
       top.fail(Errc::config_range, root.get("learner"), "learner.batch_segments",
                "in sync mode batch_segments x ranks must equal the number of explorers (" +

@@ -77,6 +77,18 @@ struct WeightStoreConfig {
   bool bulk = true;                  // across nodes, over the head's bulk channel (plain TCP; not with [tls])
 };
 
+// [autoscale]: the coordinator adds or removes explorers within
+// [min_explorers, max_explorers] from what it measures every interval_s
+// (core/autoscale.hpp; docs/cluster.md).
+struct AutoscaleConfig {
+  bool enabled = false;
+  std::int64_t min_explorers = 1;
+  std::int64_t max_explorers = 8;
+  double interval_s = 10.0;          // signals are measured over this long; at most one change per interval
+  double idle_above = 0.5;           // learner idle (waiting for data) above this fraction: one explorer more
+  double stale_above = 0.1;          // segments dropped stale above this fraction: one explorer less
+};
+
 // [launch]: how `rlx launch` starts the nodes of a multi-node topology
 // (docs/cluster.md). {host}, {node} and {command} are substituted.
 struct LaunchConfig {
@@ -148,6 +160,7 @@ struct ClusterConfig {
   LogConfig log;
   LaunchConfig launch;
   TlsConfig tls;
+  AutoscaleConfig autoscale;
   std::vector<NodeConfig> nodes;
 
   // Sum of explorers over all nodes.

@@ -66,6 +66,12 @@ std::string to_toml(const ClusterConfig& c) {
                                     {"heartbeat_s", c.launch.heartbeat_s},
                                     {"evict_after_s", c.launch.evict_after_s},
                                     {"listen", c.launch.listen}});
+  root.insert("autoscale", toml::table{{"enabled", c.autoscale.enabled},
+                                       {"min_explorers", c.autoscale.min_explorers},
+                                       {"max_explorers", c.autoscale.max_explorers},
+                                       {"interval_s", c.autoscale.interval_s},
+                                       {"idle_above", c.autoscale.idle_above},
+                                       {"stale_above", c.autoscale.stale_above}});
   if (c.tls.enabled())
     root.insert("tls", toml::table{{"certificate", c.tls.certificate}, {"key", c.tls.key}, {"ca", c.tls.ca}});
   root.insert("record", toml::table{{"file_mb", c.record.file_mb},

@@ -102,6 +102,7 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     m.setUpdates(x.updates);
     m.setWeightSwapMeanUs(x.weight_swap_mean_us);
     m.setEpisodesLost(x.episodes_lost);
+    m.setBusySeconds(x.busy_s);
     auto by = m.initSegmentsByExplorer(static_cast<unsigned>(x.segments_by_explorer.size()));
     for (unsigned i = 0; i < x.segments_by_explorer.size(); ++i) {
       by[i].setExplorer(x.segments_by_explorer[i].first);
@@ -137,6 +138,7 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.updates = m.getUpdates();
     x.weight_swap_mean_us = m.getWeightSwapMeanUs();
     x.episodes_lost = m.getEpisodesLost();
+    x.busy_s = m.getBusySeconds();
     for (auto e : m.getSegmentsByExplorer()) x.segments_by_explorer.emplace_back(e.getExplorer(), e.getSegments());
     return x;
   });

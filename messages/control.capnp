@@ -61,6 +61,7 @@ struct MetricsReport {
   weightSwapMeanUs @20 :Float32;  # mean explorer weight-swap latency reported so far (0 if none)
   episodesLost @21 :UInt64;       # episodes cut by environment failures (not counted in returns)
   segmentsByExplorer @22 :List(ExplorerSegments); # segments received from each explorer (any verdict)
+  busySeconds @23 :Float64;       # wall time the learner spent on segments and updates (not waiting), cumulative
 }
 
 struct ExplorerSegments {

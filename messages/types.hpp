@@ -163,6 +163,7 @@ struct MetricsData {
   float weight_swap_mean_us = 0;
   std::uint64_t episodes_lost = 0;   // episodes cut by env failures (not in the returns)
   std::vector<std::pair<std::uint32_t, std::uint64_t>> segments_by_explorer;  // explorer id -> segments received
+  double busy_s = 0;                 // wall time spent on segments and updates (not waiting), cumulative
 };
 
 struct ScaleCommandData {

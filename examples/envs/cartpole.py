@@ -8,11 +8,15 @@ protocol in its JSON-lines form (docs/external-envs.md): one request per
 line on stdin, one response per line on stdout. No third-party package.
 
     env = "exec:python3 examples/envs/cartpole.py"   # in cluster.toml [run]
+
+`--step-ms N` makes every (batched) step take N ms longer, to stand in
+for a slow environment (a simulator, a sandbox): [external] args.
 """
 import json
 import math
 import random
 import sys
+import time
 
 GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU = 9.8, 1.0, 0.1, 0.5, 10.0, 0.02
 TOTAL_MASS = MASSCART + MASSPOLE
@@ -54,6 +58,9 @@ def result(observations, rewards, terminated, truncated):
 
 
 def main():
+    step_s = 0.0
+    if "--step-ms" in sys.argv:
+        step_s = float(sys.argv[sys.argv.index("--step-ms") + 1]) / 1000.0
     envs = []
     for line in sys.stdin:
         request = json.loads(line)
@@ -66,6 +73,8 @@ def main():
             obs = [v for env in envs for v in env.state]
             reply = result(obs, [0.0] * n, [False] * n, [False] * n)
         elif "step" in request:
+            if step_s > 0:
+                time.sleep(step_s)
             obs, rewards, terms, truncs = [], [], [], []
             for env, action in zip(envs, request["step"]):
                 reward, term, trunc = env.step(int(action))

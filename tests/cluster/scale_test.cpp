@@ -155,3 +155,65 @@ TEST_CASE("a node the topology does not name joins a running cluster, takes scal
   check_segment_identity(line);  // what the killed node had in hand is counted lost
   CHECK(node_processes(config) == 0);
 }
+
+namespace {
+
+// A one-node CartPole run with [autoscale] every 1 s between `lo` and `hi`
+// explorers; `learner` and `more` are its [learner] keys and extra tables.
+std::string autoscale_toml(const fs::path& log_dir, const std::string& env, int explorers, int envs, int max_staleness,
+                           const std::string& learner, const std::string& more, int lo, int hi) {
+  return "[run]\nname = \"autoscale-test\"\nseed = 1\nenv = \"" + env + "\"\nmax_staleness = " +
+         std::to_string(max_staleness) + "\nlog_dir = \"" + log_dir.string() +
+         "\"\nreport_interval_s = 0.25\nstop = { mean_return = 100000.0, max_env_steps = 50000000, max_seconds = 240.0 }\n\n"
+         "[learner]\n" + learner + "\n\n[explorer]\nsegment_steps = 64\n\n" + more +
+         "\n\n[autoscale]\nenabled = true\nmin_explorers = " + std::to_string(lo) + "\nmax_explorers = " +
+         std::to_string(hi) + "\ninterval_s = 1.0\n\n[[node]]\nname = \"head\"\nactors = [\"coordinator\", \"learner\", "
+         "\"weight_store\", \"recorder\"]\nexplorers = " + std::to_string(explorers) + "\nenvs_per_explorer = " +
+         std::to_string(envs) + "\n";
+}
+
+// Runs `config` until the metrics satisfy `reached`, then SIGTERM; checks the run's end.
+void autoscale_run(const fs::path& dir, const fs::path& config, const std::function<bool(const std::string&)>& reached) {
+  const pid_t pid = launch_in_background(config, dir);
+  const bool ok = wait_for_metrics(dir, reached, 180s);
+  kill(pid, SIGTERM);
+  CHECK(exit_code_within(pid, 120s) == 130);
+  INFO(read_text(dir / "out.txt"));
+  CHECK(ok);
+  const std::string line = last_metrics_line(dir);
+  INFO(line);
+  CHECK(json_number(line, "explorers_lost") == 0);
+  check_segment_identity(line);
+}
+
+}  // namespace
+
+TEST_CASE("autoscaling adds explorers up to max_explorers while a fast learner waits for data", "[cluster][autoscale]") {
+  TempDir t("rlx-autoscale-up");
+  // Each env step takes 5 ms more (a slow simulator): one explorer cannot feed a learner that trains in milliseconds.
+  const auto config = write_text(
+      t.path / "up.toml",
+      autoscale_toml(t.path, "exec:python3 " RLX_SOURCE_DIR "/examples/envs/cartpole.py", 1, 4, 8,
+                     "batch_segments = 2\nepochs = 1\nminibatches = 1", "[external]\nargs = [\"--step-ms\", \"5\"]", 1, 3));
+  autoscale_run(t.path, config, [](const std::string& l) {
+    return json_number(l, "explorers") == 3 && json_number(l, "autoscale_changes") >= 2;
+  });
+  const std::string out = read_text(t.path / "out.txt");
+  CHECK(out.find("autoscale: learner idle") != std::string::npos);
+  CHECK(out.find("explorers 2 -> 3: started 1 on 'head'") != std::string::npos);
+}
+
+TEST_CASE("autoscaling removes explorers down to min_explorers while a slow learner lets their segments go stale",
+          "[cluster][autoscale]") {
+  TempDir t("rlx-autoscale-down");
+  // 40 epochs over 4 segments of 16 envs per update, and a staleness bound of 1: four explorers make far more than
+  // the learner can take in time.
+  const auto config = write_text(t.path / "down.toml",
+                                 autoscale_toml(t.path, "cartpole", 4, 16, 1, "batch_segments = 4\nepochs = 40", "", 1, 4));
+  autoscale_run(t.path, config, [](const std::string& l) {
+    return json_number(l, "explorers") == 1 && json_number(l, "explorers_retired") >= 3;
+  });
+  const std::string out = read_text(t.path / "out.txt");
+  CHECK(out.find("of segments dropped stale") != std::string::npos);
+  CHECK(out.find("explorers 2 -> 1: draining 1 on 'head'") != std::string::npos);
+}

@@ -149,6 +149,33 @@ TEST_CASE("heartbeat and eviction times are parsed, and eviction faster than two
   CHECK(zero.error().message.find("launch.heartbeat_s") != std::string::npos);
 }
 
+TEST_CASE("[autoscale] and [launch] listen are parsed, and a max below the min or autoscaling a sync run is refused",
+          "[core][config][autoscale]") {
+  auto ok = test::parse("[launch]\nlisten = true\n[autoscale]\nenabled = true\nmin_explorers = 2\nmax_explorers = 6\n"
+                        "interval_s = 5\nidle_above = 0.4\nstale_above = 0.2\n" +
+                        valid_nodes());
+  REQUIRE(ok.ok());
+  CHECK(ok->launch.listen);
+  CHECK(ok->autoscale.enabled);
+  CHECK(ok->autoscale.min_explorers == 2);
+  CHECK(ok->autoscale.max_explorers == 6);
+  CHECK(ok->autoscale.interval_s == 5.0);
+  CHECK(ok->autoscale.idle_above == 0.4);
+  CHECK(ok->autoscale.stale_above == 0.2);
+  auto inverted = test::parse("[autoscale]\nmin_explorers = 5\nmax_explorers = 2\n" + valid_nodes());
+  REQUIRE_FALSE(inverted.ok());
+  CHECK(inverted.error().message.find("at least min_explorers") != std::string::npos);
+  auto fraction = test::parse("[autoscale]\nidle_above = 1.5\n" + valid_nodes());
+  REQUIRE_FALSE(fraction.ok());
+  CHECK(fraction.error().code == Errc::config_range);
+  auto typo = test::parse("[autoscale]\nmax_explorer = 3\n" + valid_nodes());
+  REQUIRE_FALSE(typo.ok());
+  CHECK(typo.error().code == Errc::config_unknown_key);
+  auto sync = test::parse("[run]\nmode = \"sync\"\n[autoscale]\nenabled = true\n" + valid_nodes());
+  REQUIRE_FALSE(sync.ok());
+  CHECK(sync.error().message.find("autoscaling is for async runs") != std::string::npos);
+}
+
 TEST_CASE("a configuration written back as TOML parses to the same configuration", "[core][config]") {
   auto c = test::default_config();
   c.run.seed = 77;
@@ -158,6 +185,9 @@ TEST_CASE("a configuration written back as TOML parses to the same configuration
   c.external.args = {"--level", "two words"};
   c.external.env = {"A=1", "B=x=y"};
   c.run.env = "exec:python3 env.py";
+  c.autoscale.enabled = true;
+  c.autoscale.max_explorers = 12;
+  c.launch.listen = true;
   const std::string text = to_toml(c);
   auto back = test::parse(text);
   INFO(text);
@@ -168,5 +198,7 @@ TEST_CASE("a configuration written back as TOML parses to the same configuration
   CHECK(back->learner.lr == 0.00125);
   CHECK(back->external.env == c.external.env);
   CHECK(back->external.args == c.external.args);
+  CHECK(back->autoscale.max_explorers == 12);
+  CHECK(back->launch.listen);
   CHECK(back->nodes.size() == c.nodes.size());
 }
