@@ -29,5 +29,7 @@ std::vector<Row> bench_replay(const EnvRegistry& envs);
 std::vector<Row> bench_data_parallel(const EnvRegistry& envs);
 // bench_nodes.cpp: segment throughput across nodes; weight publish to member nodes.
 std::vector<Row> bench_nodes(const EnvRegistry& envs);
+// bench_sandbox.cpp: sandboxed program evaluations against the bare interpreter.
+std::vector<Row> bench_sandbox();
 
 }  // namespace rlx

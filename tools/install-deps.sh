@@ -8,7 +8,8 @@ pkgs=(
   libtorch-dev libopenblas0-pthread libgloo-dev
   libspdlog-dev catch2 libtomlplusplus-dev libcli11-dev
   libzstd-dev libxxhash-dev
-  python3   # examples/envs and tests/envs/fixtures: external environments
+  python3   # examples/envs and tests/envs/fixtures: external environments; the interpreter of sandboxed programs
+  bubblewrap  # the sandbox for model-written programs (envs/code/sandbox)
   gnuplot-nox zstd  # rlx inspect --plot / rlx plot; reading compressed logs by hand
   clang libclang-rt-14-dev  # libFuzzer targets of fuzz/ (tools/fuzz.sh)
   libssl-dev openssl  # cluster secret proofs (HMAC), TLS between nodes; tests make certificates

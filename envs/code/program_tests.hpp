@@ -1,0 +1,33 @@
+// Scoring a model-written Python function by hidden tests, in the sandbox
+// (envs/code/sandbox.hpp). Only the tests' inputs enter the sandbox: a
+// driver appended to the program calls the function on each and prints
+// its answers as JSON; the expected outputs stay outside and are compared
+// here. Reward = the fraction of tests passed; a program that crashes,
+// times out, floods its output or breaks out of nothing scores 0, with the
+// reason.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "envs/code/sandbox.hpp"
+
+namespace rlx {
+
+struct ProgramTest {
+  std::string args_json;      // the arguments, a JSON array: "[2, 3]"
+  std::string expected_json;  // the answer, compact JSON as Python's json.dumps(x, separators=(",", ":")) writes it
+};
+
+struct ProgramScore {
+  double reward = 0;          // passed / total
+  std::size_t passed = 0, total = 0;
+  std::string reason;         // "passed 3 of 4", or why nothing could be scored
+  SandboxRun run;             // what the sandbox saw
+};
+
+// Runs `solution` (Python source that defines `function`) against `tests`.
+ProgramScore score_program(const Sandbox& sandbox, const std::string& solution, const std::string& function,
+                           const std::vector<ProgramTest>& tests);
+
+}  // namespace rlx

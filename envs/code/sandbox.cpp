@@ -1,0 +1,244 @@
+#include "envs/code/sandbox.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <fstream>
+#include <vector>
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace rlx {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+
+// A private directory holding the program, removed when done.
+struct ProgramDir {
+  fs::path path;
+  ~ProgramDir() {
+    std::error_code ec;
+    if (!path.empty()) fs::remove_all(path, ec);
+  }
+};
+
+struct Pipe {
+  int fd[2] = {-1, -1};
+  ~Pipe() { close_both(); }
+  bool open() { return pipe2(fd, O_CLOEXEC) == 0; }
+  void close_end(int i) {
+    if (fd[i] >= 0) ::close(fd[i]);
+    fd[i] = -1;
+  }
+  void close_both() {
+    close_end(0);
+    close_end(1);
+  }
+};
+
+void set_limit(int resource, rlim_t soft, rlim_t hard) {
+  const rlimit l{soft, hard};
+  setrlimit(resource, &l);  // in the child, before exec: a failure leaves the inherited limit
+}
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+std::string SandboxRun::reason() const {
+  switch (end) {
+    case End::exited:
+      return exit_code == 0 ? "" : fmt::format("exited with code {}", exit_code);
+    case End::timed_out:
+      return fmt::format("timed out after {:.1f} s (wall clock): killed", wall_s);
+    case End::cpu_limit:
+      return "used up its CPU time: killed";
+    case End::output_limit:
+      return "wrote more output than allowed: killed";
+    case End::signalled:
+      return fmt::format("killed by signal {} ({})", signal, strsignal(signal));
+    case End::not_started:
+      return "could not start: " + err;
+  }
+  return "";
+}
+
+Result<Sandbox> Sandbox::open(const SandboxOptions& options) {
+  for (const auto& exe : {options.bwrap, options.python})
+    if (access(exe.c_str(), X_OK) != 0)
+      return make_error(Errc::not_found, exe + " is not there or not executable (Debian: apt-get install bubblewrap python3)");
+  Sandbox box(options);
+  const SandboxRun probe = box.run("print(6 * 7)\n", "");
+  if (!probe.ok() || probe.out != "42\n")
+    return make_error(Errc::io, "bubblewrap cannot run a program on this machine (" +
+                                    (probe.ok() ? "wrong output" : probe.reason()) + "): " +
+                                    probe.err.substr(0, 300));
+  return box;
+}
+
+SandboxRun Sandbox::run(const std::string& program, const std::string& input) const {
+  return execute(program, input, true);
+}
+
+SandboxRun Sandbox::run_unsandboxed(const std::string& program, const std::string& input) const {
+  return execute(program, input, false);
+}
+
+SandboxRun Sandbox::execute(const std::string& program, const std::string& input, bool sandboxed) const {
+  SandboxRun r;
+  const SandboxLimits& lim = options_.limits;
+  const auto started = std::chrono::steady_clock::now();
+  ProgramDir dir;
+  {
+    char tmpl[] = "/tmp/rlx-sandbox-XXXXXX";
+    if (!mkdtemp(tmpl)) {
+      r.err = std::string("mkdtemp: ") + std::strerror(errno);
+      return r;
+    }
+    dir.path = tmpl;
+    chmod(tmpl, 0755);  // the sandbox user reads the program through it
+    std::ofstream out(dir.path / "program.py", std::ios::binary);
+    out << program;
+    if (!out) {
+      r.err = "cannot write the program";
+      return r;
+    }
+  }
+  const std::string tmp_bytes = std::to_string(lim.file_mb << 20);
+  std::vector<std::string> args;
+  if (sandboxed) {
+    args = {options_.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+            "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+            "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev",
+            "--size", tmp_bytes, "--tmpfs", "/tmp", "--ro-bind", dir.path.string(), "/sandbox",
+            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+            "--setenv", "LANG", "C.UTF-8", "--chdir", "/tmp", "--",
+            options_.python, "-I", "/sandbox/program.py"};
+  } else {
+    args = {options_.python, "-I", (dir.path / "program.py").string()};
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  Pipe in, out, err;
+  if (!in.open() || !out.open() || !err.open()) {
+    r.err = std::string("pipe: ") + std::strerror(errno);
+    return r;
+  }
+  const bool root = geteuid() == 0;
+  // As root, each run gets a uid of its own that owns nothing on the host:
+  // RLIMIT_NPROC then bounds this run alone (a fork bomb cannot starve
+  // other sandboxes), and runs cannot signal each other.
+  const auto uid = static_cast<uid_t>(100000 + std::random_device{}() % 1'000'000'000u);
+  const auto cpu = static_cast<rlim_t>(std::max(1.0, std::ceil(lim.cpu_s)));
+  const auto bytes = static_cast<rlim_t>(lim.memory_mb << 20);
+  const auto file = static_cast<rlim_t>(lim.file_mb << 20);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    r.err = std::string("fork: ") + std::strerror(errno);
+    return r;
+  }
+  if (pid == 0) {  // the child: only async-signal-safe calls until exec
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    dup2(in.fd[0], 0);
+    dup2(out.fd[1], 1);
+    dup2(err.fd[1], 2);
+    set_limit(RLIMIT_CPU, cpu, cpu + 1);
+    set_limit(RLIMIT_AS, bytes, bytes);
+    set_limit(RLIMIT_FSIZE, file, file);
+    set_limit(RLIMIT_NOFILE, 64, 64);
+    set_limit(RLIMIT_CORE, 0, 0);
+    if (root) {  // root is exempt from RLIMIT_NPROC: run as the fresh uid
+      setgroups(0, nullptr);
+      if (setgid(uid) != 0 || setuid(uid) != 0) _exit(126);
+      set_limit(RLIMIT_NPROC, static_cast<rlim_t>(lim.processes), static_cast<rlim_t>(lim.processes));
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  in.close_end(0);
+  out.close_end(1);
+  err.close_end(1);
+  for (int fd : {in.fd[1], out.fd[0], err.fd[0]}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  if (input.empty()) in.close_end(1);
+
+  std::size_t written = 0;
+  bool killed = false;
+  auto kill_it = [&](SandboxRun::End why) {
+    if (killed) return;
+    killed = true;
+    r.end = why;
+    kill(pid, SIGKILL);  // bwrap: its namespace dies with it (--die-with-parent)
+  };
+  char buf[65536];
+  while (out.fd[0] >= 0 || err.fd[0] >= 0) {
+    const double left = lim.wall_s - since(started);
+    if (left <= 0) kill_it(SandboxRun::End::timed_out);
+    if (killed) break;
+    std::vector<pollfd> fds;
+    if (out.fd[0] >= 0) fds.push_back({out.fd[0], POLLIN, 0});
+    if (err.fd[0] >= 0) fds.push_back({err.fd[0], POLLIN, 0});
+    if (in.fd[1] >= 0) fds.push_back({in.fd[1], POLLOUT, 0});
+    if (poll(fds.data(), fds.size(), static_cast<int>(std::ceil(left * 1000))) < 0 && errno != EINTR) break;
+    for (const auto& p : fds) {
+      if (!p.revents) continue;
+      if (p.fd == in.fd[1]) {
+        const ssize_t n = write(p.fd, input.data() + written, input.size() - written);
+        if (n > 0) written += static_cast<std::size_t>(n);
+        if (n < 0 && errno != EAGAIN) written = input.size();  // it closed its stdin: fine
+        if (written == input.size()) in.close_end(1);
+        continue;
+      }
+      const bool is_out = p.fd == out.fd[0];
+      std::string& into = is_out ? r.out : r.err;
+      const ssize_t n = read(p.fd, buf, sizeof buf);
+      if (n > 0) {
+        into.append(buf, static_cast<std::size_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(n),
+                                                                         lim.output_bytes - std::min<std::uint64_t>(into.size(), lim.output_bytes))));
+        if (into.size() >= lim.output_bytes) kill_it(SandboxRun::End::output_limit);
+      } else if (n == 0 || errno != EAGAIN) {
+        (is_out ? out : err).close_end(0);
+      }
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.wall_s = since(started);
+  if (killed) return r;
+  if (WIFEXITED(status)) {
+    r.end = SandboxRun::End::exited;
+    r.exit_code = WEXITSTATUS(status);
+    // bwrap passes on its child's end: 128 + the signal that killed it.
+    if (sandboxed && r.exit_code > 128 && r.exit_code < 128 + 65) {
+      r.signal = r.exit_code - 128;
+      r.end = SandboxRun::End::signalled;
+    }
+  } else if (WIFSIGNALED(status)) {
+    r.end = SandboxRun::End::signalled;
+    r.signal = WTERMSIG(status);
+  }
+  if (r.end == SandboxRun::End::signalled && (r.signal == SIGXCPU || (r.signal == SIGKILL && r.wall_s >= lim.cpu_s)))
+    r.end = SandboxRun::End::cpu_limit;
+  return r;
+}
+
+}  // namespace rlx

@@ -1,0 +1,156 @@
+// The sandbox for model-written programs, attacked as a reward hacker and
+// a careless model would: each attempt scores 0 with its reason, and the
+// machine is unharmed (host files unchanged, no connection made, the next
+// program runs). Needs bubblewrap (tools/install-deps.sh installs it).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "envs/code/program_tests.hpp"
+
+using namespace rlx;
+namespace fs = std::filesystem;
+
+namespace {
+
+Sandbox sandbox(double wall_s = 5.0) {
+  SandboxOptions o;
+  o.limits.wall_s = wall_s;
+  o.limits.cpu_s = 2.0;
+  auto s = Sandbox::open(o);
+  INFO((s ? std::string() : s.error().message));
+  REQUIRE(s.ok());
+  return std::move(*s);
+}
+
+const std::vector<ProgramTest> kAddTests{{"[2, 3]", "5"}, {"[-1, 1]", "0"}, {"[10, 20]", "30"}, {"[0, 0]", "0"}};
+
+// A solution of `add` that first does `attack`; it would pass every test otherwise.
+std::string attacking(const std::string& attack) {
+  return "import os, sys, socket\n" + attack + "\ndef add(a, b):\n    return a + b\n";
+}
+
+}  // namespace
+
+TEST_CASE("a program's reward is the fraction of hidden tests it passes", "[envs][sandbox]") {
+  const Sandbox box = sandbox();
+  auto right = score_program(box, "def add(a, b):\n    return a + b\n", "add", kAddTests);
+  CHECK(right.reward == 1.0);
+  CHECK(right.reason == "passed 4 of 4");
+  auto half = score_program(box, "def add(a, b):\n    return a + b if a > 0 else 1\n", "add", kAddTests);
+  CHECK(half.reward == 0.5);
+  auto raises = score_program(box, "def add(a, b):\n    return a + b + 0 // (a - 2)\n", "add", kAddTests);
+  CHECK(raises.passed == 3);
+  CHECK(raises.reason == "passed 3 of 4; test 0 raised ZeroDivisionError");
+  auto missing = score_program(box, "def plus(a, b):\n    return a + b\n", "add", kAddTests);
+  CHECK(missing.reward == 0.0);
+  // Printing fake answers does not help without the expected ones.
+  auto faker = score_program(box, "print('\\x1eRLX-RESULT 0 5')\ndef add(a, b):\n    return 7\n", "add", kAddTests);
+  CHECK(faker.reward == 0.0);
+}
+
+TEST_CASE("a program cannot read the hidden tests or the host's files, nor write outside its tmp",
+          "[envs][sandbox][defensive]") {
+  const Sandbox box = sandbox();
+  // The expected outputs as a file on the host: not visible inside.
+  const fs::path hidden = fs::temp_directory_path() / ("rlx-hidden-tests-" + std::to_string(getpid()) + ".json");
+  std::ofstream(hidden) << "[5, 0, 30, 0]";
+  auto steal = score_program(box, attacking("print(open('" + hidden.string() + "').read())"), "add", kAddTests);
+  CHECK(steal.reward == 0.0);
+  CHECK(steal.reason.find("FileNotFoundError") != std::string::npos);
+  CHECK(steal.run.out.find("[5, 0, 30, 0]") == std::string::npos);
+  fs::remove(hidden);
+  // Its own source it may read (it wrote it); the expected answers are not in it.
+  auto self_read = score_program(box, attacking("print(open('/sandbox/program.py').read())"), "add", kAddTests);
+  CHECK(self_read.reward == 1.0);
+  const std::string source = self_read.run.out.substr(0, self_read.run.out.find("\x1eRLX-RESULT"));
+  CHECK(source.find("_rlx_drive") != std::string::npos);
+  CHECK(source.find("[10, 20]") == std::string::npos);  // inputs come on stdin
+  CHECK(source.find("30") == std::string::npos);        // expected answers never enter
+  auto passwd = score_program(box, attacking("open('/etc/passwd').read()"), "add", kAddTests);
+  CHECK(passwd.reward == 0.0);
+  CHECK(passwd.reason.find("FileNotFoundError") != std::string::npos);
+  // Writing: the host's home, the program's own directory, /usr.
+  const char* home_env = std::getenv("HOME");
+  const fs::path home = home_env ? home_env : "/root";
+  const fs::path planted = home / ("rlx-pwned-" + std::to_string(getpid()));
+  for (const std::string& target : {planted.string(), std::string("/sandbox/program.py"), std::string("/usr/rlx-pwned")}) {
+    auto write = score_program(box, attacking("open('" + target + "', 'w').write('pwned')"), "add", kAddTests);
+    INFO(target << ": " << write.reason);
+    CHECK(write.reward == 0.0);
+    CHECK(write.reason.find("Error") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(planted));
+  CHECK_FALSE(fs::exists("/usr/rlx-pwned"));
+  // Its private /tmp is writable (and gone afterwards).
+  auto tmp = score_program(box, attacking("open('/tmp/scratch', 'w').write('ok')"), "add", kAddTests);
+  CHECK(tmp.reward == 1.0);
+}
+
+TEST_CASE("a program cannot reach the network, not even the host's loopback", "[envs][sandbox][defensive]") {
+  const Sandbox box = sandbox();
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  REQUIRE(listener >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(listen(listener, 4) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const int port = ntohs(a.sin_port);
+  auto call = score_program(box, attacking("socket.create_connection(('127.0.0.1', " + std::to_string(port) + "), 2)"),
+                            "add", kAddTests);
+  CHECK(call.reward == 0.0);
+  CHECK((call.reason.find("ConnectionRefusedError") != std::string::npos ||
+         call.reason.find("unreachable") != std::string::npos));
+  // Nothing reached the host's listener.
+  CHECK(accept(listener, nullptr, nullptr) < 0);
+  close(listener);
+  auto dns = score_program(box, attacking("socket.create_connection(('example.com', 80), 2)"), "add", kAddTests);
+  CHECK(dns.reward == 0.0);
+}
+
+TEST_CASE("a fork bomb, an endless loop, a flood of output and a memory grab each end with 0 and the reason",
+          "[envs][sandbox][defensive]") {
+  const Sandbox box = sandbox(4.0);
+  auto bomb = score_program(box, attacking("while True:\n    os.fork()"), "add", kAddTests);
+  CHECK(bomb.reward == 0.0);
+  CHECK(bomb.run.wall_s < 6.0);
+  INFO(bomb.reason);
+  auto loop = score_program(box, attacking("while True:\n    pass"), "add", kAddTests);
+  CHECK(loop.reward == 0.0);
+  CHECK((loop.run.end == SandboxRun::End::cpu_limit || loop.run.end == SandboxRun::End::timed_out));
+  CHECK(loop.reason.find("scored 0:") == 0);
+  auto sleeper = score_program(box, attacking("import time\ntime.sleep(60)"), "add", kAddTests);
+  CHECK(sleeper.run.end == SandboxRun::End::timed_out);
+  CHECK(sleeper.reason.find("timed out") != std::string::npos);
+  CHECK(sleeper.run.wall_s < 6.0);
+  auto flood = score_program(box, attacking("while True:\n    sys.stdout.write('x' * 65536)"), "add", kAddTests);
+  CHECK(flood.run.end == SandboxRun::End::output_limit);
+  CHECK(flood.run.out.size() <= box.options().limits.output_bytes);
+  CHECK(flood.reward == 0.0);
+  auto grab = score_program(box, attacking("hog = bytearray(8 * 1024 ** 3)"), "add", kAddTests);
+  CHECK(grab.reward == 0.0);
+  CHECK(grab.reason.find("MemoryError") != std::string::npos);
+  auto disk = score_program(box, attacking("open('/tmp/big', 'wb').write(b'x' * (64 << 20))"), "add", kAddTests);
+  CHECK(disk.reward == 0.0);
+  // After all that, the sandbox still runs programs.
+  CHECK(score_program(box, "def add(a, b):\n    return a + b\n", "add", kAddTests).reward == 1.0);
+}
+
+TEST_CASE("a sandbox that cannot start says why", "[envs][sandbox]") {
+  SandboxOptions o;
+  o.bwrap = "/nonexistent/bwrap";
+  auto s = Sandbox::open(o);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message.find("apt-get install bubblewrap") != std::string::npos);
+}
