@@ -38,7 +38,9 @@ Accounting account(const CoordinatorState& st) {
   std::map<std::uint32_t, std::uint64_t> received(st.metrics.segments_by_explorer.begin(),
                                                   st.metrics.segments_by_explorer.end());
   Accounting a;
-  for (const auto& [id, made] : st.produced) {
+  std::map<std::uint32_t, std::uint64_t> made_by = st.produced_before;
+  for (const auto& [id, made] : st.produced) made_by[id] += made;
+  for (const auto& [id, made] : made_by) {
     a.produced += made;
     const std::uint64_t got = received.count(id) ? received[id] : 0;
     const std::uint64_t missing = made > got ? made - got : 0;
@@ -261,7 +263,10 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
   // A resumed run continues its metrics; a fresh one starts them anew.
   st.jsonl.open(std::filesystem::path(cfg.run.log_dir) / "metrics.jsonl",
                 st.options.resumed ? std::ios::app : std::ios::trunc);
-  if (st.options.resumed) st.last_tick_steps = st.options.resumed->stats().env_steps();
+  if (st.options.resumed) {
+    st.last_tick_steps = st.options.resumed->stats().env_steps();
+    st.produced_before = st.options.resumed->by_explorer();
+  }
   if (!st.jsonl) st.options.log->error("cannot write {}/metrics.jsonl", cfg.run.log_dir);
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;

@@ -56,7 +56,11 @@ struct CoordinatorState {
   std::uint64_t autoscale_changes = 0;
   BatchEnvFactory factory;                    // for explorers this process starts later
   EnvSpec spec;
-  std::map<std::uint32_t, std::uint64_t> produced;    // explorer id -> segments it made
+  std::map<std::uint32_t, std::uint64_t> produced;    // explorer id -> segments it made (this process's run)
+  // A resumed run: what the rollout log (and checkpoint) says each explorer
+  // id had delivered before; counted as made then (in-flight segments of a
+  // crashed run were never recorded: nothing can count them).
+  std::map<std::uint32_t, std::uint64_t> produced_before;
   std::set<std::uint32_t> dead;                      // explorers that died or were evicted
   std::uint64_t explorers_lost = 0;
   std::uint64_t explorers_joined = 0;

@@ -19,7 +19,6 @@ struct LearnerState {
   double busy_s = 0;                                       // time spent on segments and updates (finished)
   std::chrono::steady_clock::time_point handling_since;    // when the segment in hand began
   bool handling = false;                                   // inside the segment handler
-  std::map<std::uint32_t, std::uint64_t> by_explorer;     // segments received per explorer id (any verdict)
   std::map<caf::actor_addr, std::uint32_t> sender_ids;    // whose segments those were: an undecodable one
                                                           // from a known sender still counts for it
 
@@ -48,7 +47,7 @@ struct LearnerState {
     m.load_balance_loss = static_cast<float>(last.load_balance);
     m.expert_utilisation = last.expert_utilisation;
     m.updates = core->updates();
-    m.segments_by_explorer.assign(by_explorer.begin(), by_explorer.end());
+    m.segments_by_explorer.assign(core->by_explorer().begin(), core->by_explorer().end());
     // Reports go out from inside the segment handler: its time so far counts.
     m.busy_s = busy_s;
     if (handling) m.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - handling_since).count();
@@ -142,7 +141,8 @@ learner_actor::behavior_type learner_impl(Self self, LearnerActorOptions options
         auto seg = decode_or_count<Segment>(self, msg, st.errors, st.options.log);
         const caf::actor_addr from = self->current_sender() ? self->current_sender()->address() : caf::actor_addr{};
         if (seg) st.sender_ids[from] = seg->explorer_id;
-        if (auto id = st.sender_ids.find(from); id != st.sender_ids.end()) ++st.by_explorer[id->second];
+        const auto id = st.sender_ids.find(from);
+        st.core->count_from(id != st.sender_ids.end() ? id->second : LearnerCore::kUnattributed);
         std::string why = seg ? "" : "malformed";
         if (seg && seg->obs_dim != st.options.core.trainer.obs_dim) {
           st.errors.add(Errc::invalid_field);

@@ -97,6 +97,15 @@ Result<fs::path> save_checkpoint(const LearnerCore& core, const fs::path& dir, i
   w.u64(stats.episodes_lost);
   w.vec(stats.returns);
   w.vec(core.trainer().save_state());
+  // Appended later: segments received per explorer (older files end above).
+  std::vector<std::uint32_t> ids;
+  std::vector<std::uint64_t> counts;
+  for (const auto& [id, n] : core.by_explorer()) {
+    ids.push_back(id);
+    counts.push_back(n);
+  }
+  w.vec(ids);
+  w.vec(counts);
   Writer file;
   file.out.assign(kMagic, kMagic + 8);
   file.u64(w.out.size());
@@ -138,12 +147,20 @@ Result<LoadedCheckpoint> load_checkpoint(const fs::path& path, const LearnerCore
   stats.episodes_lost = r.u64();
   stats.returns = r.vec<float>();
   const auto trainer = r.vec<std::uint8_t>();
+  std::map<std::uint32_t, std::uint64_t> by_explorer;
+  if (r.ok && r.at != payload.size()) {
+    const auto ids = r.vec<std::uint32_t>();
+    const auto counts = r.vec<std::uint64_t>();
+    if (ids.size() != counts.size()) return bad("malformed per-explorer counts");
+    for (std::size_t i = 0; i < ids.size(); ++i) by_explorer[ids[i]] = counts[i];
+  }
   if (!r.ok || r.at != payload.size()) return bad("malformed payload");
   auto core = std::make_shared<LearnerCore>(options);
   auto loaded = core->trainer().load_state(trainer);
   if (!loaded) return bad(loaded.error().message);
   if (!core->restore(received, updates, adm, stats))
     return bad("its staleness histogram does not fit max_staleness " + std::to_string(options.max_staleness));
+  core->restore_by_explorer(std::move(by_explorer));
   return LoadedCheckpoint{core, path};
 }
 

@@ -34,6 +34,7 @@ Arrival LearnerCore::admit(std::optional<Segment> segment, const std::string& re
 
 Arrival LearnerCore::admit_recorded(const RolloutRecordData& record, std::optional<Segment> segment) {
   Arrival a{record.verdict, record.lag, record.reason, trainer_->version(), received_++};
+  count_from(segment ? segment->explorer_id : kUnattributed);
   const std::uint64_t steps = segment ? segment->env_steps() : 0;
   if (segment) stats_.add(*segment);
   admission_.count(record.verdict, record.lag, steps);

@@ -5,6 +5,7 @@
 // went through.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -58,6 +59,15 @@ class LearnerCore {
   const Admission& admission() const { return admission_; }
   const RunStats& stats() const { return stats_; }
   std::uint64_t received() const { return received_; }
+  // Segments received per explorer id, any verdict (kUnattributed: an
+  // undecodable one from an unknown sender). Live, the learner actor
+  // counts each arrival (it knows the sender); a replay counts by the
+  // recorded segment; checkpoints keep them. What the coordinator's
+  // accounting compares with what explorers say they made.
+  static constexpr std::uint32_t kUnattributed = UINT32_MAX;
+  void count_from(std::uint32_t explorer) { ++by_explorer_[explorer]; }
+  const std::map<std::uint32_t, std::uint64_t>& by_explorer() const { return by_explorer_; }
+  void restore_by_explorer(std::map<std::uint32_t, std::uint64_t> counts) { by_explorer_ = std::move(counts); }
   std::uint64_t updates() const { return updates_; }
   const LearnerCoreOptions& options() const { return options_; }
   std::size_t world() const;
@@ -73,6 +83,7 @@ class LearnerCore {
   RunStats stats_;
   std::vector<Segment> batch_;
   std::uint64_t received_ = 0, updates_ = 0;
+  std::map<std::uint32_t, std::uint64_t> by_explorer_;
 };
 
 // The loop of a data-parallel rank other than 0: receives each batch from

@@ -22,6 +22,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/child_process.hpp"
+#include "tests/metrics_fixture.hpp"
 
 namespace rlx::test {
 
@@ -150,42 +151,6 @@ inline bool no_nodes_left_within(const fs::path& config, std::chrono::millisecon
     wait_for_exit(pid, std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(
                                                                    deadline - std::chrono::steady_clock::now())));
   return node_processes(config) == 0;
-}
-
-inline std::string last_metrics_line(const fs::path& log_dir) {
-  std::ifstream in(log_dir / "metrics.jsonl");
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last;
-}
-
-inline double json_number(const std::string& line, const std::string& key) {
-  const auto at = line.find("\"" + key + "\":");
-  REQUIRE(at != std::string::npos);
-  return std::stod(line.substr(at + key.size() + 3));
-}
-
-// The largest value `key` took over the run's metrics lines.
-inline double max_metric(const fs::path& log_dir, const std::string& key) {
-  std::ifstream in(log_dir / "metrics.jsonl");
-  std::string line;
-  double best = 0;
-  while (std::getline(in, line))
-    if (!line.empty() && line.back() == '}') best = std::max(best, json_number(line, key));
-  return best;
-}
-
-// The accounting identity on a metrics line written at the end of a run:
-// every segment made was trained, dropped as stale, rejected, or lost with
-// a dead member; nothing is still in flight.
-inline void check_segment_identity(const std::string& line) {
-  INFO(line);
-  const double produced = json_number(line, "segments_produced");
-  CHECK(produced > 0);
-  CHECK(produced == json_number(line, "segments_trained") + json_number(line, "segments_dropped_stale") +
-                        json_number(line, "segments_rejected") + json_number(line, "segments_lost"));
-  CHECK(json_number(line, "segments_in_flight") == 0);
 }
 
 // Waits until the run in `log_dir` reports `nodes` nodes and some env steps.

@@ -7,6 +7,7 @@
 #include "policy/moe_mlp_policy.hpp"
 #include "policy/threads.hpp"
 #include "replay/replay.hpp"
+#include "tests/metrics_fixture.hpp"
 #include "tests/replay/log_fixture.hpp"
 
 using namespace rlx;
@@ -91,6 +92,9 @@ TEST_CASE("a resumed run continues the same log with nothing duplicated or lost"
   REQUIRE(r.ok());
   CHECK(r->identical());
   CHECK(r->versions_checked > 0);
+  // The accounting spans both runs: what the first delivered counts as made.
+  check_segment_identity(last_metrics_line(t.path));
+  CHECK(json_number(last_metrics_line(t.path), "segments_produced") == static_cast<double>(r->core->received()));
 }
 
 TEST_CASE("a policy trained offline from a CartPole log reaches a useful return", "[replay][offline][slow]") {
@@ -171,6 +175,9 @@ TEST_CASE("a run killed with SIGKILL resumes from its log and replays exactly", 
   REQUIRE(r.ok());
   CHECK(r->identical());
   CHECK(r->core->stats().env_steps() >= steps + 20'000);
+  // Segments in flight when the first run was killed were never recorded:
+  // the resumed accounting starts from what the log holds, and adds up.
+  check_segment_identity(last_metrics_line(t.path));
 }
 
 TEST_CASE("a resumed run starts from its newest checkpoint and replays only the log after it",
@@ -195,6 +202,9 @@ TEST_CASE("a resumed run starts from its newest checkpoint and replays only the 
   REQUIRE(full.ok());
   CHECK(full->core->weights().checksum == tail->core->weights().checksum);
   CHECK(full->core->received() == tail->core->received());
+  // The checkpoint kept the per-explorer arrival counts the accounting needs.
+  CHECK(full->core->by_explorer() == tail->core->by_explorer());
+  CHECK(loaded->core->by_explorer().size() == static_cast<std::size_t>(cfg.total_explorers()));
 
   cfg.run.stop.max_env_steps = 45'000;
   RunOptions resume;
@@ -206,4 +216,5 @@ TEST_CASE("a resumed run starts from its newest checkpoint and replays only the 
   REQUIRE(after.ok());
   CHECK(after->identical());
   CHECK(after->core->stats().env_steps() >= 45'000);
+  check_segment_identity(last_metrics_line(t.path));
 }
