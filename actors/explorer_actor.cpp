@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "actors/guard.hpp"
+#include "explorers/deferred_rewards.hpp"
 
 namespace rlx {
 
@@ -24,6 +25,9 @@ struct ExplorerState {
   bool fetch_in_flight = false;
   bool draining = false;
   std::uint64_t produced = 0;             // segments made (reported to the coordinator before each is sent)
+  DeferredRewards deferred;               // segments waiting for deferred rewards
+  std::size_t next_worker = 0;            // the reward worker a new request goes to (in turn)
+  bool warned_no_pool = false;
   std::chrono::steady_clock::time_point fetch_started;
   ErrorCounts errors;
 };
@@ -98,6 +102,66 @@ void fetch(Self self, std::uint64_t version, bool latest = false) {
           });
 }
 
+// Sends the held segments whose deferred rewards are all in, while there is credit.
+void release(Self self) {
+  auto& st = self->state;
+  while (!st.pending) {
+    auto seg = st.deferred.ready();
+    if (!seg) return;
+    // Counted before it leaves: should this node die with the segment in
+    // hand or on the wire, the coordinator knows it was lost.
+    self->send(st.options.coordinator, produced_atom::value, st.options.rollout.explorer_id, ++st.produced);
+    send_segment(self, WireMsg{encode(*seg, st.name)});
+  }
+}
+
+void scored(Self self, std::uint64_t id, float score) {
+  self->state.deferred.scored(id, score);
+  release(self);
+  advance(self);
+}
+
+// Asks reward worker `worker` (mod the pool) to score deferred episode
+// `id`; a failure or silence goes to the next worker in the pool, up to
+// reward_attempts in all.
+void ask_reward(Self self, std::uint64_t id, const std::string& payload, int attempt, std::size_t worker) {
+  auto& st = self->state;
+  const auto& pool = st.options.rewards;
+  if (pool.empty()) {
+    if (!std::exchange(st.warned_no_pool, true))
+      st.options.log->warn("{}: the env defers rewards but this node has no reward worker: they score 0", st.name);
+    st.errors.add(Errc::not_found);
+    return scored(self, id, 0.0f);
+  }
+  const reward_actor to = pool[worker % pool.size()];
+  // "TASK\nOUTPUT" (docs/external-envs.md); no newline: all output.
+  const auto nl = payload.find('\n');
+  RewardRequestData req{id, st.options.rollout.explorer_id, nl == std::string::npos ? "" : payload.substr(0, nl),
+                        nl == std::string::npos ? payload : payload.substr(nl + 1)};
+  self->request(to, st.options.reward_timeout, reward_atom::value, WireMsg{encode(req, st.name)})
+      .then(
+          [self, id](const WireMsg& msg) {
+            auto& st = self->state;
+            auto res = decode_or_count<RewardResultData>(self, msg, st.errors, st.options.log);
+            if (res && res->request_id == id) return scored(self, id, res->ok ? res->score : 0.0f);
+            st.options.log->warn("{}: a reward worker answered request {} with {}: scored 0", st.name, id,
+                                 res ? "another request's result" : "a malformed result");
+            scored(self, id, 0.0f);
+          },
+          [self, id, payload, attempt, worker](const caf::error& err) {
+            auto& st = self->state;
+            if (attempt + 1 < st.options.reward_attempts) {
+              st.options.log->info("{}: reward request {} failed ({}); asking another worker", st.name, id,
+                                   caf::to_string(err));
+              return ask_reward(self, id, payload, attempt + 1, worker + 1);
+            }
+            st.errors.add(Errc::timeout);
+            st.options.log->warn("{}: reward request {} failed {} times (last: {}): scored 0", st.name, id,
+                                 st.options.reward_attempts, caf::to_string(err));
+            scored(self, id, 0.0f);
+          });
+}
+
 void on_step_result(Self self, EnvStepResultData* r) {
   auto& st = self->state;
   st.step_in_flight = false;
@@ -105,13 +169,14 @@ void on_step_result(Self self, EnvStepResultData* r) {
       static_cast<std::int64_t>(r->obs_dim) != st.options.rollout.obs_dim)
     return fail(self, "the env answered with a step result of the wrong shape");
   if (st.started) {
-    if (st.rollout->observe(*r)) {
+    const bool complete = st.rollout->observe(*r);
+    for (const auto& d : st.rollout->deferred())
+      ask_reward(self, st.deferred.note(d.sequence, d.t, d.env, d.episode), d.payload, 0, st.next_worker++);
+    if (complete) {
       Segment seg = st.rollout->take_segment();
       if (st.options.sync) st.sync_wait_for = seg.policy_versions.back() + 1;
-      // Counted before it leaves: should this node die with the segment in
-      // hand or on the wire, the coordinator knows it was lost.
-      self->send(st.options.coordinator, produced_atom::value, st.options.rollout.explorer_id, ++st.produced);
-      send_segment(self, WireMsg{encode(seg, st.name)});
+      st.deferred.finished(std::move(seg));
+      release(self);
     }
   }
   st.started = true;
@@ -137,13 +202,18 @@ void advance(Self self) {
   if (st.step_in_flight) return;
   // Draining: the segment in hand is finished and sent (its credit awaited), then it leaves.
   const bool in_hand = st.started && st.has_weights && st.rollout->steps_in_segment() > 0;
-  if (st.draining && !in_hand && !st.pending) return leave(self, "drained");
+  if (st.draining && !in_hand) {
+    // Held segments wait for their rewards (each request ends: answered, re-asked or given up).
+    if (!st.pending && st.deferred.held() == 0) return leave(self, "drained");
+    return;
+  }
   if (!st.started || !st.has_weights) return;
   if (st.pending) return;  // no credit: wait for an ack
   if (st.rollout->steps_in_segment() == 0) {
     const auto v = st.rollout->version();
     if (st.newest_known > v + st.options.max_staleness) return;  // fetch first (pacing)
     if (st.options.sync && v < st.sync_wait_for) return;         // sync: wait for the next version
+    if (st.deferred.held() >= st.options.max_held) return;       // rewards first
   }
   const auto& actions = st.rollout->act(st.obs);
   st.step_in_flight = true;
@@ -181,6 +251,7 @@ explorer_actor::behavior_type explorer_behavior(Self self) {
           st.pending.reset();
           send_segment(self, std::move(msg));
         }
+        release(self);
         advance(self);
       },
       [self](drain_atom) {

@@ -6,7 +6,10 @@
 // Environments are either an env actor (request/response per step, for
 // heavy or remote envs) or a local VectorEnv stepped in the explorer's
 // own thread; either way every step is one message, so weight swaps and
-// drains interleave between any two steps.
+// drains interleave between any two steps. Episodes whose reward is
+// deferred (the env gives a payload when they end) are scored by the
+// reward pool; their segments wait until the scores are in
+// (explorers/deferred_rewards.hpp).
 #pragma once
 
 #include <chrono>
@@ -32,6 +35,13 @@ struct ExplorerActorOptions {
   learner_actor learner;
   weight_store_actor weight_store;
   coordinator_actor coordinator;
+  // Deferred rewards: the node's reward workers, asked in turn; an answer
+  // that does not come within reward_timeout (or a dead worker) is asked
+  // of the next one, reward_attempts times in all, then scored 0.
+  std::vector<reward_actor> rewards;
+  std::chrono::milliseconds reward_timeout{30000};
+  int reward_attempts = 3;
+  std::size_t max_held = 4;               // segments held for rewards before the explorer pauses
   Logger log;
 };
 

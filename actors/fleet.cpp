@@ -34,6 +34,8 @@ std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const Clu
     eo.learner = targets.learner;
     eo.weight_store = targets.weight_store;
     eo.coordinator = targets.coordinator;
+    eo.rewards = targets.rewards;
+    eo.reward_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg.explorer.reward_timeout_s * 1000.0));
     eo.log = child_logger(log, "explorer/" + std::to_string(explorer_id));
     auto ex = spawn_explorer(system, eo);
     // An env actor lives and dies with its explorer.
@@ -68,10 +70,12 @@ Fleet spawn_fleet(caf::actor_system& system, const ClusterConfig& cfg, const Nod
   auto [explorer_id, env_id] = cfg.first_ids(node.name);
   Fleet fleet;
   fleet.rewards = spawn_rewards(system, first_reward_id(cfg, node.name), static_cast<std::uint32_t>(node.rewards), log);
+  FleetTargets with_pool = targets;
+  with_pool.rewards = fleet.rewards;
   fleet.explorers = spawn_explorers(system, cfg,
                                     ExplorerBatch{node.name, explorer_id, env_id, static_cast<std::uint32_t>(node.explorers),
                                                   static_cast<std::uint32_t>(node.envs_per_explorer)},
-                                    factory, spec, targets, log);
+                                    factory, spec, with_pool, log);
   return fleet;
 }
 

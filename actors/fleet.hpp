@@ -20,6 +20,7 @@ struct FleetTargets {
   learner_actor learner;
   weight_store_actor weight_store;  // the store explorers fetch from (a member node's own)
   coordinator_actor coordinator;
+  std::vector<reward_actor> rewards;  // the node's reward workers (deferred rewards)
 };
 
 // `count` explorers with ids first_id.., envs first_env_id.. (envs_per_explorer each).

@@ -79,6 +79,7 @@ void obey(Self self, const Order& order) {
     return;
   }
   const ExplorerBatch batch{st.options.node, order.first_id, order.first_env_id, order.count, order.envs_per_explorer};
+  st.targets.rewards = st.rewards;  // the reward workers it runs now
   for (auto& e : spawn_explorers(sys, *st.config, batch, st.factory, st.spec, st.targets, st.log)) {
     self->monitor(e);
     st.explorers.push_back(e);
@@ -182,7 +183,7 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
       },
       [self](retire_atom, std::uint32_t count) {
         auto& st = self->state;
-        for (; count > 0 && !st.rewards.empty(); --count) {
+        for (; count > 0 && !st.rewards.empty(); --count) {  // explorers asking a stopped one ask the next
           self->send_exit(st.rewards.back(), caf::exit_reason::user_shutdown);
           st.rewards.pop_back();
         }

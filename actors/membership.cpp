@@ -52,7 +52,8 @@ void start_explorers(Self self, const std::string& node, std::uint32_t count, st
   const auto& cfg = st.options.config;
   const ExplorerBatch batch{cfg.head().name, first_id, first_env_id, count, envs_per_explorer};
   for (auto& e : spawn_explorers(self->system(), cfg, batch, st.factory, st.spec,
-                                 FleetTargets{st.learner, st.weight_store, coordinator_actor{self}}, st.options.log)) {
+                                 FleetTargets{st.learner, st.weight_store, coordinator_actor{self}, st.rewards},
+                                 st.options.log)) {
     self->monitor(e);
     st.explorers.push_back(e);
     ++st.explorers_joined;
@@ -194,12 +195,7 @@ void node_entered(Self self, const std::string& name, node_actor agent, std::uin
   const bool first_entry = topo && st.entered.insert(name).second;
   const bool topology_ids = first_entry && explorers <= topo->explorers &&
                             envs_per_explorer <= topo->envs_per_explorer && rewards <= topo->rewards;
-  std::uint32_t first_id = 0;
-  if (explorers > 0) {
-    auto [id, env] = topology_ids ? cfg.first_ids(name) : allot_explorers(st, explorers, envs_per_explorer);
-    first_id = id;
-    start_explorers(self, name, explorers, envs_per_explorer, id, env, !topo);
-  }
+  // Reward workers first: the node's explorers start with its pool.
   if (rewards > 0) {
     if (topology_ids) {
       st.node_rewards[name] = rewards;
@@ -208,6 +204,12 @@ void node_entered(Self self, const std::string& name, node_actor agent, std::uin
     } else {
       start_rewards(self, name, rewards);
     }
+  }
+  std::uint32_t first_id = 0;
+  if (explorers > 0) {
+    auto [id, env] = topology_ids ? cfg.first_ids(name) : allot_explorers(st, explorers, envs_per_explorer);
+    first_id = id;
+    start_explorers(self, name, explorers, envs_per_explorer, id, env, !topo);
   }
   st.options.log->info("node '{}' joined: {} nodes now{}; runs {} explorers{} and {} reward workers", name,
                        st.nodes.size() + 1, topo ? "" : " (not in the topology)", explorers,

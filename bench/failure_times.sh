@@ -10,21 +10,7 @@ runs=${1:-3}
 rlx=$PWD/build/tools/rlx
 heartbeat=0.5
 evict=3.0
-now() { date +%s.%N; }
-
-# Waits (polling 20 ms: a benchmark, not a test) until FILE contains TEXT; prints the time.
-wait_for() {
-  local file=$1 text=$2 limit=$3 start
-  start=$(now)
-  until grep -qF "$text" "$file" 2> /dev/null; do
-    if awk -v a="$(now)" -v b="$start" -v l="$limit" 'BEGIN { exit !(a - b > l) }'; then
-      echo "failure_times: '$text' not seen within $limit s" >&2
-      return 1
-    fi
-    sleep 0.02
-  done
-  now
-}
+source bench/common.sh
 
 one_run() {  # $1 = kill or stop; prints seconds from the signal to the head noticing
   local how=$1 dir pid node t0 t1
@@ -50,13 +36,13 @@ one_run() {  # $1 = kill or stop; prints seconds from the signal to the head not
   kill -TERM "$pid"
   wait "$pid" || true
   rm -rf "$dir"
-  awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.3f\n", a - b }'
+  elapsed "$t1" "$t0"
 }
 
 for how in kill stop; do
   times=()
   for ((i = 0; i < runs; i++)); do times+=("$(one_run "$how")"); done
-  median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}')
+  median=$(median "${times[@]}")
   if [[ $how == kill ]]; then
     echo "kill -9 of a member node -> head logs 'went away': median ${median} s (runs: ${times[*]})"
   else

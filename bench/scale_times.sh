@@ -14,23 +14,8 @@ cd "$(dirname "$0")/.."
 runs=${1:-3}
 phase=${2:-20}
 rlx=$PWD/build/tools/rlx
-now() { date +%s.%N; }
+source bench/common.sh
 
-# Waits (polling 20 ms: a benchmark, not a test) until FILE has COUNT lines with TEXT; prints the time.
-wait_for() {
-  local file=$1 text=$2 limit=$3 count=${4:-1} start
-  start=$(now)
-  until [[ $(grep -cF "$text" "$file" 2> /dev/null || true) -ge $count ]]; do
-    if awk -v a="$(now)" -v b="$start" -v l="$limit" 'BEGIN { exit !(a - b > l) }'; then
-      echo "scale_times: '$text' not seen $count times within $limit s" >&2
-      return 1
-    fi
-    sleep 0.02
-  done
-  now
-}
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", a - b }'; }
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 
 # A copy of TOML for a run in DIR that only SIGTERM (or max_seconds) ends.
 config_in() {

@@ -285,6 +285,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.integer("segment_steps", c.explorer.segment_steps, 1, 1 << 16);
       r.string("env_placement", c.explorer.env_placement, {"actor", "local"});
       r.integer("threads", c.explorer.threads, 1, 256);
+      r.number("reward_timeout_s", c.explorer.reward_timeout_s, 0.0, 86400.0, true);
       r.reject_unknown(seen_list(r));
     }
     if (const toml::table* t = top.table("weight_store")) {

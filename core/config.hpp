@@ -68,6 +68,7 @@ struct ExplorerConfig {
   std::int64_t segment_steps = 64;   // T: steps per segment
   std::string env_placement = "actor";  // actor (an env actor per explorer) | local (inside the explorer)
   std::int64_t threads = 1;          // LibTorch intra-op threads
+  double reward_timeout_s = 30.0;    // a deferred reward not scored this long is asked of another worker
 };
 
 // [weight_store]

@@ -52,7 +52,8 @@ std::string to_toml(const ClusterConfig& c) {
                                      {"checkpoint_keep", l.checkpoint_keep}});
   root.insert("explorer", toml::table{{"segment_steps", c.explorer.segment_steps},
                                       {"env_placement", c.explorer.env_placement},
-                                      {"threads", c.explorer.threads}});
+                                      {"threads", c.explorer.threads},
+                                      {"reward_timeout_s", c.explorer.reward_timeout_s}});
   root.insert("weight_store",
               toml::table{{"keep_versions", c.weight_store.keep_versions},
                           {"chunk_kb", c.weight_store.chunk_kb},

@@ -72,6 +72,7 @@ bool Rollout::observe(const EnvStepResultData& r) {
   RLX_REQUIRE(acted_, "observe() without act()");
   RLX_REQUIRE(static_cast<std::int64_t>(r.rewards.size()) == B, r.rewards.size(), B);
   acted_ = false;
+  deferred_.clear();
   seg_.rewards.insert(seg_.rewards.end(), r.rewards.begin(), r.rewards.end());
   seg_.terminated.insert(seg_.terminated.end(), r.terminated.begin(), r.terminated.end());
   seg_.truncated.insert(seg_.truncated.end(), r.truncated.begin(), r.truncated.end());
@@ -85,6 +86,10 @@ bool Rollout::observe(const EnvStepResultData& r) {
       } else {
         seg_.episode_returns.push_back(episode_return_[i]);
         seg_.episode_lengths.push_back(episode_len_[i]);
+        if (static_cast<std::int64_t>(r.reward_payloads.size()) == B && !r.reward_payloads[i].empty())
+          deferred_.push_back(DeferredEpisode{seg_.sequence, static_cast<std::uint32_t>(t_), static_cast<std::uint32_t>(i),
+                                              static_cast<std::uint32_t>(seg_.episode_returns.size() - 1),
+                                              r.reward_payloads[i]});
       }
       episode_return_[i] = 0;
       episode_len_[i] = 0;

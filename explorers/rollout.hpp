@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -51,6 +52,16 @@ class Rollout {
   std::uint64_t version() const { return version_; }
   std::uint64_t steps_in_segment() const { return t_; }
 
+  // Episodes whose reward is deferred (the env gave a reward payload when
+  // they ended), noted by the last observe(): where they are and what to score.
+  struct DeferredEpisode {
+    std::uint64_t sequence = 0;   // their segment
+    std::uint32_t t = 0, env = 0;
+    std::uint32_t episode = 0;    // index in the segment's episode_returns
+    std::string payload;
+  };
+  const std::vector<DeferredEpisode>& deferred() const { return deferred_; }
+
  private:
   void start_segment();
 
@@ -66,6 +77,7 @@ class Rollout {
   std::vector<std::int64_t> actions_;
   std::vector<float> episode_return_;      // [B] running
   std::vector<std::uint32_t> episode_len_; // [B] running
+  std::vector<DeferredEpisode> deferred_;
 };
 
 }  // namespace rlx

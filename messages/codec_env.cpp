@@ -53,6 +53,10 @@ WireBuffer encode(const EnvStepResultData& x, std::string_view sender) {
     set_tensor(s.initTruncated(), {B}, x.truncated);
     s.setStepIndex(x.step_index);
     if (!x.lost.empty()) set_tensor(s.initLost(), {B}, x.lost);
+    if (!x.reward_payloads.empty()) {
+      auto p = s.initRewardPayloads(static_cast<unsigned>(x.reward_payloads.size()));
+      for (unsigned i = 0; i < x.reward_payloads.size(); ++i) p.set(i, x.reward_payloads[i]);
+    }
   });
 }
 
@@ -73,6 +77,11 @@ Result<EnvStepResultData> decode<EnvStepResultData>(const WireBuffer& buf, const
     x.lost = s.hasLost() ? read_tensor<std::uint8_t>(s.getLost(), {B}, "lost") : std::vector<std::uint8_t>(B, 0);
     for (float f : x.observations)
       if (!std::isfinite(f)) invalid("observations: must be finite");
+    if (s.hasRewardPayloads()) {
+      const auto p = s.getRewardPayloads();
+      if (p.size() != B) invalid("rewardPayloads: " + std::to_string(p.size()) + " for " + std::to_string(B) + " envs");
+      for (auto t : p) x.reward_payloads.emplace_back(t.cStr(), t.size());
+    }
     return x;
   });
 }

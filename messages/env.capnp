@@ -27,6 +27,7 @@ struct EnvStepResult {
   truncated @3 :T.Tensor;    # uint8 [B]
   stepIndex @4 :UInt64;      # echo of EnvStep.stepIndex (0 for a reset)
   lost @5 :T.Tensor;         # uint8 [B] (optional): 1 = episode cut by an environment failure
+  rewardPayloads @6 :List(Text); # B or empty: non-empty at an episode's end = its reward is deferred (scored by a reward worker)
 }
 
 # env -> explorer: the shapes an environment uses.

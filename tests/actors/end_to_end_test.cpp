@@ -131,3 +131,22 @@ TEST_CASE("a run whose env process keeps crashing ends as failed, not hung", "[a
   CHECK(r.outcome == RunOutcome::failed);
   CHECK(r.summary.find("no explorer left") != std::string::npos);
 }
+
+TEST_CASE("a task whose every reward is deferred is learned from the reward pool's scores",
+          "[actors][e2e][reward][external]") {
+  std::filesystem::path dir;
+  auto cfg = e2e_config("rlx-e2e-deferred", &dir);
+  cfg.run.env = std::string("exec:python3 ") + RLX_SOURCE_DIR + "/examples/envs/sum_task.py";
+  cfg.nodes.front().rewards = 2;
+  cfg.run.stop.mean_return = 0.9;  // a random answer is right 1 time in 5
+  cfg.run.stop.max_env_steps = 1'000'000;
+  cfg.run.stop.max_seconds = 0;
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger());
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::solved);
+  const std::string line = last_line(dir / "metrics.jsonl");
+  CHECK(json_uint(line, "segments_produced") ==
+        json_uint(line, "segments_trained") + json_uint(line, "segments_dropped_stale") +
+            json_uint(line, "segments_rejected"));
+  CHECK(json_uint(line, "segments_in_flight") == 0);
+}

@@ -52,6 +52,16 @@ TEST_CASE("every message kind round-trips through its Envelope", "[messages][cod
   CHECK(rb->observations == r.observations);
   CHECK(rb->terminated == r.terminated);
   CHECK(rb->lost == r.lost);
+  CHECK(rb->reward_payloads.empty());
+  // Deferred-reward payloads cross with the step (an env actor to its explorer), one per env or none.
+  r.reward_payloads = {"", "2+3\n5"};
+  rb = decode<EnvStepResultData>(encode(r, "env"));
+  REQUIRE(rb.ok());
+  CHECK(rb->reward_payloads == r.reward_payloads);
+  r.reward_payloads = {"2+3\n5"};
+  auto short_list = decode<EnvStepResultData>(encode(r, "env"));
+  REQUIRE_FALSE(short_list.ok());
+  CHECK(short_list.error().code == Errc::invalid_field);
 
   WeightSetData w;
   w.version = 3;

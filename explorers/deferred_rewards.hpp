@@ -1,0 +1,47 @@
+// Segments whose episodes wait for deferred rewards (scored by the reward
+// pool, e.g. a program run against hidden tests). The explorer notes each
+// such episode when it ends, sends its payload to a reward worker, and
+// hands every finished segment here: a segment is held until each of its
+// episodes has its score, which is added to the reward of the episode's
+// last step and to the episode's return, then released, in order. A score
+// may come back before its segment is finished. CAF-free.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "messages/types.hpp"
+
+namespace rlx {
+
+class DeferredRewards {
+ public:
+  // An episode of segment `sequence` ended at step `t` in env `env`, its
+  // return being the segment's episode_returns[`episode`]; its reward is
+  // deferred. Returns the id to score it under.
+  std::uint64_t note(std::uint64_t sequence, std::uint32_t t, std::uint32_t env, std::uint32_t episode);
+  // The score of `id` (0 for one given up). Unknown ids are ignored.
+  void scored(std::uint64_t id, float score);
+  // A complete segment, held until all its noted episodes are scored.
+  void finished(Segment segment);
+  // The oldest held segment if all its episodes are scored.
+  std::optional<Segment> ready();
+  std::size_t held() const { return held_.size(); }
+  std::size_t unscored() const { return slots_.size(); }
+
+ private:
+  struct Slot {
+    std::uint64_t sequence = 0;
+    std::uint32_t t = 0, env = 0, episode = 0;
+    std::optional<float> score;
+  };
+  void apply(Segment& s, const Slot& slot) const;
+  std::uint64_t next_id_ = 1;
+  std::map<std::uint64_t, Slot> slots_;   // noted, not yet applied to a held segment
+  std::deque<Segment> held_;
+};
+
+}  // namespace rlx
