@@ -131,7 +131,8 @@ void ask_reward(Self self, std::uint64_t id, const std::string& payload, int att
     if (!std::exchange(st.warned_no_pool, true))
       st.options.log->warn("{}: the env defers rewards but this node has no reward worker: they score 0", st.name);
     st.errors.add(Errc::not_found);
-    return scored(self, id, 0.0f);
+    // Called from on_step_result, which releases and advances after (no step from in here).
+    return st.deferred.scored(id, 0.0f);
   }
   const reward_actor to = pool[worker % pool.size()];
   // "TASK\nOUTPUT" (docs/external-envs.md); no newline: all output.

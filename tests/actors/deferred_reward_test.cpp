@@ -64,6 +64,41 @@ reward_actor::behavior_type silent_reward(reward_actor::stateful_pointer<SilentS
 
 }  // namespace
 
+TEST_CASE("an explorer whose node has no reward worker scores deferred episodes 0 and goes on",
+          "[actors][reward][failure]") {
+  test::ActorFixture f;
+  ExternalEnvConfig external;
+  const auto factory =
+      make_batch_env_factory("exec:python3 " RLX_SOURCE_DIR "/examples/envs/sum_task.py", external, builtin_envs(), f.log);
+  const EnvSpec spec = factory(1, 0, 1)->spec();
+  const PolicyConfig policy;
+  auto store = spawn_weight_store(f.system, WeightStoreOptions{4, 64 << 10, f.log});
+  f.self->send(store, publish_atom::value,
+               WireMsg{encode(Trainer(TrainerOptions{LearnerConfig{}, policy, spec.obs_dim, spec.num_actions, 1}).weights(),
+                              "test")});
+  ExplorerActorOptions eo;
+  eo.rollout = RolloutOptions{0, 4, spec.obs_dim, spec.num_actions, 8, 1, policy};
+  eo.local_env = factory;
+  eo.learner = f.system.spawn(forwarding_learner, caf::actor{f.self});
+  eo.weight_store = store;
+  eo.coordinator = f.system.spawn(idle_coordinator);
+  eo.log = f.log;
+  auto explorer = spawn_explorer(f.system, eo);
+  for (int k = 0; k < 2; ++k) {
+    Segment seg;
+    f.self->receive([&](segment_atom, const WireMsg& m) { seg = *decode<Segment>(m.buf); },
+                    caf::after(60s) >> [] { FAIL("no segment within 60 s"); });
+    REQUIRE(seg.rewards.size() == 32);
+    for (float r : seg.rewards) CHECK(r == 0.0f);
+  }
+  std::uint64_t errors = 0;
+  f.self->request(explorer, 10s, counts_atom::value).receive([&](std::uint64_t n) { errors = n; }, [](caf::error&) {});
+  CHECK(errors >= 64);  // every deferred episode counted
+  for (caf::actor a : {caf::actor_cast<caf::actor>(explorer), caf::actor_cast<caf::actor>(store),
+                       caf::actor_cast<caf::actor>(eo.learner), caf::actor_cast<caf::actor>(eo.coordinator)})
+    f.self->send_exit(a, caf::exit_reason::user_shutdown);
+}
+
 TEST_CASE("deferred rewards reach the learner inside their segments, re-asked past a silent and a dead worker",
           "[actors][reward][failure]") {
   test::ActorFixture f;
