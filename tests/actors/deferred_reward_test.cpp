@@ -3,6 +3,8 @@
 // reaches the learner with the scores in its rewards. One worker never
 // answers and one is dead: their requests are asked of the next worker,
 // and no score is lost or waited on forever.
+#include <functional>
+
 #include <catch2/catch.hpp>
 
 #include "actors/explorer_actor.hpp"
@@ -61,85 +63,85 @@ reward_actor::behavior_type silent_reward(reward_actor::stateful_pointer<SilentS
       [](counts_atom) { return std::uint64_t{0}; },
   };
 }
+// An explorer on the sum task (examples/envs/sum_task.py: every step ends
+// a one-step episode whose reward is deferred) with a real weight store, a
+// learner that forwards its segments to the test, and `rewards` as pool.
+struct Rig {
+  test::ActorFixture f;
+  std::int64_t B = 4, T = 8;
+  weight_store_actor store;
+  explorer_actor explorer;
+  learner_actor learner;
+  coordinator_actor coordinator;
+
+  explicit Rig(const std::function<std::vector<reward_actor>(caf::actor_system&)>& pool) {
+    const auto factory = make_batch_env_factory("exec:python3 " RLX_SOURCE_DIR "/examples/envs/sum_task.py",
+                                                ExternalEnvConfig{}, builtin_envs(), f.log);
+    const EnvSpec spec = factory(1, 0, 1)->spec();
+    REQUIRE(spec.obs_dim == 2);
+    REQUIRE(spec.num_actions == 5);
+    const PolicyConfig policy;
+    store = spawn_weight_store(f.system, WeightStoreOptions{4, 64 << 10, f.log});
+    const WeightSetData w = Trainer(TrainerOptions{LearnerConfig{}, policy, spec.obs_dim, spec.num_actions, 1}).weights();
+    f.self->send(store, publish_atom::value, WireMsg{encode(w, "test")});
+    learner = f.system.spawn(forwarding_learner, caf::actor{f.self});
+    coordinator = f.system.spawn(idle_coordinator);
+    ExplorerActorOptions eo;
+    eo.rollout = RolloutOptions{0, B, spec.obs_dim, spec.num_actions, T, 1, policy};
+    eo.local_env = factory;
+    eo.learner = learner;
+    eo.weight_store = store;
+    eo.coordinator = coordinator;
+    eo.rewards = pool(f.system);
+    eo.reward_timeout = 300ms;
+    eo.log = f.log;
+    explorer = spawn_explorer(f.system, eo);
+  }
+  Segment next_segment() {
+    Segment seg;
+    f.self->receive([&](segment_atom, const WireMsg& m) { seg = *decode<Segment>(m.buf); },
+                    caf::after(60s) >> [] { FAIL("no segment within 60 s"); });
+    REQUIRE(seg.rewards.size() == static_cast<std::size_t>(T * B));
+    return seg;
+  }
+  std::uint64_t explorer_errors() {
+    std::uint64_t n = 0;
+    f.self->request(explorer, 10s, counts_atom::value).receive([&](std::uint64_t e) { n = e; }, [](caf::error&) {});
+    return n;
+  }
+  ~Rig() {
+    for (caf::actor a : {caf::actor_cast<caf::actor>(explorer), caf::actor_cast<caf::actor>(store),
+                         caf::actor_cast<caf::actor>(learner), caf::actor_cast<caf::actor>(coordinator)})
+      f.self->send_exit(a, caf::exit_reason::user_shutdown);
+  }
+};
 
 }  // namespace
 
 TEST_CASE("an explorer whose node has no reward worker scores deferred episodes 0 and goes on",
           "[actors][reward][failure]") {
-  test::ActorFixture f;
-  ExternalEnvConfig external;
-  const auto factory =
-      make_batch_env_factory("exec:python3 " RLX_SOURCE_DIR "/examples/envs/sum_task.py", external, builtin_envs(), f.log);
-  const EnvSpec spec = factory(1, 0, 1)->spec();
-  const PolicyConfig policy;
-  auto store = spawn_weight_store(f.system, WeightStoreOptions{4, 64 << 10, f.log});
-  f.self->send(store, publish_atom::value,
-               WireMsg{encode(Trainer(TrainerOptions{LearnerConfig{}, policy, spec.obs_dim, spec.num_actions, 1}).weights(),
-                              "test")});
-  ExplorerActorOptions eo;
-  eo.rollout = RolloutOptions{0, 4, spec.obs_dim, spec.num_actions, 8, 1, policy};
-  eo.local_env = factory;
-  eo.learner = f.system.spawn(forwarding_learner, caf::actor{f.self});
-  eo.weight_store = store;
-  eo.coordinator = f.system.spawn(idle_coordinator);
-  eo.log = f.log;
-  auto explorer = spawn_explorer(f.system, eo);
-  for (int k = 0; k < 2; ++k) {
-    Segment seg;
-    f.self->receive([&](segment_atom, const WireMsg& m) { seg = *decode<Segment>(m.buf); },
-                    caf::after(60s) >> [] { FAIL("no segment within 60 s"); });
-    REQUIRE(seg.rewards.size() == 32);
-    for (float r : seg.rewards) CHECK(r == 0.0f);
-  }
-  std::uint64_t errors = 0;
-  f.self->request(explorer, 10s, counts_atom::value).receive([&](std::uint64_t n) { errors = n; }, [](caf::error&) {});
-  CHECK(errors >= 64);  // every deferred episode counted
-  for (caf::actor a : {caf::actor_cast<caf::actor>(explorer), caf::actor_cast<caf::actor>(store),
-                       caf::actor_cast<caf::actor>(eo.learner), caf::actor_cast<caf::actor>(eo.coordinator)})
-    f.self->send_exit(a, caf::exit_reason::user_shutdown);
+  Rig rig([](caf::actor_system&) { return std::vector<reward_actor>{}; });
+  for (int k = 0; k < 2; ++k)
+    for (float r : rig.next_segment().rewards) CHECK(r == 0.0f);
+  CHECK(rig.explorer_errors() >= 64);  // every deferred episode counted
 }
 
 TEST_CASE("deferred rewards reach the learner inside their segments, re-asked past a silent and a dead worker",
           "[actors][reward][failure]") {
-  test::ActorFixture f;
-  ExternalEnvConfig external;
-  const auto factory =
-      make_batch_env_factory("exec:python3 " RLX_SOURCE_DIR "/examples/envs/sum_task.py", external, builtin_envs(), f.log);
-  const EnvSpec spec = factory(1, 0, 1)->spec();
-  REQUIRE(spec.obs_dim == 2);
-  REQUIRE(spec.num_actions == 5);
-  const PolicyConfig policy;
-
-  auto store = spawn_weight_store(f.system, WeightStoreOptions{4, 64 << 10, f.log});
-  WeightSetData w = Trainer(TrainerOptions{LearnerConfig{}, policy, spec.obs_dim, spec.num_actions, 1}).weights();
-  f.self->send(store, publish_atom::value, WireMsg{encode(w, "test")});
-
-  auto silent = f.system.spawn(silent_reward);
-  auto dead = spawn_reward(f.system, RewardActorOptions{std::make_shared<ArithmeticScorer>(), "reward/1", f.log});
-  f.self->send_exit(dead, caf::exit_reason::kill);
-  f.self->wait_for(dead);
-  auto good = spawn_reward(f.system, RewardActorOptions{std::make_shared<ArithmeticScorer>(), "reward/2", f.log});
-
-  ExplorerActorOptions eo;
-  const std::int64_t B = 4, T = 8;
-  eo.rollout = RolloutOptions{0, B, spec.obs_dim, spec.num_actions, T, 1, policy};
-  eo.local_env = factory;
-  eo.learner = f.system.spawn(forwarding_learner, caf::actor{f.self});
-  eo.weight_store = store;
-  eo.coordinator = f.system.spawn(idle_coordinator);
-  eo.rewards = {silent, dead, good};
-  eo.reward_timeout = 300ms;
-  eo.log = f.log;
-  auto explorer = spawn_explorer(f.system, eo);
-
+  std::vector<caf::actor> workers;
+  Rig rig([&](caf::actor_system& sys) {
+    auto silent = sys.spawn(silent_reward);
+    auto dead = spawn_reward(sys, RewardActorOptions{std::make_shared<ArithmeticScorer>(), "reward/1", null_logger()});
+    caf::anon_send_exit(dead, caf::exit_reason::kill);
+    auto good = spawn_reward(sys, RewardActorOptions{std::make_shared<ArithmeticScorer>(), "reward/2", null_logger()});
+    workers = {caf::actor_cast<caf::actor>(silent), caf::actor_cast<caf::actor>(good)};
+    return std::vector<reward_actor>{silent, dead, good};
+  });
   std::size_t right = 0, episodes = 0;
   for (int k = 0; k < 3; ++k) {
-    Segment seg;
-    f.self->receive([&](segment_atom, const WireMsg& m) { seg = *decode<Segment>(m.buf); },
-                    caf::after(60s) >> [] { FAIL("no segment within 60 s"); });
-    REQUIRE(seg.rewards.size() == static_cast<std::size_t>(T * B));
+    const Segment seg = rig.next_segment();
     float sum = 0;
-    for (std::int64_t i = 0; i < T * B; ++i) {
+    for (std::int64_t i = 0; i < rig.T * rig.B; ++i) {
       // Every step ends a one-step episode whose reward the pool scored: 1 when the answer was a + b.
       const float a = seg.observations[i * 2], b = seg.observations[i * 2 + 1];
       const float expected = static_cast<float>(seg.actions[i]) == a + b ? 1.0f : 0.0f;
@@ -147,20 +149,15 @@ TEST_CASE("deferred rewards reach the learner inside their segments, re-asked pa
       sum += seg.rewards[i];
       right += expected > 0 ? 1 : 0;
     }
-    REQUIRE(seg.episode_returns.size() == static_cast<std::size_t>(T * B));
+    REQUIRE(seg.episode_returns.size() == static_cast<std::size_t>(rig.T * rig.B));
     float returns = 0;
     for (float r : seg.episode_returns) returns += r;
     CHECK(returns == sum);
     episodes += seg.episode_returns.size();
   }
   INFO(right << " of " << episodes << " answered right");
-  CHECK(episodes == 3 * T * B);
-  // The explorer counted no reward as given up: every request found the good worker in time.
-  std::uint64_t errors = 99;
-  f.self->request(explorer, 10s, counts_atom::value).receive([&](std::uint64_t n) { errors = n; }, [](caf::error&) {});
-  CHECK(errors == 0);
-  for (caf::actor a : {caf::actor_cast<caf::actor>(explorer), caf::actor_cast<caf::actor>(silent),
-                       caf::actor_cast<caf::actor>(good), caf::actor_cast<caf::actor>(store),
-                       caf::actor_cast<caf::actor>(eo.learner), caf::actor_cast<caf::actor>(eo.coordinator)})
-    f.self->send_exit(a, caf::exit_reason::user_shutdown);
+  CHECK(episodes == static_cast<std::size_t>(3 * rig.T * rig.B));
+  // No reward was given up: every request found the good worker in time.
+  CHECK(rig.explorer_errors() == 0);
+  for (auto& w : workers) caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
 }
