@@ -231,7 +231,7 @@ void spawn_cluster(Self self) {
   for (const auto& node : cfg.nodes) {
     if (!st.options.spawn_nodes.empty() && !st.options.spawn_nodes.count(node.name)) continue;
     st.entered.insert(node.name);
-    Fleet fleet = spawn_fleet(self->system(), cfg, node, factory, spec, FleetTargets{st.learner, st.weight_store, me}, log);
+    Fleet fleet = spawn_fleet(self->system(), cfg, node, factory, spec, FleetTargets{st.learner, st.weight_store, me, {}}, log);
     for (auto& r : fleet.rewards) st.rewards.push_back(r);
     for (auto& e : fleet.explorers) {
       self->monitor(e);

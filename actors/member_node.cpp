@@ -123,7 +123,7 @@ void start(Self self, learner_actor learner, weight_store_actor head_store, coor
   } catch (const EnvFailure& e) {
     return end(self, RunOutcome::failed, std::string("cannot start the environment: ") + e.what());
   }
-  st.targets = FleetTargets{learner, store, coordinator};
+  st.targets = FleetTargets{learner, store, coordinator, {}};
   st.config = std::move(*parsed);
   st.log->info("node '{}' joined the cluster; asked for {} explorers ({} envs each), {} reward workers",
                st.options.node, st.options.explorers, st.options.envs_per_explorer, st.options.rewards);
