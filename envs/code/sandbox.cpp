@@ -57,6 +57,24 @@ void set_limit(int resource, rlim_t soft, rlim_t hard) {
   setrlimit(resource, &l);  // in the child, before exec: a failure leaves the inherited limit
 }
 
+// Processes (threads count too) the real user `uid` runs now, from /proc.
+std::uint64_t processes_of(uid_t uid) {
+  std::uint64_t n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    struct stat st {};
+    if (stat(e.path().c_str(), &st) != 0 || st.st_uid != uid) continue;
+    std::error_code tec;
+    for (const auto& task : fs::directory_iterator(e.path() / "task", tec)) {
+      (void)task;
+      ++n;
+    }
+  }
+  return n;
+}
+
 double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -149,6 +167,9 @@ SandboxRun Sandbox::execute(const std::string& program, const std::string& input
   // RLIMIT_NPROC then bounds this run alone (a fork bomb cannot starve
   // other sandboxes), and runs cannot signal each other.
   const auto uid = static_cast<uid_t>(100000 + std::random_device{}() % 1'000'000'000u);
+  // Not root: the program runs as this user, whose processes all count
+  // against RLIMIT_NPROC; it may start `processes` more than run now.
+  const auto nproc = static_cast<rlim_t>(root ? lim.processes : processes_of(getuid()) + lim.processes);
   const auto cpu = static_cast<rlim_t>(std::max(1.0, std::ceil(lim.cpu_s)));
   const auto bytes = static_cast<rlim_t>(lim.memory_mb << 20);
   const auto file = static_cast<rlim_t>(lim.file_mb << 20);
@@ -170,8 +191,8 @@ SandboxRun Sandbox::execute(const std::string& program, const std::string& input
     if (root) {  // root is exempt from RLIMIT_NPROC: run as the fresh uid
       setgroups(0, nullptr);
       if (setgid(uid) != 0 || setuid(uid) != 0) _exit(126);
-      set_limit(RLIMIT_NPROC, static_cast<rlim_t>(lim.processes), static_cast<rlim_t>(lim.processes));
     }
+    set_limit(RLIMIT_NPROC, nproc, nproc);
     execv(argv[0], argv.data());
     _exit(127);
   }

@@ -20,7 +20,7 @@ struct SandboxLimits {
   double cpu_s = 2.0;                  // RLIMIT_CPU
   double wall_s = 5.0;                 // killed after this long
   std::uint64_t memory_mb = 512;       // RLIMIT_AS (bwrap and Python included)
-  std::uint64_t processes = 32;        // RLIMIT_NPROC (enforced when run as root: the run's own uid)
+  std::uint64_t processes = 32;        // RLIMIT_NPROC: as root, of the run's own uid; else this many more than the user runs
   std::uint64_t output_bytes = 1 << 16;  // stdout and stderr each; more ends the run
   std::uint64_t file_mb = 16;          // RLIMIT_FSIZE and the size of the private /tmp
 };

@@ -79,8 +79,9 @@ TEST_CASE("a program cannot read the hidden tests or the host's files, nor write
   CHECK(passwd.reward == 0.0);
   CHECK(passwd.reason.find("FileNotFoundError") != std::string::npos);
   // Writing: the host's home, the program's own directory, /usr.
+  // The host's home (a HOME under /tmp would name the sandbox's own tmp: then another host directory).
   const char* home_env = std::getenv("HOME");
-  const fs::path home = home_env ? home_env : "/root";
+  const fs::path home = home_env && std::string(home_env).rfind("/tmp", 0) != 0 ? fs::path(home_env) : fs::path("/var/tmp");
   const fs::path planted = home / ("rlx-pwned-" + std::to_string(getpid()));
   for (const std::string& target : {planted.string(), std::string("/sandbox/program.py"), std::string("/usr/rlx-pwned")}) {
     auto write = score_program(box, attacking("open('" + target + "', 'w').write('pwned')"), "add", kAddTests);
