@@ -33,8 +33,10 @@ learner_actor::behavior_type forwarding_learner(learner_actor::pointer self, caf
   };
 }
 
-// A coordinator that takes everything and does nothing.
-coordinator_actor::behavior_type idle_coordinator(coordinator_actor::pointer) {
+// A coordinator that takes everything and does nothing. (The unused
+// argument: CAF 0.17 binds a reference to a null tuple when a function
+// actor is spawned with no argument, which UBSan rightly reports.)
+coordinator_actor::behavior_type idle_coordinator(coordinator_actor::pointer, int) {
   return {
       [](join_atom, const WireMsg&, explorer_actor) {},
       [](node_atom, const std::string&, node_actor, std::uint32_t, std::uint32_t, std::uint32_t) {},
@@ -54,7 +56,7 @@ coordinator_actor::behavior_type idle_coordinator(coordinator_actor::pointer) {
 struct SilentState {
   std::vector<caf::typed_response_promise<WireMsg>> held;
 };
-reward_actor::behavior_type silent_reward(reward_actor::stateful_pointer<SilentState> self) {
+reward_actor::behavior_type silent_reward(reward_actor::stateful_pointer<SilentState> self, int) {
   return {
       [self](reward_atom, const WireMsg&) -> caf::result<WireMsg> {
         self->state.held.push_back(self->make_response_promise<WireMsg>());
@@ -85,7 +87,7 @@ struct Rig {
     const WeightSetData w = Trainer(TrainerOptions{LearnerConfig{}, policy, spec.obs_dim, spec.num_actions, 1}).weights();
     f.self->send(store, publish_atom::value, WireMsg{encode(w, "test")});
     learner = f.system.spawn(forwarding_learner, caf::actor{f.self});
-    coordinator = f.system.spawn(idle_coordinator);
+    coordinator = f.system.spawn(idle_coordinator, 0);
     ExplorerActorOptions eo;
     eo.rollout = RolloutOptions{0, B, spec.obs_dim, spec.num_actions, T, 1, policy};
     eo.local_env = factory;
@@ -130,7 +132,7 @@ TEST_CASE("deferred rewards reach the learner inside their segments, re-asked pa
           "[actors][reward][failure]") {
   std::vector<caf::actor> workers;
   Rig rig([&](caf::actor_system& sys) {
-    auto silent = sys.spawn(silent_reward);
+    auto silent = sys.spawn(silent_reward, 0);
     auto dead = spawn_reward(sys, RewardActorOptions{std::make_shared<ArithmeticScorer>(), "reward/1", null_logger()});
     caf::anon_send_exit(dead, caf::exit_reason::kill);
     auto good = spawn_reward(sys, RewardActorOptions{std::make_shared<ArithmeticScorer>(), "reward/2", null_logger()});
