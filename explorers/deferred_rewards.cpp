@@ -5,12 +5,17 @@ namespace rlx {
 std::uint64_t DeferredRewards::note(std::uint64_t sequence, std::uint32_t t, std::uint32_t env, std::uint32_t episode) {
   const std::uint64_t id = next_id_++;
   slots_[id] = Slot{sequence, t, env, episode, std::nullopt};
+  auto& per = by_segment_[sequence];
+  per.ids.push_back(id);
+  ++per.unscored;
   return id;
 }
 
 void DeferredRewards::scored(std::uint64_t id, float score) {
   auto it = slots_.find(id);
-  if (it != slots_.end()) it->second.score = score;
+  if (it == slots_.end() || it->second.score) return;
+  it->second.score = score;
+  --by_segment_[it->second.sequence].unscored;
 }
 
 void DeferredRewards::finished(Segment segment) { held_.push_back(std::move(segment)); }
@@ -24,15 +29,13 @@ void DeferredRewards::apply(Segment& s, const Slot& slot) const {
 std::optional<Segment> DeferredRewards::ready() {
   if (held_.empty()) return std::nullopt;
   Segment& s = held_.front();
-  for (const auto& [id, slot] : slots_)
-    if (slot.sequence == s.sequence && !slot.score) return std::nullopt;
-  for (auto it = slots_.begin(); it != slots_.end();) {
-    if (it->second.sequence != s.sequence) {
-      ++it;
-      continue;
+  if (auto per = by_segment_.find(s.sequence); per != by_segment_.end()) {
+    if (per->second.unscored > 0) return std::nullopt;
+    for (const std::uint64_t id : per->second.ids) {
+      apply(s, slots_.at(id));
+      slots_.erase(id);
     }
-    apply(s, it->second);
-    it = slots_.erase(it);
+    by_segment_.erase(per);
   }
   Segment out = std::move(s);
   held_.pop_front();

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "messages/types.hpp"
 
@@ -30,6 +31,7 @@ class DeferredRewards {
   // The oldest held segment if all its episodes are scored.
   std::optional<Segment> ready();
   std::size_t held() const { return held_.size(); }
+  // Episodes noted and not yet applied to a released segment.
   std::size_t unscored() const { return slots_.size(); }
 
  private:
@@ -38,9 +40,16 @@ class DeferredRewards {
     std::uint32_t t = 0, env = 0, episode = 0;
     std::optional<float> score;
   };
+  // Each score touches one slot and one count: a segment of B*T deferred
+  // episodes costs O(B*T log) in all, not a scan per score.
+  struct PerSegment {
+    std::vector<std::uint64_t> ids;
+    std::size_t unscored = 0;
+  };
   void apply(Segment& s, const Slot& slot) const;
   std::uint64_t next_id_ = 1;
-  std::map<std::uint64_t, Slot> slots_;   // noted, not yet applied to a held segment
+  std::map<std::uint64_t, Slot> slots_;                // noted, not yet applied to a released segment
+  std::map<std::uint64_t, PerSegment> by_segment_;     // segment sequence -> its slots
   std::deque<Segment> held_;
 };
 

@@ -91,11 +91,6 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-Result<ClusterConfig> read_config(const std::string& path, const EnvRegistry& envs) {
-  if (path.empty()) return parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), policy_kinds());
-  return load_config(path, envs.names(), policy_kinds());
-}
-
 Logger root_logger(const ClusterConfig& config, const std::string& level, const std::string& name = "") {
   LogOptions lo;
   lo.level = level.empty() ? config.log.level : level;
@@ -124,15 +119,15 @@ int run_head(const ClusterConfig& config, const EnvRegistry& envs, const Logger&
   return static_cast<int>(r.outcome);
 }
 
-// The topology at `path`, or a message on stderr and nullopt.
+}  // namespace
+
 std::optional<ClusterConfig> config_or_report(const std::string& path, const EnvRegistry& envs) {
-  auto config = read_config(path, envs);
+  auto config = path.empty() ? parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), policy_kinds())
+                             : load_config(path, envs.names(), policy_kinds());
   if (config) return std::move(*config);
   std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
   return std::nullopt;
 }
-
-}  // namespace
 
 int launch_command(const LaunchArgs& args) {
   SignalWatcher signals;

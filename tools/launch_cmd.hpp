@@ -4,7 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "core/config.hpp"
+#include "envs/env.hpp"
 
 namespace rlx {
 
@@ -30,6 +34,10 @@ struct NodeArgs {
   std::string log_level;
   bool resume = false;      // head only
 };
+
+// The topology at `path` (empty: the embedded cluster.toml), or a message
+// on stderr and nullopt.
+std::optional<ClusterConfig> config_or_report(const std::string& path, const EnvRegistry& envs);
 
 // Exit codes: RunOutcome (0 solved, 3 budget, 2 bad input, 4 failed, 130 interrupted).
 int launch_command(const LaunchArgs& args);

@@ -8,21 +8,13 @@
 
 #include "actors/remote.hpp"
 #include "core/auth.hpp"
-#include "envs/env.hpp"
-#include "policy/moe_mlp_policy.hpp"
-#include "tools/embedded_config.hpp"
+#include "tools/launch_cmd.hpp"
 
 namespace rlx {
 
 int scale_command(const ScaleArgs& args) {
-  const EnvRegistry envs = builtin_envs();
-  auto config = args.config.empty()
-                    ? parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), policy_kinds())
-                    : load_config(args.config, envs.names(), policy_kinds());
-  if (!config) {
-    std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
-    return 2;
-  }
+  auto config = config_or_report(args.config, builtin_envs());
+  if (!config) return 2;
   if (args.explorers < 0 && args.rewards < 0) {
     std::fprintf(stderr, "rlx scale: give --explorers N and/or --rewards N\n");
     return 2;

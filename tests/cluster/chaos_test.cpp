@@ -12,25 +12,6 @@ using namespace rlx;
 using namespace rlx::test;
 using namespace std::chrono_literals;
 
-namespace {
-
-// The newest complete metrics line, once env steps passed `steps` (empty after `limit`).
-std::string metrics_after(const fs::path& dir, double steps, std::chrono::milliseconds limit = 180s) {
-  std::string got;
-  wait_for_files(
-      dir,
-      [&] {
-        const std::string line = last_metrics_line(dir);
-        if (line.empty() || line.back() != '}' || json_number(line, "env_steps") <= steps) return false;
-        got = line;
-        return true;
-      },
-      limit);
-  return got;
-}
-
-}  // namespace
-
 TEST_CASE("a run under a seeded schedule of kills, stops, joins and rescaling reaches its target with every segment "
           "accounted for",
           "[cluster][chaos][slow]") {
@@ -66,10 +47,12 @@ TEST_CASE("a run under a seeded schedule of kills, stops, joins and rescaling re
   double steps = 0;
   // Between two events the run must make progress: that, not time, paces the schedule.
   auto progress = [&] {
-    const std::string line = metrics_after(t.path, steps + 2'000 + static_cast<double>(rng() % 4'000));
+    const double until = steps + 2'000 + static_cast<double>(rng() % 4'000);
+    const auto line =
+        wait_for_metrics(t.path, [&](const std::string& l) { return json_number(l, "env_steps") > until; }, 180s);
     INFO(read_text(t.path / "out.txt"));
-    REQUIRE_FALSE(line.empty());
-    steps = json_number(line, "env_steps");
+    REQUIRE(line);
+    steps = json_number(*line, "env_steps");
   };
   const std::string victim = rng() % 2 ? "rollout-a" : "rollout-b";
 

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -153,17 +154,32 @@ inline bool no_nodes_left_within(const fs::path& config, std::chrono::millisecon
   return node_processes(config) == 0;
 }
 
-// Waits until the run in `log_dir` reports `nodes` nodes and some env steps.
-inline bool wait_for_nodes(const fs::path& log_dir, int nodes, std::chrono::milliseconds limit) {
-  return wait_for_files(
+// Waits until the newest complete metrics line of the run in `log_dir`
+// satisfies `pred`; returns it (nullopt after `limit`).
+inline std::optional<std::string> wait_for_metrics(const fs::path& log_dir,
+                                                   const std::function<bool(const std::string&)>& pred,
+                                                   std::chrono::milliseconds limit = std::chrono::seconds(120)) {
+  std::optional<std::string> got;
+  wait_for_files(
       log_dir,
       [&] {
         const std::string line = last_metrics_line(log_dir);
         // A line still being written has no closing brace yet.
-        if (line.empty() || line.back() != '}' || line.find("\"nodes\":") == std::string::npos) return false;
-        return json_number(line, "nodes") == nodes && json_number(line, "env_steps") > 0;
+        if (line.empty() || line.back() != '}' || !pred(line)) return false;
+        got = line;
+        return true;
       },
       limit);
+  return got;
+}
+
+// Waits until the run in `log_dir` reports `nodes` nodes and some env steps.
+inline bool wait_for_nodes(const fs::path& log_dir, int nodes, std::chrono::milliseconds limit) {
+  return wait_for_metrics(
+             log_dir,
+             [&](const std::string& line) { return json_number(line, "nodes") == nodes && json_number(line, "env_steps") > 0; },
+             limit)
+      .has_value();
 }
 
 // Starts `rlx ARGS` in the background, output to `out` (stdout and stderr).

@@ -13,19 +13,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Waits until the newest complete metrics line of the run in `log_dir` satisfies `pred`.
-bool wait_for_metrics(const fs::path& log_dir, const std::function<bool(const std::string&)>& pred,
-                      std::chrono::milliseconds limit = 120s) {
-  return wait_for_files(
-      log_dir,
-      [&] {
-        const std::string line = last_metrics_line(log_dir);
-        return !line.empty() && line.back() == '}' && line.find("\"explorers_retired\":") != std::string::npos &&
-               pred(line);
-      },
-      limit);
-}
-
 // `rlx scale` against the run in `dir` (its head.addr and cluster.secret).
 Ran scale(const fs::path& dir, const std::string& what) {
   const std::string addr = read_text(dir / "head.addr");
@@ -175,7 +162,7 @@ std::string autoscale_toml(const fs::path& log_dir, const std::string& env, int 
 // Runs `config` until the metrics satisfy `reached`, then SIGTERM; checks the run's end.
 void autoscale_run(const fs::path& dir, const fs::path& config, const std::function<bool(const std::string&)>& reached) {
   const pid_t pid = launch_in_background(config, dir);
-  const bool ok = wait_for_metrics(dir, reached, 180s);
+  const bool ok = wait_for_metrics(dir, reached, 180s).has_value();
   kill(pid, SIGTERM);
   CHECK(exit_code_within(pid, 120s) == 130);
   INFO(read_text(dir / "out.txt"));
