@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include <fstream>
 #include <future>
 
 #include <caf/all.hpp>
@@ -11,6 +12,7 @@
 #include "actors/remote.hpp"
 #include "messages/weight_bulk.hpp"
 
+#include "core/auth.hpp"
 #include "core/files.hpp"
 #include "envs/batch_env.hpp"
 #include "policy/threads.hpp"
@@ -133,6 +135,47 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
   return p;
 }
 
+// The first line of a small text file ("" when it cannot be read).
+std::string first_line(const fs::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The run's id, kept in <log_dir>/run.id across --resume so that member
+// nodes that outlived the head can tell the restarted head is their run's.
+std::string run_identity(const ClusterConfig& config, bool resume, const Logger& log) {
+  const fs::path file = fs::path(config.run.log_dir) / "run.id";
+  if (resume) {
+    if (std::string id = first_line(file); !id.empty()) return id;
+    log->warn("{} is missing: member nodes of the run before cannot rejoin this head", file.string());
+  }
+  std::string id = random_nonce();
+  std::error_code ec;
+  fs::create_directories(config.run.log_dir, ec);
+  if (auto w = write_text_atomically(file, id + "\n"); !w) log->warn("cannot write {}: {}", file.string(), w.error().message);
+  return id;
+}
+
+// Publishes the head's gate. A resumed head whose topology leaves the
+// port to the system listens where its previous run did (head.addr), so
+// that member nodes waiting for it find it; failing that, anywhere.
+Result<std::uint16_t> publish_head_gate(const gate_actor& gate, const ClusterConfig& config, bool resume,
+                                        const Logger& log) {
+  const auto& head = config.head();
+  if (resume && head.port == 0) {
+    if (auto before = parse_host_port(first_line(fs::path(config.run.log_dir) / "head.addr"))) {
+      auto port = publish_gate(gate, config, head.host, before->second);
+      if (port) return port;
+      log->warn("cannot listen on port {} again, as the run did before ({}): nodes waiting for the head there "
+                "will not find it",
+                before->second, port.error().message);
+    }
+  }
+  return publish_gate(gate, config, head.host, static_cast<std::uint16_t>(head.port));
+}
+
 }  // namespace
 
 RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, const RunHooks& hooks, const Logger& log,
@@ -179,6 +222,8 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
       co.spawn_nodes = {config.head().name};
       co.on_core = [core_promise](learner_actor l, weight_store_actor w) { core_promise->set_value({l, w}); };
     }
+    // Read before the learner owns the resumed core.
+    const std::uint64_t start_version = prepared->resumed ? prepared->resumed->trainer().version() : 0;
     auto coordinator = spawn_coordinator(system, co);
     gate_actor gate;
     std::string start_failed;  // the gate or the member nodes could not start
@@ -197,6 +242,9 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
         go.secret = options.secret;
         go.head = config.head().name;
         go.config_toml = to_toml(config);
+        go.run_id = run_identity(config, options.resume, log);
+        go.incarnation = random_nonce();
+        go.start_version = start_version;
         go.learner = learner;
         go.weight_store = store;
         go.coordinator = coordinator;
@@ -217,7 +265,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
           }
         }
         gate = spawn_gate(system, go);
-        auto port = publish_gate(gate, config, head.host, static_cast<std::uint16_t>(head.port));
+        auto port = publish_head_gate(gate, config, options.resume, log);
         if (!port) {
           log->error("{}", port.error().message);
           start_failed = port.error().message;

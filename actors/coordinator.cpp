@@ -39,11 +39,17 @@ Accounting account(const CoordinatorState& st) {
                                                   st.metrics.segments_by_explorer.end());
   Accounting a;
   std::map<std::uint32_t, std::uint64_t> made_by = st.produced_before;
-  for (const auto& [id, made] : st.produced) made_by[id] += made;
+  for (const auto& [id, made] : st.produced)
+    made_by[id] = st.rejoined.count(id) ? std::max(made_by[id], made) : made_by[id] + made;
   for (const auto& [id, made] : made_by) {
     a.produced += made;
     const std::uint64_t got = received.count(id) ? received[id] : 0;
-    const std::uint64_t missing = made > got ? made - got : 0;
+    std::uint64_t missing = made > got ? made - got : 0;
+    if (auto l = st.lost_with_head.find(id); l != st.lost_with_head.end()) {
+      const std::uint64_t with_head = std::min(missing, l->second);
+      a.lost += with_head;
+      missing -= with_head;
+    }
     (st.dead.count(id) ? a.lost : a.in_flight) += missing;
   }
   return a;
@@ -72,7 +78,7 @@ void write_metrics_line(Self self) {
       "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{},\"nodes\":{},"
       "\"joins_refused\":{},\"nodes_evicted\":{},\"segments_produced\":{},\"segments_lost\":{},"
       "\"segments_in_flight\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
-      "\"autoscale_changes\":{}}}\n",
+      "\"autoscale_changes\":{},\"explorers_rejoined\":{}}}\n",
       json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
       json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
@@ -80,7 +86,7 @@ void write_metrics_line(Self self) {
       util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
       st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused, st.nodes_evicted,
       a.produced, a.lost, a.in_flight, reward_workers(st), st.explorers_retired, json_number(m.busy_s),
-      st.autoscale_changes);
+      st.autoscale_changes, st.explorers_rejoined);
   st.jsonl.flush();
 }
 
@@ -91,7 +97,10 @@ Status make_status(Self self) {
   s.time_s = st.elapsed();
   s.env_steps = m.env_steps;
   double dt = s.time_s - st.last_tick_s;
-  s.steps_per_s = dt > 0 ? static_cast<double>(m.env_steps - st.last_tick_steps) / dt : 0;
+  // (Before a resumed learner's first report the counts are still zero.)
+  s.steps_per_s = dt > 0 && m.env_steps >= st.last_tick_steps
+                      ? static_cast<double>(m.env_steps - st.last_tick_steps) / dt
+                      : 0;
   s.episodes = m.episodes;
   s.mean_return = m.mean_return;
   s.policy_version = m.policy_version;
@@ -228,6 +237,18 @@ void spawn_cluster(Self self) {
     st.next_env_id += static_cast<std::uint64_t>(node.explorers * node.envs_per_explorer);
     st.next_reward_id += static_cast<std::uint32_t>(node.rewards);
   }
+  // A resumed run: no explorer id the log knows is given out again, and a
+  // member node whose topology ids the log knows gets fresh ones (it is
+  // back, or its explorers rejoin with theirs).
+  for (const auto& [id, made] : st.produced_before) {
+    if (id == LearnerCore::kUnattributed) continue;
+    st.next_explorer_id = std::max(st.next_explorer_id, id + 1);
+    for (const auto& node : cfg.nodes) {
+      const auto first = cfg.first_ids(node.name).first;
+      if (node.name != cfg.head().name && id >= first && id < first + static_cast<std::uint32_t>(node.explorers))
+        st.entered.insert(node.name);
+    }
+  }
   for (const auto& node : cfg.nodes) {
     if (!st.options.spawn_nodes.empty() && !st.options.spawn_nodes.count(node.name)) continue;
     st.entered.insert(node.name);
@@ -306,11 +327,11 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         auto j = decode_or_count<JoinData>(self, msg, st.errors, st.options.log);
         if (!j || !who) return;
         st.options.log->debug("{} {} joined from node {}", to_string(j->role), j->member_id, j->node);
-        explorer_joined(self, j->member_id, j->node, who);
+        explorer_joined(self, *j, who);
       },
       [self](node_atom, const std::string& name, node_actor agent, std::uint32_t explorers,
-             std::uint32_t envs_per_explorer, std::uint32_t rewards) {
-        node_entered(self, name, agent, explorers, envs_per_explorer, rewards);
+             std::uint32_t envs_per_explorer, std::uint32_t rewards, bool rejoined) {
+        node_entered(self, name, agent, explorers, envs_per_explorer, rewards, rejoined);
       },
       [self](refused_atom, const std::string&) { ++self->state.joins_refused; },  // the gate logged it
       [self](leave_atom, const WireMsg& msg) {

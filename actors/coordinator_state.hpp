@@ -61,6 +61,13 @@ struct CoordinatorState {
   // id had delivered before; counted as made then (in-flight segments of a
   // crashed run were never recorded: nothing can count them).
   std::map<std::uint32_t, std::uint64_t> produced_before;
+  // Explorers that outlived the previous head and rejoined this one: their
+  // made counts are their whole life's (they include produced_before), and
+  // what they had made that neither the log holds nor they still hold was
+  // lost with the previous head.
+  std::set<std::uint32_t> rejoined;
+  std::map<std::uint32_t, std::uint64_t> lost_with_head;
+  std::uint64_t explorers_rejoined = 0;
   std::set<std::uint32_t> dead;                      // explorers that died or were evicted
   std::uint64_t explorers_lost = 0;
   std::uint64_t explorers_joined = 0;
@@ -99,12 +106,13 @@ std::uint64_t reward_workers(const CoordinatorState& st);
 
 // membership.cpp
 // A node entered through the gate asking for a shape: it is told what to run.
+// A node that outlived the previous head (rejoined) runs its fleet already.
 void node_entered(Self self, const std::string& name, node_actor agent, std::uint32_t explorers,
-                  std::uint32_t envs_per_explorer, std::uint32_t rewards);
+                  std::uint32_t envs_per_explorer, std::uint32_t rewards, bool rejoined);
 // A member node's agent went away (its connection closed).
 void node_gone(Self self, const std::string& name);
 // An explorer announced itself.
-void explorer_joined(Self self, std::uint32_t id, const std::string& node, explorer_actor who);
+void explorer_joined(Self self, const JoinData& join, explorer_actor who);
 // An explorer is gone (died, drained, retired or evicted with its node).
 void explorer_gone(Self self, std::vector<explorer_actor>::iterator it, const std::string& why, bool died);
 void evict(Self self, const std::string& name, double silent_s);

@@ -15,6 +15,7 @@ struct ExplorerState {
   std::string name;
   std::vector<float> obs;                 // current observations [B, D]
   std::optional<WireMsg> pending;         // a segment waiting for a credit
+  std::uint64_t pending_newest = 0;       // the newest version among its steps
   std::uint32_t credits = 0;
   std::uint64_t newest_known = 0;         // newest version announced by the store
   std::uint64_t sync_wait_for = 0;        // sync mode: version needed before the next segment
@@ -24,6 +25,11 @@ struct ExplorerState {
   bool step_in_flight = false;
   bool fetch_in_flight = false;
   bool draining = false;
+  bool paused = false;                    // the node lost the head: no step, no segment sent
+  std::uint64_t rebinds = 0;              // restarted heads followed (a fetch from before one is not trusted)
+  // A restarted head vouches for versions up to this one: the segment in
+  // hand is checked once no step is in flight.
+  std::optional<std::uint64_t> check_segment_above;
   std::uint64_t produced = 0;             // segments made (reported to the coordinator before each is sent)
   DeferredRewards deferred;               // segments waiting for deferred rewards
   std::size_t next_worker = 0;            // the reward worker a new request goes to (in turn)
@@ -37,6 +43,7 @@ namespace {
 using Self = explorer_actor::stateful_pointer<ExplorerState>;
 
 void advance(Self self);
+void fetch(Self self, std::uint64_t version, bool latest = false);
 
 void leave(Self self, const std::string& reason) {
   auto& st = self->state;
@@ -50,26 +57,89 @@ void fail(Self self, const std::string& what) {
   self->quit(caf::sec::runtime_error);
 }
 
-void send_segment(Self self, WireMsg msg) {
+void send_segment(Self self, WireMsg msg, std::uint64_t newest) {
   auto& st = self->state;
-  if (st.credits > 0) {
+  if (st.credits > 0 && !st.paused) {
     --st.credits;
     self->send(st.options.learner, segment_atom::value, std::move(msg));
   } else {
     st.pending = std::move(msg);
+    st.pending_newest = newest;
   }
 }
 
-void fetch(Self self, std::uint64_t version, bool latest = false) {
+JoinData join_data(const ExplorerState& st) {
+  JoinData j{Role::explorer, st.options.node, st.options.rollout.explorer_id, {}};
+  j.first_env_id = st.options.first_env_id;
+  j.num_envs = static_cast<std::uint32_t>(st.options.rollout.num_envs);
+  return j;
+}
+
+// The segment in hand holds steps of versions the restarted head never
+// made: they go (the environments go on).
+void check_segment(Self self) {
+  auto& st = self->state;
+  if (!st.check_segment_above || st.step_in_flight) return;
+  const std::uint64_t valid = *std::exchange(st.check_segment_above, std::nullopt);
+  if (st.rollout->steps_in_segment() == 0 || st.rollout->newest_in_segment() <= valid) return;
+  const auto steps = st.rollout->steps_in_segment();
+  st.deferred.forget(st.rollout->drop_segment());
+  st.options.log->info("{}: dropped the {} steps in hand (made with weights newer than v{})", st.name, steps, valid);
+}
+
+// The node reached a restarted head: segments and steps of versions above
+// `valid` (the dead head's weights, which the new learner never had) are
+// dropped; the rest is sent to the new learner.
+void rebind(Self self, learner_actor learner, coordinator_actor coordinator, std::uint64_t valid) {
+  auto& st = self->state;
+  st.options.learner = learner;
+  st.options.coordinator = coordinator;
+  st.paused = false;
+  st.credits = st.options.credits;  // the dead learner's acks will not come
+  // A segment counts as made when it is released to be sent: the pending
+  // one is, and dropping it makes it lost; held ones (waiting for rewards)
+  // and the steps in hand are not, and go as dropped steps (logged).
+  const bool pending_dropped = st.pending && st.pending_newest > valid;
+  if (pending_dropped) st.pending.reset();
+  const std::size_t held = st.deferred.drop_newer_than(valid);
+  ++st.rebinds;
+  if (st.rollout->version() > valid) st.has_weights = false;  // wait for the new head's
+  st.newest_known = std::min(st.newest_known, valid);
+  // The node's store forgot the dead head's sets before this message was
+  // sent, so whatever it holds now is the new head's.
+  if (!st.has_weights && !st.fetch_in_flight) fetch(self, 0, true);
+  st.check_segment_above = valid;
+  check_segment(self);
+  JoinData j = join_data(st);
+  j.rejoined = true;
+  j.produced = st.produced;
+  j.kept = st.pending ? 1 : 0;
+  self->send(st.options.coordinator, join_atom::value, WireMsg{encode(j, st.name)}, explorer_actor{self});
+  st.options.log->info("{}: rejoined the restarted head ({} segments made so far; dropped as newer than v{}: {} "
+                       "waiting for a credit, {} waiting for rewards)",
+                       st.name, st.produced, valid, pending_dropped ? 1 : 0, held);
+  if (st.pending) {
+    auto msg = std::move(*st.pending);
+    st.pending.reset();
+    send_segment(self, std::move(msg), st.pending_newest);
+  }
+}
+
+void fetch(Self self, std::uint64_t version, bool latest) {
   auto& st = self->state;
   st.fetch_in_flight = true;
   st.fetch_started = std::chrono::steady_clock::now();
   WireMsg req{encode(WeightRequestData{version, latest}, st.name)};
   self->request(st.options.weight_store, st.options.request_timeout, fetch_atom::value, req)
       .then(
-          [self](const WireMsg& msg) {
+          [self, rebinds = st.rebinds](const WireMsg& msg) {
             auto& st = self->state;
             st.fetch_in_flight = false;
+            if (rebinds != st.rebinds) {
+              // Asked before a rebind: possibly the dead head's weights. Ask again.
+              if (!st.has_weights || st.newest_known > st.rollout->version()) fetch(self, 0, true);
+              return;
+            }
             auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log);
             if (w && (w->version > st.rollout->version() || !st.has_weights)) {
               auto ok = st.rollout->load_weights(*w);
@@ -86,9 +156,15 @@ void fetch(Self self, std::uint64_t version, bool latest = false) {
             if (st.newest_known > st.rollout->version()) return fetch(self, st.newest_known);
             advance(self);
           },
-          [self, latest](const caf::error& err) {
+          [self, latest, rebinds = st.rebinds](const caf::error& err) {
             auto& st = self->state;
             st.fetch_in_flight = false;
+            if (rebinds != st.rebinds && !latest) return fetch(self, 0, true);
+            if (!st.has_weights && st.rebinds > 0) {
+              // After a rebind the node's store is empty until the new head's weights arrive (a notification).
+              st.options.log->debug("{}: no weights yet after the rebind: {}", st.name, caf::to_string(err));
+              return advance(self);
+            }
             // The store evicted that version (the explorer fell behind): ask
             // for the newest instead. If the store itself failed, the next
             // notification retries.
@@ -111,7 +187,7 @@ void release(Self self) {
     // Counted before it leaves: should this node die with the segment in
     // hand or on the wire, the coordinator knows it was lost.
     self->send(st.options.coordinator, produced_atom::value, st.options.rollout.explorer_id, ++st.produced);
-    send_segment(self, WireMsg{encode(*seg, st.name)});
+    send_segment(self, WireMsg{encode(*seg, st.name)}, seg->newest_version());
   }
 }
 
@@ -175,13 +251,21 @@ void on_step_result(Self self, EnvStepResultData* r) {
       ask_reward(self, st.deferred.note(d.sequence, d.t, d.env, d.episode), d.payload, 0, st.next_worker++);
     if (complete) {
       Segment seg = st.rollout->take_segment();
-      if (st.options.sync) st.sync_wait_for = seg.policy_versions.back() + 1;
-      st.deferred.finished(std::move(seg));
-      release(self);
+      if (st.check_segment_above && seg.newest_version() > *st.check_segment_above) {
+        // Completed by the step that was in flight at a rebind: the dead head's weights.
+        st.deferred.forget(seg.sequence);
+        st.options.log->info("{}: dropped a segment of {} steps made with weights newer than v{}", st.name,
+                             seg.num_steps, *std::exchange(st.check_segment_above, std::nullopt));
+      } else {
+        if (st.options.sync) st.sync_wait_for = seg.policy_versions.back() + 1;
+        st.deferred.finished(std::move(seg));
+        release(self);
+      }
     }
   }
   st.started = true;
   st.obs = r->observations;
+  check_segment(self);
   advance(self);
 }
 
@@ -208,7 +292,7 @@ void advance(Self self) {
     if (!st.pending && st.deferred.held() == 0) return leave(self, "drained");
     return;
   }
-  if (!st.started || !st.has_weights) return;
+  if (!st.started || !st.has_weights || st.paused) return;
   if (st.pending) return;  // no credit: wait for an ack
   if (st.rollout->steps_in_segment() == 0) {
     const auto v = st.rollout->version();
@@ -250,7 +334,7 @@ explorer_actor::behavior_type explorer_behavior(Self self) {
         if (st.pending) {
           auto msg = std::move(*st.pending);
           st.pending.reset();
-          send_segment(self, std::move(msg));
+          send_segment(self, std::move(msg), st.pending_newest);
         }
         release(self);
         advance(self);
@@ -263,6 +347,11 @@ explorer_actor::behavior_type explorer_behavior(Self self) {
         auto& st = self->state;
         if (!st.local || !st.step_in_flight) return;  // not ours: ignore
         on_step_result(self, &st.result);
+      },
+      [self](pause_atom) { self->state.paused = true; },
+      [self](rebind_atom, learner_actor learner, caf::actor coordinator, std::uint64_t valid) {
+        rebind(self, std::move(learner), caf::actor_cast<coordinator_actor>(coordinator), valid);
+        advance(self);
       },
       [self](counts_atom) { return self->state.errors.total; },
   };
@@ -290,8 +379,7 @@ explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions opti
     });
   }
   self->send(st.options.weight_store, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
-  JoinData join{Role::explorer, st.options.node, st.options.rollout.explorer_id, {}};
-  self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join, st.name)}, explorer_actor{self});
+  self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join_data(st), st.name)}, explorer_actor{self});
   if (st.options.local_env) {
     if (!st.local) return explorer_behavior(self);
     try {

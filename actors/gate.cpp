@@ -94,23 +94,34 @@ gate_actor::behavior_type gate_impl(Self self, GateOptions options) {
         return nonce;
       },
       [self](enter_atom, const std::string& node, const std::string& nonce, const std::string& proof,
-             node_actor agent, std::uint32_t explorers, std::uint32_t envs_per_explorer, std::uint32_t rewards)
-          -> caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, std::string> {
+             node_actor agent, std::uint32_t explorers, std::uint32_t envs_per_explorer, std::uint32_t rewards,
+             const std::string& run_id, const std::string& incarnation)
+          -> caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, std::string, std::string,
+                         std::string, std::uint64_t> {
         auto& st = self->state;
+        const auto& o = st.options;
         if (auto why = check_proof(st, node, nonce, proof); !why.empty()) return refuse(self, node, why);
         if (!plain_name(node)) return refuse(self, node, "a node name is 1-64 letters, digits, '.', '_' or '-'");
-        if (node == st.options.head) return refuse(self, node, "that is the head's name");
+        if (node == o.head) return refuse(self, node, "that is the head's name");
         if (st.joined.count(node)) return refuse(self, node, "a node of that name is already in the cluster");
         if (explorers > 1024 || rewards > 1024 || envs_per_explorer == 0 || envs_per_explorer > 65536)
           return refuse(self, node, "asks for more than a node may run (1024 explorers or reward workers, 65536 envs each)");
         if (!agent) return refuse(self, node, "no node agent");
+        const bool rejoin = !run_id.empty();
+        if (rejoin && run_id != o.run_id)
+          return refuse(self, node, "it ran in run " + run_id + ", this head runs " + o.run_id +
+                                        " (started afresh, not resumed): restart the node");
+        if (rejoin && incarnation == o.incarnation)
+          return refuse(self, node, "this head counted the node lost already (evicted or cut off): restart the node");
         st.joined[node] = agent;
         self->monitor(agent);
-        self->send(st.options.coordinator, node_atom::value, node, agent, explorers, envs_per_explorer, rewards);
-        st.options.log->info("node '{}' joined from {}", node, peer_of(self));
-        return caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, std::string>(
-            st.options.learner, st.options.weight_store, st.options.coordinator, st.options.bulk_port,
-            st.options.config_toml);
+        self->send(o.coordinator, node_atom::value, node, agent, explorers, envs_per_explorer, rewards, rejoin);
+        o.log->info("node '{}' {} from {}", node, rejoin ? "rejoined (it outlived the previous head)" : "joined",
+                    peer_of(self));
+        return caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, std::string,
+                           std::string, std::string, std::uint64_t>(o.learner, o.weight_store, o.coordinator,
+                                                                    o.bulk_port, o.config_toml, o.run_id,
+                                                                    o.incarnation, o.start_version);
       },
       [self](scale_atom, const std::string& caller, const std::string& nonce, const std::string& proof,
              std::int32_t explorers, std::int32_t rewards) -> caf::result<std::string> {

@@ -46,6 +46,10 @@ using produced_atom = caf::atom_constant<caf::atom("produced")>;  // explorer ->
 using scale_atom = caf::atom_constant<caf::atom("scale")>;        // rlx scale -> gate -> coordinator
 using spawn_atom = caf::atom_constant<caf::atom("spawn")>;        // coordinator -> node: start rollout actors
 using retire_atom = caf::atom_constant<caf::atom("retire")>;      // coordinator -> node: stop reward workers
+using pause_atom = caf::atom_constant<caf::atom("pause")>;        // node -> explorer: the head is gone, hold on
+using rebind_atom = caf::atom_constant<caf::atom("rebind")>;      // node -> explorer, relay: a restarted head
+using forget_atom = caf::atom_constant<caf::atom("forget")>;      // node -> its weight store: drop every set
+using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;      // reconnect helper -> node: the gate, or why not
 
 // What a spawn order starts (sent as its byte).
 enum class FleetRole : std::uint8_t { explorer = 0, reward = 1 };
@@ -62,23 +66,37 @@ using reward_actor = caf::typed_actor<caf::replies_to<reward_atom, WireMsg>::wit
 // Anything that follows new weight versions (explorers, weight relays).
 using weights_listener = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>>;  // WeightsAvailable
 
-// Rolls out; receives weight notifications and credits.
+// Trains. Segments in; metrics out on request.
+using learner_actor = caf::typed_actor<caf::reacts_to<segment_atom, WireMsg>,
+                                       caf::replies_to<metrics_atom>::with<WireMsg>,  // MetricsReport
+                                       caf::replies_to<counts_atom>::with<std::uint64_t>>;
+
+// Rolls out; receives weight notifications and credits. When its node
+// loses the head: pause (hold every segment, take no step), then rebind
+// to the restarted head's learner and coordinator (an untyped handle: the
+// coordinator's interface names this one), with the newest version the
+// restarted learner vouches for (anything above it was the dead head's).
 using explorer_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>,  // WeightsAvailable
                                         caf::reacts_to<ack_atom>,               // a segment was consumed
                                         caf::reacts_to<drain_atom>,             // finish the step, leave
                                         caf::reacts_to<stepped_atom>,           // (self) local env stepped
+                                        caf::reacts_to<pause_atom>,
+                                        caf::reacts_to<rebind_atom, learner_actor, caf::actor, std::uint64_t>,
                                         caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
-// Keeps the last N weight sets.
+// Keeps the last N weight sets; forget drops them all.
 using weight_store_actor = caf::typed_actor<caf::reacts_to<publish_atom, WireMsg>,                 // WeightSet
                                             caf::replies_to<fetch_atom, WireMsg>::with<WireMsg>,  // WeightRequest
                                             caf::reacts_to<subscribe_atom, weights_listener>,
+                                            caf::reacts_to<forget_atom>,
                                             caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
 // Brings weight sets from the head's store to a member node's own store,
 // chunk by chunk (actors/weight_relay.hpp). counts: chunks refetched.
+// rebind: a restarted head's store and bulk port (0: none).
 using weight_relay_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>,
                                             caf::reacts_to<bulk_atom, std::uint64_t>,  // (self) version
+                                            caf::reacts_to<rebind_atom, weight_store_actor, std::uint16_t>,
                                             caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
 // Appends to the rollout log: a segment's arrival (segment envelope,
@@ -90,30 +108,30 @@ using recorder_actor =
                      caf::reacts_to<version_atom, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>,
                      caf::replies_to<flush_atom>::with<std::uint64_t>>;  // closes the log; entries written
 
-// Trains. Segments in; metrics out on request.
-using learner_actor = caf::typed_actor<caf::reacts_to<segment_atom, WireMsg>,
-                                       caf::replies_to<metrics_atom>::with<WireMsg>,  // MetricsReport
-                                       caf::replies_to<counts_atom>::with<std::uint64_t>>;
-
 // A member node's agent (actors/member_node.hpp): told to stop when the
 // run ends; drain: its explorers finish their step and leave, then it exits;
 // ping: the head's heartbeat (reply: the explorers it runs). The
 // coordinator decides what it runs: spawn (role, first id, first env id,
 // count, envs per explorer) starts explorers or reward workers with the
 // ids it allots; retire stops that many of its reward workers (explorers
-// are drained by the coordinator itself).
+// are drained by the coordinator itself). rejoin: its reconnect helper
+// reached a (restarted) head's gate (an untyped handle: the gate's
+// interface names this one), or says why it could not.
 using node_actor = caf::typed_actor<caf::reacts_to<stop_atom, std::string>, caf::reacts_to<drain_atom>,
                                     caf::replies_to<ping_atom>::with<std::uint64_t>,
                                     caf::reacts_to<spawn_atom, std::uint8_t, std::uint32_t, std::uint64_t,
                                                    std::uint32_t, std::uint32_t>,
-                                    caf::reacts_to<retire_atom, std::uint32_t>>;
+                                    caf::reacts_to<retire_atom, std::uint32_t>,
+                                    caf::reacts_to<rejoin_atom, caf::actor>,
+                                    caf::reacts_to<rejoin_atom, std::string>>;
 
 // Membership, metrics, stopping.
 using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, explorer_actor>,
                                            // a node entered: name, agent, the explorers (with their envs
-                                           // each) and reward workers it asks to run
+                                           // each) and reward workers it asks to run, or (rejoined) runs
+                                           // already, having outlived the head it first joined
                                            caf::reacts_to<node_atom, std::string, node_actor, std::uint32_t,
-                                                          std::uint32_t, std::uint32_t>,
+                                                          std::uint32_t, std::uint32_t, bool>,
                                            caf::reacts_to<refused_atom, std::string>,
                                            caf::reacts_to<leave_atom, WireMsg>,
                                            caf::reacts_to<metrics_atom, WireMsg>,
@@ -132,11 +150,19 @@ using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, ex
 // of the head's bulk channel for weights (0: none;
 // messages/weight_bulk.hpp) and the run's configuration (TOML). `rlx
 // scale` proves the secret the same way and asks for a new size.
+// Membership: the run's id and the head process's incarnation come back
+// with the handles, with the newest version the head's learner had when
+// it started (a resumed learner's); a node that outlived its head gives
+// the pair it had, to rejoin the restarted head with what it runs
+// (refused for another run, or by the head that already counted it lost).
 using gate_actor = caf::typed_actor<
     caf::replies_to<hello_atom, std::string>::with<std::string>,  // node name -> nonce
     caf::replies_to<enter_atom, std::string, std::string, std::string, node_actor, std::uint32_t, std::uint32_t,
-                    std::uint32_t>::with<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t,
-                                         std::string>,  // node, nonce, proof, agent, shape
+                    std::uint32_t, std::string, std::string>::with<learner_actor, weight_store_actor,
+                                                                   coordinator_actor, std::uint16_t, std::string,
+                                                                   std::string, std::string, std::uint64_t>,
+    // node, nonce, proof, agent, shape, run id and incarnation ("" for a new node) ->
+    // handles, bulk port, configuration, run id, incarnation, starting version
     caf::replies_to<scale_atom, std::string, std::string, std::string, std::int32_t, std::int32_t>::with<
         std::string>>;  // caller, nonce, proof, explorers, reward workers
 

@@ -126,10 +126,13 @@ void train(Self self) {
 learner_actor::behavior_type learner_impl(Self self, LearnerActorOptions options) {
   auto& st = self->state;
   st.options = std::move(options);
+  const bool resumed = st.options.resumed != nullptr;
   st.core = st.options.resumed ? std::move(st.options.resumed) : std::make_shared<LearnerCore>(st.options.core);
   // Explorers start from the learner's current weights: version 0, or the
   // version a resumed run reached.
   publish(self);
+  // The status shows where a resumed run stands before its first segment.
+  if (resumed) report(self, true);
   return {
       [self](segment_atom, const WireMsg& msg) {
         auto& st = self->state;

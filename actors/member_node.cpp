@@ -40,6 +40,7 @@ struct Order {
 struct AgentState {
   const EnvRegistry* envs = nullptr;
   MemberNodeOptions options;
+  ClusterConfig local;                   // this node's own file (how to reach the head: [tls])
   gate_actor gate;
   std::shared_ptr<Ending> ending;
   Logger log;
@@ -52,7 +53,12 @@ struct AgentState {
   std::vector<caf::actor> owned;         // everything it spawned, for the final exit
   std::vector<explorer_actor> explorers;
   std::vector<reward_actor> rewards;
+  weight_relay_actor relay;
+  weight_store_actor store;              // this node's
   bool draining = false;
+  // Membership, from the gate: the run and the head process it is in.
+  std::string run_id, incarnation;
+  bool orphaned = false;                 // the head went away; reaching it again
 };
 
 using Self = node_actor::stateful_pointer<AgentState>;
@@ -90,8 +96,11 @@ void obey(Self self, const Order& order) {
 }
 
 void start(Self self, learner_actor learner, weight_store_actor head_store, coordinator_actor coordinator,
-           std::uint16_t bulk_port, const std::string& config_toml) {
+           std::uint16_t bulk_port, const std::string& config_toml, const std::string& run_id,
+           const std::string& incarnation) {
   auto& st = self->state;
+  st.run_id = run_id;
+  st.incarnation = incarnation;
   auto parsed = parse_config(config_toml, "<the head's configuration>", st.envs->names(), policy_kinds());
   if (!parsed) return end(self, RunOutcome::bad_input, "cannot use the head's configuration: " + parsed.error().message);
   const ClusterConfig& cfg = *parsed;
@@ -104,17 +113,17 @@ void start(Self self, learner_actor learner, weight_store_actor head_store, coor
   ro.upstream = head_store;
   ro.local = store;
   ro.log = child_logger(st.log, "weight_relay");
-  if (bulk_port != 0) {
-    // The bulk channel is on the host this node reached the gate at.
-    BulkClientOptions bo;
-    bo.host = st.options.head_host;
-    bo.port = bulk_port;
-    bo.node = st.options.node;
-    bo.secret = st.options.secret;
-    bo.timeout = std::chrono::seconds(10);
-    ro.bulk = bo;
-  }
+  // The bulk channel (port 0: none) is on the host this node reached the gate at.
+  BulkClientOptions bo;
+  bo.host = st.options.head_host;
+  bo.port = bulk_port;
+  bo.node = st.options.node;
+  bo.secret = st.options.secret;
+  bo.timeout = std::chrono::seconds(10);
+  ro.bulk = bo;
   auto relay = spawn_weight_relay(sys, ro);
+  st.relay = relay;
+  st.store = store;
   st.owned.push_back(caf::actor_cast<caf::actor>(store));
   st.owned.push_back(caf::actor_cast<caf::actor>(relay));
   try {
@@ -130,19 +139,45 @@ void start(Self self, learner_actor learner, weight_store_actor head_store, coor
   for (const auto& order : std::exchange(st.early, {})) obey(self, order);
 }
 
-node_actor::behavior_type agent_impl(Self self, AgentState init) {
-  self->state = std::move(init);
+// Reaches the (restarted) head's gate from a thread of its own (connecting
+// blocks), for [launch] reconnect_s at most, and tells the agent.
+void reconnect(Self self) {
   auto& st = self->state;
-  self->set_down_handler([self](const caf::down_msg& dm) {
-    auto& st = self->state;
-    if (st.targets.coordinator && dm.source == st.targets.coordinator.address())
-      return end(self, RunOutcome::failed, "the head went away (" + caf::to_string(dm.reason) + ")");
-    auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
-                           [&](const explorer_actor& e) { return e.address() == dm.source; });
-    if (it == st.explorers.end()) return;
-    st.explorers.erase(it);
-    if (st.draining && st.explorers.empty()) end(self, RunOutcome::interrupted, "drained and left the cluster");
+  const double limit = st.config->launch.reconnect_s;
+  st.log->warn("the head went away: explorers paused, their segments held; reaching {}:{} again for up to {} s",
+               st.options.head_host, st.options.head_port, limit);
+  for (auto& e : st.explorers) self->send(e, pause_atom::value);
+  self->spawn([agent = node_actor{self}, local = st.local, host = st.options.head_host, port = st.options.head_port,
+               limit, log = st.log](caf::blocking_actor* helper) {
+    auto gate = connect_gate(helper->system(), local, host, port, limit, log);
+    if (gate) caf::anon_send(agent, rejoin_atom::value, caf::actor_cast<caf::actor>(*gate));
+    else caf::anon_send(agent, rejoin_atom::value, gate.error().message);
   });
+}
+
+// The restarted head let the node back in: everything it runs follows it.
+void rejoined(Self self, learner_actor learner, weight_store_actor head_store, coordinator_actor coordinator,
+              std::uint16_t bulk_port, const std::string& incarnation, std::uint64_t start_version) {
+  auto& st = self->state;
+  st.orphaned = false;
+  st.incarnation = incarnation;
+  self->monitor(coordinator);
+  st.targets.learner = learner;
+  st.targets.coordinator = coordinator;
+  // In this order: the store forgets the dead head's sets before the relay
+  // can publish the new head's or an explorer can ask for any.
+  self->send(st.store, forget_atom::value);
+  self->send(st.relay, rebind_atom::value, head_store, bulk_port);
+  for (auto& e : st.explorers)
+    self->send(e, rebind_atom::value, learner, caf::actor_cast<caf::actor>(coordinator), start_version);
+  st.log->info("rejoined the restarted head (its learner at v{}): {} explorers and {} reward workers go on", start_version,
+               st.explorers.size(), st.rewards.size());
+}
+
+// Proves the secret at the gate and enters: the first time with the shape
+// it asks for, after losing the head with the run and incarnation it had.
+void enter(Self self) {
+  auto& st = self->state;
   const auto timeout = std::chrono::seconds(30);
   self->request(st.gate, timeout, hello_atom::value, st.options.node)
       .then(
@@ -151,16 +186,42 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
             const auto& o = st.options;
             const std::string proof = secret_proof(o.secret, nonce, o.node);
             self->request(st.gate, timeout, enter_atom::value, o.node, nonce, proof, node_actor{self}, o.explorers,
-                          o.envs_per_explorer, o.rewards)
-                .then([self](learner_actor l, weight_store_actor w, coordinator_actor c, std::uint16_t bulk_port,
-                             const std::string& config) { start(self, l, w, c, bulk_port, config); },
-                      [self](const caf::error& e) {
-                        end(self, RunOutcome::bad_input, "the head refused this node: " + error_text(self->system(), e));
-                      });
+                          o.envs_per_explorer, static_cast<std::uint32_t>(st.orphaned ? st.rewards.size() : o.rewards),
+                          st.orphaned ? st.run_id : std::string(), st.orphaned ? st.incarnation : std::string())
+                .then(
+                    [self](learner_actor l, weight_store_actor w, coordinator_actor c, std::uint16_t bulk_port,
+                           const std::string& config, const std::string& run_id, const std::string& incarnation,
+                           std::uint64_t start_version) {
+                      if (self->state.orphaned) return rejoined(self, l, w, c, bulk_port, incarnation, start_version);
+                      start(self, l, w, c, bulk_port, config, run_id, incarnation);
+                    },
+                    [self](const caf::error& e) {
+                      end(self, self->state.orphaned ? RunOutcome::failed : RunOutcome::bad_input,
+                          "the head refused this node: " + error_text(self->system(), e));
+                    });
           },
           [self](const caf::error& e) {
             end(self, RunOutcome::failed, "the head's gate did not answer: " + self->system().render(e));
           });
+}
+
+node_actor::behavior_type agent_impl(Self self, AgentState init) {
+  self->state = std::move(init);
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& st = self->state;
+    if (st.targets.coordinator && dm.source == st.targets.coordinator.address()) {
+      const std::string why = "the head went away (" + caf::to_string(dm.reason) + ")";
+      if (st.draining || st.orphaned || st.config->launch.reconnect_s <= 0) return end(self, RunOutcome::failed, why);
+      st.orphaned = true;
+      return reconnect(self);
+    }
+    auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
+                           [&](const explorer_actor& e) { return e.address() == dm.source; });
+    if (it == st.explorers.end()) return;
+    st.explorers.erase(it);
+    if (st.draining && st.explorers.empty()) end(self, RunOutcome::interrupted, "drained and left the cluster");
+  });
+  enter(self);
   return {
       [self](stop_atom, const std::string& why) { end(self, RunOutcome::solved, "stopped by the head: " + why); },
       [self](ping_atom) { return static_cast<std::uint64_t>(self->state.explorers.size()); },
@@ -168,6 +229,8 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
         auto& st = self->state;
         if (st.draining) return;
         st.draining = true;
+        // Without a head, nothing it holds can reach a learner.
+        if (st.orphaned) return end(self, RunOutcome::interrupted, "left the cluster while the head was away");
         if (st.explorers.empty()) return end(self, RunOutcome::interrupted, "left the cluster");
         st.log->info("draining {} explorers", st.explorers.size());
         for (auto& e : st.explorers) self->send(e, drain_atom::value);
@@ -188,6 +251,15 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
           st.rewards.pop_back();
         }
         st.log->info("reward workers retired ({} now)", st.rewards.size());
+      },
+      [self](rejoin_atom, caf::actor gate) {
+        auto& st = self->state;
+        if (!st.orphaned) return;
+        st.gate = caf::actor_cast<gate_actor>(gate);
+        enter(self);
+      },
+      [self](rejoin_atom, const std::string& why) {
+        end(self, RunOutcome::failed, "the head went away and did not come back: " + why);
       },
   };
 }
@@ -225,6 +297,7 @@ MemberNodeResult run_member_node(const ClusterConfig& config, const EnvRegistry&
   init.envs = &envs;
   init.options = opts;
   init.gate = *gate;
+  init.local = config;
   init.ending = ending;
   init.log = log;
   auto agent = system.spawn(agent_impl, std::move(init));

@@ -88,6 +88,7 @@ struct WeightRelayState {
   std::unique_ptr<BulkWorker> bulk;         // null: middleman only
   bool bulk_busy = false;                   // a version is being fetched over the bulk channel
   std::uint32_t bulk_failures = 0;          // consecutive failed connections
+  std::uint64_t epoch = 0;                  // upstreams followed so far: replies from an older one are ignored
 };
 
 namespace {
@@ -189,10 +190,10 @@ void pump(Self self) {
     WireMsg req{encode(WeightRequestData{version, false, true, index}, st.options.name)};
     self->request(st.options.upstream, st.options.request_timeout, fetch_atom::value, req)
         .then(
-            [self, version, index](const WireMsg& msg) {
+            [self, version, index, epoch = st.epoch](const WireMsg& msg) {
               auto& st = self->state;
               --st.in_flight;
-              if (!st.current || st.current->version() != version) return;  // given up meanwhile
+              if (!st.current || st.current->version() != version || st.epoch != epoch) return;  // given up meanwhile
               std::uint32_t got = index;
               auto added = st.current->add_encoded(msg.buf, &got);  // checked and placed, no copy between
               if (added && got != index) return retry(self, index, "the store answered with another chunk");
@@ -203,10 +204,10 @@ void pump(Self self) {
               if (st.current->complete()) return finish(self);
               pump(self);
             },
-            [self, version, index](const caf::error& err) {
+            [self, version, index, epoch = st.epoch](const caf::error& err) {
               auto& st = self->state;
               --st.in_flight;
-              if (!st.current || st.current->version() != version) return;
+              if (!st.current || st.current->version() != version || st.epoch != epoch) return;
               // A newer version makes this one moot (the store may have evicted it).
               if (st.newest.version > version) return give_up(self, "newer version " + std::to_string(st.newest.version));
               retry(self, index, caf::to_string(err));
@@ -231,6 +232,29 @@ weight_relay_actor::behavior_type weight_relay_impl(Self self, WeightRelayOption
         if (!st.current) next(self);
       },
       [self](bulk_atom, std::uint64_t version) { bulk_ended(self, version); },
+      [self](rebind_atom, weight_store_actor upstream, std::uint16_t bulk_port) {
+        // A restarted head: its versions are not the dead one's (a resumed
+        // learner goes on from its last logged version), so everything held
+        // or half-fetched is forgotten and its newest set fetched afresh.
+        auto& st = self->state;
+        ++st.epoch;
+        st.bulk.reset();  // stops the old channel's thread (a fetch in progress is cancelled)
+        st.bulk_busy = false;
+        st.bulk_failures = 0;
+        st.current.reset();
+        st.queue.clear();
+        st.failed.reset();
+        st.newest = WeightsAvailableData{};
+        st.have = 0;
+        st.have_any = false;
+        st.options.upstream = upstream;
+        if (st.options.bulk && bulk_port != 0) {
+          st.options.bulk->port = bulk_port;
+          st.bulk = std::make_unique<BulkWorker>(*st.options.bulk, self->address());
+        }
+        self->send(st.options.upstream, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
+        st.options.log->info("{}: following the restarted head's store", st.options.name);
+      },
       [self](counts_atom) { return self->state.refetched; },
   };
 }

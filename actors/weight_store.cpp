@@ -73,6 +73,7 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
           self->send(who, weights_atom::value,
                      WireMsg{encode(available(st, newest->version, newest->set), "weight_store")});
       },
+      [&st](forget_atom) { st.shelf->clear(); },
       [&st](counts_atom) { return st.errors.total; },
   };
 }

@@ -346,6 +346,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       if (c.launch.evict_after_s < 2 * c.launch.heartbeat_s)
         r.fail(Errc::config_range, t->get("evict_after_s") ? t->get("evict_after_s") : t->get("heartbeat_s"),
                "evict_after_s", "must be at least twice heartbeat_s");
+      r.number("reconnect_s", c.launch.reconnect_s, 0.0, 86400.0, false);
       r.boolean("listen", c.launch.listen);
       r.reject_unknown(seen_list(r));
     }

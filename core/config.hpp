@@ -101,6 +101,9 @@ struct LaunchConfig {
   double join_timeout_s = 120.0;     // the run fails if no explorer joined by then
   double heartbeat_s = 1.0;          // the head asks every member node this often whether it is alive
   double evict_after_s = 10.0;       // a node silent this long is evicted (its explorers counted lost)
+  // A member node that lost the head keeps its explorers (paused) and
+  // tries to reach a restarted head this long before it exits; 0: exits at once.
+  double reconnect_s = 60.0;
   // Publish the head's gate even when the topology has one node, so that
   // `rlx scale` and `rlx node --join` can reach the run (a multi-node head
   // always listens).

@@ -66,6 +66,7 @@ std::string to_toml(const ClusterConfig& c) {
                                     {"join_timeout_s", c.launch.join_timeout_s},
                                     {"heartbeat_s", c.launch.heartbeat_s},
                                     {"evict_after_s", c.launch.evict_after_s},
+                                    {"reconnect_s", c.launch.reconnect_s},
                                     {"listen", c.launch.listen}});
   root.insert("autoscale", toml::table{{"enabled", c.autoscale.enabled},
                                        {"min_explorers", c.autoscale.min_explorers},

@@ -42,4 +42,25 @@ std::optional<Segment> DeferredRewards::ready() {
   return out;
 }
 
+void DeferredRewards::forget(std::uint64_t sequence) {
+  auto per = by_segment_.find(sequence);
+  if (per == by_segment_.end()) return;
+  for (const std::uint64_t id : per->second.ids) slots_.erase(id);
+  by_segment_.erase(per);
+}
+
+std::size_t DeferredRewards::drop_newer_than(std::uint64_t version) {
+  std::size_t dropped = 0;
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->newest_version() <= version) {
+      ++it;
+      continue;
+    }
+    forget(it->sequence);
+    it = held_.erase(it);
+    ++dropped;
+  }
+  return dropped;
+}
+
 }  // namespace rlx

@@ -31,6 +31,12 @@ class DeferredRewards {
   // The oldest held segment if all its episodes are scored.
   std::optional<Segment> ready();
   std::size_t held() const { return held_.size(); }
+  // Forgets segment `sequence`'s episodes (a segment dropped unfinished);
+  // their scores, when they come, are ignored.
+  void forget(std::uint64_t sequence);
+  // Drops the held segments with a step newer than `version`, and their
+  // episodes; returns how many.
+  std::size_t drop_newer_than(std::uint64_t version);
   // Episodes noted and not yet applied to a released segment.
   std::size_t unscored() const { return slots_.size(); }
 

@@ -112,6 +112,20 @@ Segment Rollout::take_segment() {
   return out;
 }
 
+std::uint64_t Rollout::newest_in_segment() const {
+  std::uint64_t v = 0;
+  for (std::uint64_t i = 0; i < t_ && i < seg_.policy_versions.size(); ++i) v = std::max(v, seg_.policy_versions[i]);
+  return v;
+}
+
+std::uint64_t Rollout::drop_segment() {
+  RLX_REQUIRE(!acted_, "drop_segment() between act() and observe()");
+  const std::uint64_t dropped = sequence_++;
+  deferred_.clear();
+  start_segment();
+  return dropped;
+}
+
 Result<bool> Rollout::load_weights(const WeightSetData& w) {
   auto ok = import_weights(*policy_->module, w);
   if (!ok) return ok.error();

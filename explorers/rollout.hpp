@@ -51,6 +51,13 @@ class Rollout {
 
   std::uint64_t version() const { return version_; }
   std::uint64_t steps_in_segment() const { return t_; }
+  // The newest version among the steps of the segment in hand (0: none).
+  std::uint64_t newest_in_segment() const;
+  // Drops the steps of the segment in hand and starts the next one (a new
+  // sequence number); the environments and their running episodes go on.
+  // Returns the dropped segment's sequence. REQUIRES: no act() awaiting
+  // its observe().
+  std::uint64_t drop_segment();
 
   // Episodes whose reward is deferred (the env gave a reward payload when
   // they ended), noted by the last observe(): where they are and what to score.

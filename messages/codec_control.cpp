@@ -24,6 +24,11 @@ WireBuffer encode(const JoinData& x, std::string_view sender) {
     j.setNode(kj::StringPtr(x.node.c_str()));
     j.setMemberId(x.member_id);
     j.setAuthToken(kj::arrayPtr(reinterpret_cast<const kj::byte*>(x.auth_token.data()), x.auth_token.size()));
+    j.setFirstEnvId(x.first_env_id);
+    j.setNumEnvs(x.num_envs);
+    j.setRejoined(x.rejoined);
+    j.setProduced(x.produced);
+    j.setKept(x.kept);
   });
 }
 
@@ -37,6 +42,11 @@ Result<JoinData> decode<JoinData>(const WireBuffer& buf, const DecodeOptions& op
     x.member_id = j.getMemberId();
     auto t = j.getAuthToken();
     x.auth_token.assign(reinterpret_cast<const char*>(t.begin()), t.size());
+    x.first_env_id = j.getFirstEnvId();
+    x.num_envs = j.getNumEnvs();
+    x.rejoined = j.getRejoined();
+    x.produced = j.getProduced();
+    x.kept = j.getKept();
     return x;
   });
 }

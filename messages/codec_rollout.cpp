@@ -12,6 +12,12 @@ std::uint64_t Segment::oldest_version() const {
   return policy_versions.empty() ? 0 : v;
 }
 
+std::uint64_t Segment::newest_version() const {
+  std::uint64_t v = 0;
+  for (auto x : policy_versions) v = std::max(v, x);
+  return v;
+}
+
 const char* to_string(Verdict v) {
   switch (v) {
     case Verdict::trained: return "trained";

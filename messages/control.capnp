@@ -20,6 +20,11 @@ struct Join {
   node @1 :Text;           # topology node it runs on
   memberId @2 :UInt32;     # id within its role (explorer id, rank...)
   authToken @3 :Data;      # proof of the cluster secret (used across nodes)
+  firstEnvId @4 :UInt64;   # an explorer: id of its first environment
+  numEnvs @5 :UInt32;      # an explorer: its environments
+  rejoined @6 :Bool;       # an explorer that outlived the head it joined, joining the restarted one
+  produced @7 :UInt64;     # rejoined: segments it made in its life
+  kept @8 :UInt64;         # rejoined: of those, held and still to be sent
 }
 
 # member -> coordinator: I am leaving on purpose (drain finished).

@@ -31,6 +31,8 @@ struct Segment {
 
   // The version of the oldest step (what admission measures lag from).
   std::uint64_t oldest_version() const;
+  // The version of the newest step.
+  std::uint64_t newest_version() const;
   std::uint64_t env_steps() const { return std::uint64_t{num_steps} * num_envs; }
 };
 
@@ -124,6 +126,14 @@ struct JoinData {
   std::string node;
   std::uint32_t member_id = 0;
   std::string auth_token;
+  // An explorer: its environments' ids, and when it rejoins a restarted
+  // head (it outlived the head it first joined), the segments it made in
+  // its life and how many of those it still holds to send.
+  std::uint64_t first_env_id = 0;
+  std::uint32_t num_envs = 0;
+  bool rejoined = false;
+  std::uint64_t produced = 0;
+  std::uint64_t kept = 0;
 };
 
 struct LeaveData {

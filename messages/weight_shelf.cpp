@@ -18,6 +18,13 @@ Result<bool> WeightShelf::put(std::uint64_t version, WireBuffer set) {
   return true;
 }
 
+void WeightShelf::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.clear();
+  cut_version_ = ~std::uint64_t{0};
+  cut_.reset();
+}
+
 std::optional<WeightShelf::Entry> WeightShelf::newest() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_.empty()) return std::nullopt;

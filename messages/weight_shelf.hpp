@@ -42,6 +42,10 @@ class WeightShelf {
 
   std::uint64_t chunk_bytes() const { return chunk_bytes_; }
 
+  // Forgets every set (a member node whose head restarted: its versions
+  // above the restarted learner's are not that learner's).
+  void clear();
+
  private:
   const std::size_t keep_;
   const std::uint64_t chunk_bytes_;

@@ -31,6 +31,8 @@ inline explorer_actor::behavior_type forwarding_explorer(explorer_actor::pointer
       [=](ack_atom) { caf::anon_send(sink, ack_atom::value); },
       [](drain_atom) {},
       [](stepped_atom) {},
+      [](pause_atom) {},
+      [](rebind_atom, learner_actor, caf::actor, std::uint64_t) {},
       [](counts_atom) { return std::uint64_t{0}; },
   };
 }

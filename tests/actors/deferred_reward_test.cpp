@@ -39,7 +39,7 @@ learner_actor::behavior_type forwarding_learner(learner_actor::pointer self, caf
 coordinator_actor::behavior_type idle_coordinator(coordinator_actor::pointer, int) {
   return {
       [](join_atom, const WireMsg&, explorer_actor) {},
-      [](node_atom, const std::string&, node_actor, std::uint32_t, std::uint32_t, std::uint32_t) {},
+      [](node_atom, const std::string&, node_actor, std::uint32_t, std::uint32_t, std::uint32_t, bool) {},
       [](refused_atom, const std::string&) {},
       [](leave_atom, const WireMsg&) {},
       [](metrics_atom, const WireMsg&) {},

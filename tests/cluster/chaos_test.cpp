@@ -1,8 +1,9 @@
-// Chaos: a split CartPole run while a seeded schedule kills, stops and
-// adds member nodes and scales explorers and reward workers. The run
-// still reaches its target, every segment is accounted for, and no
-// process is left behind. (A learner restart is not in the schedule yet:
-// member nodes do not reconnect to a restarted head; docs/cluster.md.)
+// Chaos: a split CartPole run while a seeded schedule restarts the head
+// (learner, store, coordinator: kill -9, then --resume), kills, stops and
+// adds member nodes and scales explorers and reward workers. The member
+// nodes outlive the head and rejoin the restarted one. The run still
+// reaches its target, every segment is accounted for, and no process is
+// left behind.
 #include <csignal>
 #include <random>
 
@@ -12,25 +13,43 @@ using namespace rlx;
 using namespace rlx::test;
 using namespace std::chrono_literals;
 
-TEST_CASE("a run under a seeded schedule of kills, stops, joins and rescaling reaches its target with every segment "
-          "accounted for",
+TEST_CASE("a run under a seeded schedule of a head restart, kills, stops, joins and rescaling reaches its target with "
+          "every segment accounted for",
           "[cluster][chaos][slow]") {
   TempDir t("rlx-chaos");
   fs::create_directories(t.path / "cli");
   SplitSpec spec;
   spec.log_dir = t.path;
-  spec.mean_return = 350;  // far enough that the schedule is over long before
+  spec.mean_return = 450;  // far enough that the schedule is over long before
   spec.max_env_steps = 3'000'000;
   spec.max_seconds = 600;
   spec.envs = 16;
-  spec.extra = "[launch]\nheartbeat_s = 0.2\nevict_after_s = 2.0\n";
+  spec.extra = "[launch]\nheartbeat_s = 0.2\nevict_after_s = 2.0\nreconnect_s = 120\n";
   const auto config = write_text(t.path / "chaos.toml", split_toml(spec));
-  const pid_t head = start_split_run(config, t.path, 3);
+  // The head and the topology's member nodes are processes of their own
+  // (not children of `rlx launch`), so that the members outlive the head.
+  const std::string secret_text = "chaos-test-secret-0123456789";
+  const auto secret_file = write_text(t.path / "secret", secret_text + "\n");
+  ChildOptions co;
+  co.env = {"RLX_CLUSTER_SECRET=" + secret_text};
+  auto start_node = [&](const std::string& args, const std::string& out) {
+    auto pid = spawn_child({"/bin/sh", "-c", "exec " RLX_BINARY " node --config " + config.string() + " " + args + " > " +
+                                                 (t.path / out).string() + " 2>&1"},
+                           co);
+    REQUIRE(pid.ok());
+    return *pid;
+  };
+  pid_t head = start_node("--node head", "out.txt");
+  REQUIRE(wait_for_files(t.path, [&] { return !read_text(t.path / "head.addr").empty(); }, 60s));
   const std::string addr = [&] {
     const std::string a = read_text(t.path / "head.addr");
     return a.substr(0, a.find('\n'));
   }();
-  const std::string secret = " --secret-file " + (t.path / "cluster.secret").string();
+  std::vector<pid_t> members;
+  for (const std::string name : {"rollout-a", "rollout-b"})
+    members.push_back(start_node("--node " + name + " --head " + addr, name + ".txt"));
+  REQUIRE(wait_for_nodes(t.path, 3, 120s));
+  const std::string secret = " --secret-file " + secret_file.string();
   auto scale = [&](const std::string& what) {
     const Ran r = run_rlx("scale --head " + addr + secret + " " + what, t.path / "cli");
     INFO(r.out);
@@ -60,11 +79,19 @@ TEST_CASE("a run under a seeded schedule of kills, stops, joins and rescaling re
   join("chaos-1", 1, 0);
   CHECK(wait_for_nodes(t.path, 4, 120s));
   progress();
+  scale("--explorers 4 --rewards 2");
+  progress();
+  exit_code_within(head, 0s);  // kill -9 of the head; every member node waits for it
+  head = start_node("--node head --resume", "out.txt");  // same port (head.addr), same log
+  const bool rejoined = wait_for_nodes(t.path, 4, 120s);  // every member node is back
+  INFO(read_text(t.path / "out.txt"));
+  INFO(read_text(t.path / "chaos-1.txt"));
+  INFO(read_text(t.path / (victim + ".txt")));
+  REQUIRE(rejoined);
+  progress();
   const auto v = node_pids(config, victim);
   REQUIRE(v.size() == 1);
   kill(v[0], SIGKILL);  // a topology node dies
-  progress();
-  scale("--explorers 3 --rewards 2");
   progress();
   const pid_t stopped = joined[0];
   kill(stopped, SIGSTOP);  // chaos-1 goes silent: evicted
@@ -88,7 +115,13 @@ TEST_CASE("a run under a seeded schedule of kills, stops, joins and rescaling re
   CHECK(json_number(line, "mean_return") >= 250);  // the end-of-run window may dip below the target that stopped it
   CHECK(json_number(line, "nodes_evicted") == 1);
   CHECK(json_number(line, "explorers_lost") >= 2);  // the killed node's and the evicted node's
+  CHECK(json_number(line, "explorers_rejoined") >= 4);  // the members' and the scaled ones, after the restart
   check_segment_identity(line);
+  for (pid_t p : members) CHECK(wait_for_exit(p, 60s));
+  for (pid_t p : members) {
+    int status = 0;
+    waitpid(p, &status, 0);
+  }
   for (pid_t p : joined) CHECK(wait_for_exit(p, 60s));
   for (pid_t p : joined) {
     int status = 0;

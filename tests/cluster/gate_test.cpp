@@ -50,8 +50,9 @@ std::string try_enter(caf::scoped_actor& self, const gate_actor& gate, const std
   self->request(gate, 10s, hello_atom::value, node).receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
   if (!nonce_override.empty()) nonce = nonce_override;
   self->request(gate, 10s, enter_atom::value, node, nonce, proof_for(nonce), node_actor{}, explorers, std::uint32_t{8},
-                std::uint32_t{0})
-      .receive([&](learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, const std::string&) { answer = ""; },
+                std::uint32_t{0}, std::string(), std::string())
+      .receive([&](learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, const std::string&,
+                   const std::string&, const std::string&, std::uint64_t) { answer = ""; },
                [&](caf::error& e) { answer = self->system().render(e); });
   return answer;
 }
@@ -180,10 +181,11 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
         agent = client.spawn([](node_actor::pointer, int) -> node_actor::behavior_type {
           return {[](stop_atom, const std::string&) {}, [](drain_atom) {}, [](ping_atom) { return std::uint64_t{0}; },
                   [](spawn_atom, std::uint8_t, std::uint32_t, std::uint64_t, std::uint32_t, std::uint32_t) {},
-                  [](retire_atom, std::uint32_t) {}};
+                  [](retire_atom, std::uint32_t) {}, [](rejoin_atom, caf::actor) {},
+                  [](rejoin_atom, const std::string&) {}};
         }, 0);
       caf::anon_send(*gate, enter_atom::value, std::string("rollout-a"), nonce, right(nonce), agent, std::uint32_t{1},
-                     std::uint32_t{8}, std::uint32_t{0});
+                     std::uint32_t{8}, std::uint32_t{0}, std::string(), std::string());
       if (agent) {
         self->request(*gate, 10s, hello_atom::value, std::string("x")).receive([](const std::string&) {}, [](caf::error&) {});
         self->send_exit(agent, caf::exit_reason::kill);

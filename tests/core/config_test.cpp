@@ -133,7 +133,7 @@ TEST_CASE("the [record] table is parsed and validated", "[core][config][replay]"
   CHECK(zero.error().code == Errc::config_range);
 }
 
-TEST_CASE("heartbeat and eviction times are parsed, and eviction faster than two heartbeats is refused",
+TEST_CASE("heartbeat, eviction and reconnect times are parsed, and eviction faster than two heartbeats is refused",
           "[core][config][cluster]") {
   auto ok = test::parse("[launch]\nheartbeat_s = 0.5\nevict_after_s = 4\n[weight_store]\nbulk = false\n" + valid_nodes());
   REQUIRE(ok.ok());
@@ -147,6 +147,13 @@ TEST_CASE("heartbeat and eviction times are parsed, and eviction faster than two
   auto zero = test::parse("[launch]\nheartbeat_s = 0\n" + valid_nodes());
   REQUIRE_FALSE(zero.ok());
   CHECK(zero.error().message.find("launch.heartbeat_s") != std::string::npos);
+  CHECK(ok->launch.reconnect_s == 60.0);
+  auto wait = test::parse("[launch]\nreconnect_s = 0\n" + valid_nodes());
+  REQUIRE(wait.ok());
+  CHECK(wait->launch.reconnect_s == 0.0);  // 0: a node exits as soon as the head goes
+  auto negative = test::parse("[launch]\nreconnect_s = -1\n" + valid_nodes());
+  REQUIRE_FALSE(negative.ok());
+  CHECK(negative.error().message.find("launch.reconnect_s") != std::string::npos);
 }
 
 TEST_CASE("[autoscale] and [launch] listen are parsed, and a max below the min or autoscaling a sync run is refused",

@@ -64,3 +64,30 @@ TEST_CASE("segments leave in order, a score may come before its segment ends, an
   d.finished(segment(2, 2, 1, 0));
   CHECK(d.ready());
 }
+
+TEST_CASE("held segments newer than a restarted head's version are dropped with their episodes, older ones kept",
+          "[explorers][reward][resume]") {
+  DeferredRewards d;
+  const auto a = d.note(0, 0, 0, 0);
+  const auto b = d.note(1, 0, 0, 0);
+  const auto c = d.note(2, 1, 1, 0);  // the segment in hand
+  auto s0 = segment(0, 2, 2, 1), s1 = segment(1, 2, 2, 1);
+  s0.policy_versions = {3, 4};
+  s1.policy_versions = {4, 6};
+  d.finished(s0);
+  d.finished(s1);
+  CHECK(d.drop_newer_than(4) == 1);  // segment 1 had a step of v6
+  CHECK(d.held() == 1);
+  CHECK(d.unscored() == 2);          // a, and c of the segment in hand
+  d.forget(2);                       // the segment in hand is dropped too
+  CHECK(d.unscored() == 1);
+  d.scored(b, 1.0f);                 // a late score of a dropped segment changes nothing
+  d.scored(c, 1.0f);
+  CHECK_FALSE(d.ready());
+  d.scored(a, 1.0f);
+  auto out = d.ready();
+  REQUIRE(out);
+  CHECK(out->sequence == 0);
+  CHECK(out->newest_version() == 4);
+  CHECK(d.unscored() == 0);
+}

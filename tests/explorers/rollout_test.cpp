@@ -68,3 +68,36 @@ TEST_CASE("an explorer refuses weights that do not fit its policy", "[explorers]
   REQUIRE_FALSE(r.ok());
   CHECK(rollout.version() == 0);
 }
+
+TEST_CASE("an explorer drops the steps in hand and goes on with the next segment and its running episodes",
+          "[explorers][resume]") {
+  auto cfg = test::default_config();
+  Trainer trainer(TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1});
+  Rollout rollout(options(4, 2));
+  VectorEnv env(*builtin_envs().find("cartpole"), 1, 0, 2);
+  EnvStepResultData r;
+  env.reset(r);
+  auto w = trainer.weights();
+  w.version = 7;
+  REQUIRE(rollout.load_weights(w).ok());
+  for (int t = 0; t < 3; ++t) {
+    env.step(rollout.act(r.observations), r);
+    rollout.observe(r);
+  }
+  CHECK(rollout.newest_in_segment() == 7);
+  CHECK(rollout.drop_segment() == 0);  // the dropped segment's sequence
+  CHECK(rollout.steps_in_segment() == 0);
+  CHECK(rollout.newest_in_segment() == 0);
+  w.version = 2;
+  REQUIRE(rollout.load_weights(w).ok());
+  bool complete = false;
+  for (int t = 0; t < 4; ++t) {
+    env.step(rollout.act(r.observations), r);
+    complete = rollout.observe(r);
+  }
+  REQUIRE(complete);
+  Segment s = rollout.take_segment();
+  CHECK(s.sequence == 1);
+  CHECK((s.policy_versions == std::vector<std::uint64_t>{2, 2, 2, 2}));
+  CHECK(s.observations.size() == 4 * 2 * 4);
+}

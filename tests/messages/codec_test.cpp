@@ -72,6 +72,19 @@ TEST_CASE("every message kind round-trips through its Envelope", "[messages][cod
   CHECK(wb->tensors[0].values == w.tensors[0].values);
 
   CHECK(decode<JoinData>(encode(JoinData{Role::explorer, "head", 3, "tok"}, "x"))->auth_token == "tok");
+  JoinData rejoin{Role::explorer, "rollout-a", 7, ""};
+  rejoin.first_env_id = 112;
+  rejoin.num_envs = 16;
+  rejoin.rejoined = true;
+  rejoin.produced = 41;
+  rejoin.kept = 1;
+  auto rj = decode<JoinData>(encode(rejoin, "x"));
+  REQUIRE(rj.ok());
+  CHECK(rj->first_env_id == 112);
+  CHECK(rj->num_envs == 16);
+  CHECK(rj->rejoined);
+  CHECK(rj->produced == 41);
+  CHECK(rj->kept == 1);
   CHECK(decode<LeaveData>(encode(LeaveData{Role::reward, 1, "bye"}, "x"))->reason == "bye");
   CHECK(decode<HeartbeatData>(encode(HeartbeatData{Role::env, 2, 5}, "x"))->sent_unix_ns == 5);
   CHECK(decode<ScaleCommandData>(encode(ScaleCommandData{4, -1, ""}, "x"))->explorers == 4);

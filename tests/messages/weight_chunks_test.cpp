@@ -2,6 +2,7 @@
 
 #include "messages/codec.hpp"
 #include "messages/weight_chunks.hpp"
+#include "messages/weight_shelf.hpp"
 #include "tests/helpers.hpp"
 
 using namespace rlx;
@@ -73,4 +74,25 @@ TEST_CASE("a weights notice whose chunk count does not match its sizes is malfor
   CHECK(decode<WeightsAvailableData>(encode(WeightsAvailableData{1, 1000, 2, 512}, "s")).ok());
   CHECK(!decode<WeightsAvailableData>(encode(WeightsAvailableData{1, 1000, 3, 512}, "s")).ok());
   CHECK(decode<WeightsAvailableData>(encode(WeightsAvailableData{1, 1000, 1, 0}, "s")).ok());
+}
+
+TEST_CASE("a cleared weight shelf holds nothing and takes any version next", "[messages][weights][resume]") {
+  WeightShelf shelf(4, 16);
+  WeightSetData w;
+  w.tensors.push_back({"a", {2, 2}, {1, 2, 3, 4}});
+  for (std::uint64_t v : {5, 6}) {
+    w.version = v;
+    w.checksum = w.compute_checksum();
+    REQUIRE(shelf.put(v, encode(w, "test")).ok());
+  }
+  REQUIRE(shelf.chunk(6, 0).ok());
+  CHECK_FALSE(shelf.put(2, encode(w, "test")).ok());  // older than the newest held
+  shelf.clear();
+  CHECK_FALSE(shelf.newest());
+  CHECK_FALSE(shelf.find(6));
+  CHECK(shelf.chunk(6, 0).error().code == Errc::not_found);
+  w.version = 2;
+  w.checksum = w.compute_checksum();
+  REQUIRE(shelf.put(2, encode(w, "test")).ok());  // a restarted head's version, below the dead one's
+  CHECK(shelf.newest()->version == 2);
 }

@@ -1,0 +1,163 @@
+// A member node outlives its head: it pauses its explorers and waits for a
+// restarted head ([launch] reconnect_s), rejoins one resumed from the same
+// run's log without restarting anything, and gives up (exit 4) when none
+// comes back or the head that comes back runs another run.
+#include <csignal>
+
+#include "tests/cluster/cluster_fixture.hpp"
+
+using namespace rlx;
+using namespace rlx::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::vector<std::string> kSecretEnv{"RLX_CLUSTER_SECRET=head-restart-test-secret-0123"};
+
+// `rlx node --node head` (the head alone, serving its gate), output to `out`.
+pid_t start_head(const fs::path& config, const fs::path& out, bool resume) {
+  ChildOptions co;
+  co.env = kSecretEnv;
+  auto pid = spawn_child({"/bin/sh", "-c",
+                          "exec " RLX_BINARY " node --config " + config.string() + " --node head" +
+                              (resume ? " --resume" : "") + " > " + out.string() + " 2>&1"},
+                         co);
+  REQUIRE(pid.ok());
+  return *pid;
+}
+
+// The port the head in `out` printed it listens on ("" after `limit`).
+std::string head_port(const fs::path& out, std::chrono::milliseconds limit) {
+  std::string port;
+  wait_for_files(
+      out.parent_path(),
+      [&] {
+        const std::string text = read_text(out);
+        const std::string mark = "head listening on 127.0.0.1:";
+        const auto at = text.find(mark);
+        if (at != std::string::npos) {
+          const auto from = at + mark.size();
+          port = text.substr(from, text.find_first_not_of("0123456789", from) - from);
+        }
+        return !port.empty();
+      },
+      limit);
+  return port;
+}
+
+// `rlx node --node NAME --head 127.0.0.1:PORT`, output to `out`; it does
+// not die with the test's other children, only on its own.
+pid_t start_member(const fs::path& config, const std::string& name, const std::string& port, const fs::path& out) {
+  ChildOptions co;
+  co.env = kSecretEnv;
+  auto pid = spawn_child({"/bin/sh", "-c",
+                          "exec " RLX_BINARY " node --config " + config.string() + " --node " + name +
+                              " --head 127.0.0.1:" + port + " > " + out.string() + " 2>&1"},
+                         co);
+  REQUIRE(pid.ok());
+  return *pid;
+}
+
+}  // namespace
+
+TEST_CASE("a member node whose head is killed and not restarted gives up after reconnect_s and exits on its own",
+          "[cluster][failure]") {
+  TempDir t("rlx-head-dies");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.members = {"rollout-a"};
+  spec.max_env_steps = 50'000'000;
+  spec.extra = "[launch]\nreconnect_s = 1\n";
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  const pid_t head = start_head(config, t.path / "head.txt", false);
+  const std::string port = head_port(t.path / "head.txt", 60s);
+  REQUIRE(!port.empty());
+  const pid_t member = start_member(config, "rollout-a", port, t.path / "member.txt");
+  const bool running = wait_for_nodes(t.path, 2, 120s);
+  exit_code_within(head, 0s);  // kill -9
+  REQUIRE(running);
+  CHECK(exit_code_within(member, 60s) == 4);  // failed: the head went away and did not come back
+  const std::string out = read_text(t.path / "member.txt");
+  INFO(out);
+  CHECK(out.find("the head went away") != std::string::npos);
+  CHECK(out.find("did not come back") != std::string::npos);
+}
+
+TEST_CASE("a member node rejoins a head restarted with --resume without restarting, and every segment is accounted "
+          "for",
+          "[cluster][failure][resume]") {
+  TempDir t("rlx-head-restart");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.members = {"rollout-a", "rollout-b"};
+  spec.max_env_steps = 40'000;
+  spec.extra = "[launch]\nreconnect_s = 120\n";
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  pid_t head = start_head(config, t.path / "head.txt", false);
+  const std::string port = head_port(t.path / "head.txt", 60s);
+  REQUIRE(!port.empty());
+  const pid_t a = start_member(config, "rollout-a", port, t.path / "a.txt");
+  const pid_t b = start_member(config, "rollout-b", port, t.path / "b.txt");
+  // Some versions in: the member nodes hold weights and segments of the first head.
+  const auto before = wait_for_metrics(t.path, [](const std::string& l) {
+    return json_number(l, "nodes") == 3 && json_number(l, "policy_version") >= 5;
+  });
+  exit_code_within(head, 0s);  // kill -9 of the head: learner, store, coordinator, gate
+  INFO(read_text(t.path / "head.txt"));
+  REQUIRE(before);
+  // The members wait (paused) for a head at the same address.
+  CHECK(wait_for_files(
+      t.path, [&] { return read_text(t.path / "a.txt").find("reaching 127.0.0.1:" + port) != std::string::npos; }, 60s));
+
+  head = start_head(config, t.path / "head2.txt", true);
+  CHECK(head_port(t.path / "head2.txt", 120s) == port);  // where the run listened before (head.addr)
+  const int code = exit_code_within(head, 300s);
+  const std::string out = read_text(t.path / "head2.txt");
+  INFO(out);
+  INFO(read_text(t.path / "a.txt"));
+  CHECK(code == 3);  // the step budget, reached by the members' explorers after the restart
+  CHECK(out.find("node 'rollout-a' rejoined") != std::string::npos);
+  CHECK(out.find("node 'rollout-b' rejoined") != std::string::npos);
+  // Never restarted: each member process was stopped by the restarted head at the end.
+  CHECK(exit_code_within(a, 60s) == 0);
+  CHECK(exit_code_within(b, 60s) == 0);
+  CHECK(read_text(t.path / "a.txt").find("rejoined the restarted head") != std::string::npos);
+  const std::string line = last_metrics_line(t.path);
+  INFO(line);
+  CHECK(json_number(line, "explorers_rejoined") == 2);
+  CHECK(json_number(line, "explorers_lost") == 0);
+  CHECK(json_number(line, "policy_version") > json_number(*before, "policy_version"));
+  CHECK(json_number(line, "env_steps") >= 40'000);
+  check_segment_identity(line);
+}
+
+TEST_CASE("a member node that outlived its head is refused by a head that starts its run afresh, and exits",
+          "[cluster][failure]") {
+  TempDir t("rlx-head-fresh");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.members = {"rollout-a"};
+  spec.max_env_steps = 50'000'000;
+  spec.extra = "[launch]\nreconnect_s = 120\n";
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  pid_t head = start_head(config, t.path / "head.txt", false);
+  const std::string port = head_port(t.path / "head.txt", 60s);
+  REQUIRE(!port.empty());
+  // The fresh head listens on a port of its own: the member is pointed at a fixed one.
+  const pid_t member = start_member(config, "rollout-a", port, t.path / "member.txt");
+  REQUIRE(wait_for_nodes(t.path, 2, 120s));
+  exit_code_within(head, 0s);
+  // A fresh start (no --resume) of a topology that names the port the member knows.
+  const std::string fixed = read_text(config);
+  const auto at = fixed.find("port = 0");
+  REQUIRE(at != std::string::npos);
+  write_text(config, fixed.substr(0, at) + "port = " + port + fixed.substr(at + 8));
+  head = start_head(config, t.path / "head2.txt", false);
+  CHECK(exit_code_within(member, 120s) == 4);
+  const std::string out = read_text(t.path / "member.txt");
+  INFO(out);
+  INFO(read_text(t.path / "head2.txt"));
+  CHECK(out.find("started afresh, not resumed") != std::string::npos);
+  kill(head, SIGTERM);
+  CHECK(exit_code_within(head, 60s) == 130);
+}
