@@ -37,4 +37,29 @@ inline explorer_actor::behavior_type forwarding_explorer(explorer_actor::pointer
   };
 }
 
+// A coordinator that forwards explorers' joins (join_atom, WireMsg) and
+// produced counts (produced_atom, id, count) to `sink` when it has one,
+// and takes everything else. Spawn it with a sink, or with caf::actor{}
+// (CAF 0.17 binds a null tuple for an argument-less function actor,
+// which UBSan reports).
+inline coordinator_actor::behavior_type stub_coordinator(coordinator_actor::pointer, caf::actor sink) {
+  return {
+      [=](join_atom, const WireMsg& m, explorer_actor) {
+        if (sink) caf::anon_send(sink, join_atom::value, m);
+      },
+      [](node_atom, const std::string&, node_actor, std::uint32_t, std::uint32_t, std::uint32_t, bool) {},
+      [](refused_atom, const std::string&) {},
+      [](leave_atom, const WireMsg&) {},
+      [](metrics_atom, const WireMsg&) {},
+      [](swap_atom, std::uint32_t, double) {},
+      [](tick_atom) {},
+      [](beat_atom) {},
+      [=](produced_atom, std::uint32_t id, std::uint64_t n) {
+        if (sink) caf::anon_send(sink, produced_atom::value, id, n);
+      },
+      [](stop_atom, const std::string&) {},
+      [](scale_atom, std::int32_t, std::int32_t) { return std::string(); },
+  };
+}
+
 }  // namespace rlx::test

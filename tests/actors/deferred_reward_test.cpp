@@ -33,25 +33,6 @@ learner_actor::behavior_type forwarding_learner(learner_actor::pointer self, caf
   };
 }
 
-// A coordinator that takes everything and does nothing. (The unused
-// argument: CAF 0.17 binds a reference to a null tuple when a function
-// actor is spawned with no argument, which UBSan rightly reports.)
-coordinator_actor::behavior_type idle_coordinator(coordinator_actor::pointer, int) {
-  return {
-      [](join_atom, const WireMsg&, explorer_actor) {},
-      [](node_atom, const std::string&, node_actor, std::uint32_t, std::uint32_t, std::uint32_t, bool) {},
-      [](refused_atom, const std::string&) {},
-      [](leave_atom, const WireMsg&) {},
-      [](metrics_atom, const WireMsg&) {},
-      [](swap_atom, std::uint32_t, double) {},
-      [](tick_atom) {},
-      [](beat_atom) {},
-      [](produced_atom, std::uint32_t, std::uint64_t) {},
-      [](stop_atom, const std::string&) {},
-      [](scale_atom, std::int32_t, std::int32_t) { return std::string(); },
-  };
-}
-
 // A reward worker that never answers (its promises are kept, never delivered).
 struct SilentState {
   std::vector<caf::typed_response_promise<WireMsg>> held;
@@ -87,7 +68,7 @@ struct Rig {
     const WeightSetData w = Trainer(TrainerOptions{LearnerConfig{}, policy, spec.obs_dim, spec.num_actions, 1}).weights();
     f.self->send(store, publish_atom::value, WireMsg{encode(w, "test")});
     learner = f.system.spawn(forwarding_learner, caf::actor{f.self});
-    coordinator = f.system.spawn(idle_coordinator, 0);
+    coordinator = f.system.spawn(test::stub_coordinator, caf::actor{});
     ExplorerActorOptions eo;
     eo.rollout = RolloutOptions{0, B, spec.obs_dim, spec.num_actions, T, 1, policy};
     eo.local_env = factory;

@@ -29,23 +29,6 @@ learner_actor::behavior_type tagged_learner(learner_actor::pointer self, caf::ac
   };
 }
 
-// Forwards joins and produced counts to `sink`; takes the rest.
-coordinator_actor::behavior_type recording_coordinator(coordinator_actor::pointer, caf::actor sink) {
-  return {
-      [=](join_atom, const WireMsg& m, explorer_actor) { caf::anon_send(sink, join_atom::value, m); },
-      [](node_atom, const std::string&, node_actor, std::uint32_t, std::uint32_t, std::uint32_t, bool) {},
-      [](refused_atom, const std::string&) {},
-      [](leave_atom, const WireMsg&) {},
-      [](metrics_atom, const WireMsg&) {},
-      [](swap_atom, std::uint32_t, double) {},
-      [](tick_atom) {},
-      [](beat_atom) {},
-      [=](produced_atom, std::uint32_t id, std::uint64_t n) { caf::anon_send(sink, produced_atom::value, id, n); },
-      [](stop_atom, const std::string&) {},
-      [](scale_atom, std::int32_t, std::int32_t) { return std::string(); },
-  };
-}
-
 struct Seen {
   std::vector<std::pair<std::string, Segment>> segments;  // learner name, segment
   std::vector<JoinData> joins;
@@ -89,7 +72,7 @@ TEST_CASE("an explorer rebound to a restarted head drops what the dead head's ne
     stubs.push_back(caf::actor_cast<caf::actor>(l));
     return l;
   };
-  auto coordinator = f.system.spawn(recording_coordinator, caf::actor{f.self});
+  auto coordinator = f.system.spawn(test::stub_coordinator, caf::actor{f.self});
   stubs.push_back(caf::actor_cast<caf::actor>(coordinator));
   ExplorerActorOptions eo;
   eo.rollout = RolloutOptions{3, B, spec.obs_dim, spec.num_actions, T, 1, policy};

@@ -58,21 +58,34 @@ pid_t start_member(const fs::path& config, const std::string& name, const std::s
   return *pid;
 }
 
+// A split run whose head and one member node (rollout-a) are processes
+// of their own, the member running; the head's port.
+struct OneMember {
+  fs::path config;
+  pid_t head = 0, member = 0;
+  std::string port;
+};
+OneMember start_one_member(const TempDir& t, double reconnect_s) {
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.members = {"rollout-a"};
+  spec.max_env_steps = 50'000'000;
+  spec.extra = "[launch]\nreconnect_s = " + std::to_string(reconnect_s) + "\n";
+  OneMember run;
+  run.config = write_text(t.path / "split.toml", split_toml(spec));
+  run.head = start_head(run.config, t.path / "head.txt", false);
+  run.port = head_port(t.path / "head.txt", 60s);
+  REQUIRE(!run.port.empty());
+  run.member = start_member(run.config, "rollout-a", run.port, t.path / "member.txt");
+  return run;
+}
+
 }  // namespace
 
 TEST_CASE("a member node whose head is killed and not restarted gives up after reconnect_s and exits on its own",
           "[cluster][failure]") {
   TempDir t("rlx-head-dies");
-  SplitSpec spec;
-  spec.log_dir = t.path;
-  spec.members = {"rollout-a"};
-  spec.max_env_steps = 50'000'000;
-  spec.extra = "[launch]\nreconnect_s = 1\n";
-  const auto config = write_text(t.path / "split.toml", split_toml(spec));
-  const pid_t head = start_head(config, t.path / "head.txt", false);
-  const std::string port = head_port(t.path / "head.txt", 60s);
-  REQUIRE(!port.empty());
-  const pid_t member = start_member(config, "rollout-a", port, t.path / "member.txt");
+  const auto [config, head, member, port] = start_one_member(t, 1);
   const bool running = wait_for_nodes(t.path, 2, 120s);
   exit_code_within(head, 0s);  // kill -9
   REQUIRE(running);
@@ -134,17 +147,7 @@ TEST_CASE("a member node rejoins a head restarted with --resume without restarti
 TEST_CASE("a member node that outlived its head is refused by a head that starts its run afresh, and exits",
           "[cluster][failure]") {
   TempDir t("rlx-head-fresh");
-  SplitSpec spec;
-  spec.log_dir = t.path;
-  spec.members = {"rollout-a"};
-  spec.max_env_steps = 50'000'000;
-  spec.extra = "[launch]\nreconnect_s = 120\n";
-  const auto config = write_text(t.path / "split.toml", split_toml(spec));
-  pid_t head = start_head(config, t.path / "head.txt", false);
-  const std::string port = head_port(t.path / "head.txt", 60s);
-  REQUIRE(!port.empty());
-  // The fresh head listens on a port of its own: the member is pointed at a fixed one.
-  const pid_t member = start_member(config, "rollout-a", port, t.path / "member.txt");
+  auto [config, head, member, port] = start_one_member(t, 120);
   REQUIRE(wait_for_nodes(t.path, 2, 120s));
   exit_code_within(head, 0s);
   // A fresh start (no --resume) of a topology that names the port the member knows.
