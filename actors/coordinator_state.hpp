@@ -42,8 +42,15 @@ struct CoordinatorState {
   std::map<std::string, std::uint32_t> node_rewards;  // a member node's reward workers
   std::set<caf::actor_addr> retiring;         // explorers drained by a scale-down
   std::uint64_t explorers_retired = 0;
-  // Explorers a scale-up started -> when it was asked for; logged at their first segment.
-  std::map<std::uint32_t, std::chrono::steady_clock::time_point> awaiting_first;
+  // Explorers a scale-up started (or that rejoined after a head restart):
+  // since when, and what the learner had received from them by then;
+  // logged when their next segment reaches the learner.
+  struct Awaited {
+    std::chrono::steady_clock::time_point since;
+    std::uint64_t received = 0;
+    const char* since_what = "";
+  };
+  std::map<std::uint32_t, Awaited> awaiting_first;
   // [autoscale]: where the current interval began.
   // Times are when the learner's reports arrived: a report says how busy
   // the learner was up to then (a long update sends none until it ends).

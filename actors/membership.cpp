@@ -42,7 +42,7 @@ void start_explorers(Self self, const std::string& node, std::uint32_t count, st
   const auto now = Clock::now();
   for (std::uint32_t i = 0; i < count; ++i) {
     if (!node.empty()) st.ordered[first_id + i] = node;
-    if (scaled) st.awaiting_first[first_id + i] = now;
+    if (scaled) st.awaiting_first[first_id + i] = {now, 0, "it was asked for"};
   }
   if (!node.empty()) {
     self->send(st.nodes.at(node), spawn_atom::value, static_cast<std::uint8_t>(FleetRole::explorer), first_id,
@@ -259,6 +259,7 @@ void explorer_joined(Self self, const JoinData& join, explorer_actor who) {
     auto& made = st.produced[id];
     made = std::max(made, join.produced);
     ++st.explorers_rejoined;
+    st.awaiting_first[id] = {Clock::now(), before, "it rejoined"};
     st.options.log->info("explorer {} rejoined from node '{}': {} segments made, {} of them in the log, {} held, {} lost "
                          "with the previous head",
                          id, join.node, join.produced, before, join.kept, st.lost_with_head[id]);
@@ -393,9 +394,9 @@ void note_first_segments(Self self) {
   const auto now = Clock::now();
   for (const auto& [id, received] : st.metrics.segments_by_explorer) {
     auto it = st.awaiting_first.find(id);
-    if (it == st.awaiting_first.end() || received == 0) continue;
-    st.options.log->info("explorer {}: its first segment reached the learner {:.2f} s after it was asked for", id,
-                         std::chrono::duration<double>(now - it->second).count());
+    if (it == st.awaiting_first.end() || received <= it->second.received) continue;
+    st.options.log->info("explorer {}: its first segment reached the learner {:.2f} s after {}", id,
+                         std::chrono::duration<double>(now - it->second.since).count(), it->second.since_what);
     st.awaiting_first.erase(it);
   }
 }

@@ -45,7 +45,7 @@ Result<gate_actor> connect_gate(caf::actor_system& system, const ClusterConfig& 
     if (attempt == 1 || attempt % 10 == 0) log->info("head {}:{} not reachable yet ({}); retrying", host, port, last);
     // Reconnect back-off, not synchronisation: the head may not be listening yet.
     std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));  // a closed port answers at once: retrying is cheap
   }
   return make_error(Errc::timeout, "cannot reach the head at " + host + ":" + std::to_string(port) + " within " +
                                        std::to_string(static_cast<int>(timeout_s)) + " s: " + last);
