@@ -1,5 +1,6 @@
 #include "actors/member_node.hpp"
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 
@@ -59,12 +60,16 @@ struct AgentState {
   // Membership, from the gate: the run and the head process it is in.
   std::string run_id, incarnation;
   bool orphaned = false;                 // the head went away; reaching it again
+  // Set when the agent ends: its reconnect helper stops retrying (the
+  // actor system waits for it before the process can exit).
+  std::shared_ptr<std::atomic<bool>> leaving = std::make_shared<std::atomic<bool>>(false);
 };
 
 using Self = node_actor::stateful_pointer<AgentState>;
 
 void end(Self self, RunOutcome outcome, const std::string& summary) {
   auto& st = self->state;
+  st.leaving->store(true);
   st.ending->set(outcome, summary);
   (outcome == RunOutcome::failed ? st.log->error("{}", summary) : st.log->info("{}", summary));
   for (auto& a : st.owned) self->send_exit(a, caf::exit_reason::user_shutdown);
@@ -148,8 +153,8 @@ void reconnect(Self self) {
                st.options.head_host, st.options.head_port, limit);
   for (auto& e : st.explorers) self->send(e, pause_atom::value);
   self->spawn([agent = node_actor{self}, local = st.local, host = st.options.head_host, port = st.options.head_port,
-               limit, log = st.log](caf::blocking_actor* helper) {
-    auto gate = connect_gate(helper->system(), local, host, port, limit, log);
+               limit, log = st.log, leaving = st.leaving](caf::blocking_actor* helper) {
+    auto gate = connect_gate(helper->system(), local, host, port, limit, log, leaving.get());
     if (gate) caf::anon_send(agent, rejoin_atom::value, caf::actor_cast<caf::actor>(*gate));
     else caf::anon_send(agent, rejoin_atom::value, gate.error().message);
   });

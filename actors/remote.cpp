@@ -32,7 +32,8 @@ Result<std::uint16_t> publish_gate(const gate_actor& gate, const ClusterConfig& 
 }
 
 Result<gate_actor> connect_gate(caf::actor_system& system, const ClusterConfig& config, const std::string& host,
-                                std::uint16_t port, double timeout_s, const Logger& log) {
+                                std::uint16_t port, double timeout_s, const Logger& log,
+                                const std::atomic<bool>* cancel) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   auto pause = std::chrono::milliseconds(100);
   std::string last;
@@ -41,6 +42,7 @@ Result<gate_actor> connect_gate(caf::actor_system& system, const ClusterConfig& 
                                   : system.middleman().remote_actor<gate_actor>(host, port);
     if (r) return *r;
     last = system.render(r.error());
+    if (cancel && cancel->load()) return make_error(Errc::timeout, "gave up reaching the head: the node is leaving");
     if (std::chrono::steady_clock::now() + pause >= deadline) break;
     if (attempt == 1 || attempt % 10 == 0) log->info("head {}:{} not reachable yet ({}); retrying", host, port, last);
     // Reconnect back-off, not synchronisation: the head may not be listening yet.

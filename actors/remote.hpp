@@ -3,6 +3,7 @@
 // head's gate and reaching it from a member node, over plain TCP or TLS.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -21,9 +22,11 @@ Result<std::uint16_t> publish_gate(const gate_actor& gate, const ClusterConfig& 
                                    std::uint16_t port);
 
 // Reaches the gate at host:port, retrying until `timeout_s` (the head may
-// still be starting). Fails with the last error.
+// still be starting). Fails with the last error, or at the next retry once
+// `cancel` (when given) is set.
 Result<gate_actor> connect_gate(caf::actor_system& system, const ClusterConfig& config, const std::string& host,
-                                std::uint16_t port, double timeout_s, const Logger& log);
+                                std::uint16_t port, double timeout_s, const Logger& log,
+                                const std::atomic<bool>* cancel = nullptr);
 
 // Where other processes reach a head that listens on host:port: "HOST:PORT"
 // (its loopback when it listens on every address; IPv6 in brackets).

@@ -82,15 +82,32 @@ OneMember start_one_member(const TempDir& t, double reconnect_s) {
 
 }  // namespace
 
-TEST_CASE("a member node whose head is killed and not restarted gives up after reconnect_s and exits on its own",
+TEST_CASE("member nodes whose head is killed and not restarted leave on SIGTERM at once or give up after reconnect_s",
           "[cluster][failure]") {
   TempDir t("rlx-head-dies");
-  const auto [config, head, member, port] = start_one_member(t, 1);
-  const bool running = wait_for_nodes(t.path, 2, 120s);
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.members = {"rollout-a", "rollout-b"};
+  spec.max_env_steps = 50'000'000;
+  spec.extra = "[launch]\nreconnect_s = 3\n";
+  const auto config = write_text(t.path / "split.toml", split_toml(spec));
+  const pid_t head = start_head(config, t.path / "head.txt", false);
+  const std::string port = head_port(t.path / "head.txt", 60s);
+  REQUIRE(!port.empty());
+  const pid_t a = start_member(config, "rollout-a", port, t.path / "a.txt");
+  const pid_t b = start_member(config, "rollout-b", port, t.path / "b.txt");
+  const bool running = wait_for_nodes(t.path, 3, 120s);
   exit_code_within(head, 0s);  // kill -9
   REQUIRE(running);
-  CHECK(exit_code_within(member, 60s) == 4);  // failed: the head went away and did not come back
-  const std::string out = read_text(t.path / "member.txt");
+  // rollout-a is told to leave while it waits: it does, without waiting out reconnect_s.
+  REQUIRE(wait_for_files(
+      t.path, [&] { return read_text(t.path / "a.txt").find("reaching 127.0.0.1:" + port) != std::string::npos; }, 60s));
+  kill(a, SIGTERM);
+  CHECK(exit_code_within(a, 60s) == 130);
+  CHECK(read_text(t.path / "a.txt").find("left the cluster while the head was away") != std::string::npos);
+  // rollout-b waits reconnect_s for a head that never comes back.
+  CHECK(exit_code_within(b, 60s) == 4);
+  const std::string out = read_text(t.path / "b.txt");
   INFO(out);
   CHECK(out.find("the head went away") != std::string::npos);
   CHECK(out.find("did not come back") != std::string::npos);
