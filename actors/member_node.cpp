@@ -216,7 +216,8 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
     auto& st = self->state;
     if (st.targets.coordinator && dm.source == st.targets.coordinator.address()) {
       const std::string why = "the head went away (" + caf::to_string(dm.reason) + ")";
-      if (st.draining || st.orphaned || st.config->launch.reconnect_s <= 0) return end(self, RunOutcome::failed, why);
+      if (st.draining || st.orphaned || !st.config || st.config->launch.reconnect_s <= 0)
+        return end(self, RunOutcome::failed, why);
       st.orphaned = true;
       return reconnect(self);
     }

@@ -1,6 +1,6 @@
 // Chaos: a split CartPole run while a seeded schedule restarts the head
-// (learner, store, coordinator: kill -9, then --resume), kills, stops and
-// adds member nodes and scales explorers and reward workers. The member
+// (learner, store, coordinator: kill -9, then --resume), kills, restarts,
+// stops and adds member nodes and scales explorers and reward workers. The member
 // nodes outlive the head and rejoin the restarted one. The run still
 // reaches its target, every segment is accounted for, and no process is
 // left behind.
@@ -13,8 +13,8 @@ using namespace rlx;
 using namespace rlx::test;
 using namespace std::chrono_literals;
 
-TEST_CASE("a run under a seeded schedule of a head restart, kills, stops, joins and rescaling reaches its target with "
-          "every segment accounted for",
+TEST_CASE("a run under a seeded schedule of a head restart, node kills and restarts, stops, joins and rescaling "
+          "reaches its target with every segment accounted for",
           "[cluster][chaos][slow]") {
   TempDir t("rlx-chaos");
   fs::create_directories(t.path / "cli");
@@ -83,7 +83,11 @@ TEST_CASE("a run under a seeded schedule of a head restart, kills, stops, joins 
   progress();
   exit_code_within(head, 0s);  // kill -9 of the head; every member node waits for it
   head = start_node("--node head --resume", "out.txt");  // same port (head.addr), same log
-  const bool rejoined = wait_for_nodes(t.path, 4, 120s);  // every member node is back
+  // Every member node is back, with its explorers and the scaled one (a
+  // line of the restarted head: the dead one's last line also says 4 nodes).
+  const bool rejoined = wait_for_metrics(t.path, [](const std::string& l) {
+                          return json_number(l, "nodes") == 4 && json_number(l, "explorers_rejoined") == 4;
+                        }).has_value();
   INFO(read_text(t.path / "out.txt"));
   INFO(read_text(t.path / "chaos-1.txt"));
   INFO(read_text(t.path / (victim + ".txt")));
@@ -91,7 +95,10 @@ TEST_CASE("a run under a seeded schedule of a head restart, kills, stops, joins 
   progress();
   const auto v = node_pids(config, victim);
   REQUIRE(v.size() == 1);
-  kill(v[0], SIGKILL);  // a topology node dies
+  kill(v[0], SIGKILL);  // a topology node dies (with its explorer and reward worker)
+  progress();
+  members.push_back(start_node("--node " + victim + " --head " + addr, victim + "-again.txt"));  // and is restarted
+  CHECK(wait_for_nodes(t.path, 4, 120s));
   progress();
   const pid_t stopped = joined[0];
   kill(stopped, SIGSTOP);  // chaos-1 goes silent: evicted
