@@ -205,6 +205,9 @@ void spawn_cluster(Self self) {
   auto log = st.options.log;
   const BatchEnvFactory factory = make_batch_env_factory(cfg.run.env, cfg.external, *st.options.envs, log);
   const EnvSpec spec = factory(cfg.run.seed, 0, 1)->spec();  // throws EnvFailure if the env cannot start
+  auto scorer = make_scorer(cfg.reward.scorer);
+  if (!scorer) throw EnvFailure(scorer.error().message);  // e.g. "code" without a sandbox that runs here
+  st.scorer = *scorer;
   coordinator_actor me{self};
 
   WeightStoreOptions wo{static_cast<std::size_t>(cfg.weight_store.keep_versions),
@@ -252,7 +255,8 @@ void spawn_cluster(Self self) {
   for (const auto& node : cfg.nodes) {
     if (!st.options.spawn_nodes.empty() && !st.options.spawn_nodes.count(node.name)) continue;
     st.entered.insert(node.name);
-    Fleet fleet = spawn_fleet(self->system(), cfg, node, factory, spec, FleetTargets{st.learner, st.weight_store, me, {}}, log);
+    Fleet fleet = spawn_fleet(self->system(), cfg, node, factory, spec, FleetTargets{st.learner, st.weight_store, me, {}},
+                              st.scorer, log);
     for (auto& r : fleet.rewards) st.rewards.push_back(r);
     for (auto& e : fleet.explorers) {
       self->monitor(e);

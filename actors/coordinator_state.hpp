@@ -11,6 +11,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/guard.hpp"
 #include "envs/batch_env.hpp"
+#include "envs/scorer.hpp"
 
 namespace rlx {
 
@@ -62,6 +63,7 @@ struct CoordinatorState {
   } autoscale_mark;
   std::uint64_t autoscale_changes = 0;
   BatchEnvFactory factory;                    // for explorers this process starts later
+  std::shared_ptr<const Scorer> scorer;       // for reward workers this process starts ([reward] scorer)
   EnvSpec spec;
   std::map<std::uint32_t, std::uint64_t> produced;    // explorer id -> segments it made (this process's run)
   // A resumed run: what the rollout log (and checkpoint) says each explorer

@@ -45,10 +45,9 @@ std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const Clu
   return out;
 }
 
-std::vector<reward_actor> spawn_rewards(caf::actor_system& system, std::uint32_t first_id, std::uint32_t count,
-                                        const Logger& log) {
+std::vector<reward_actor> spawn_rewards(caf::actor_system& system, const std::shared_ptr<const Scorer>& scorer,
+                                        std::uint32_t first_id, std::uint32_t count, const Logger& log) {
   std::vector<reward_actor> out;
-  auto scorer = std::make_shared<const ArithmeticScorer>();
   for (std::uint32_t i = 0; i < count; ++i) {
     std::string name = "reward/" + std::to_string(first_id + i);
     out.push_back(spawn_reward(system, RewardActorOptions{scorer, name, child_logger(log, name)}));
@@ -66,10 +65,12 @@ std::uint32_t first_reward_id(const ClusterConfig& cfg, const std::string& node)
 }
 
 Fleet spawn_fleet(caf::actor_system& system, const ClusterConfig& cfg, const NodeConfig& node,
-                  const BatchEnvFactory& factory, const EnvSpec& spec, const FleetTargets& targets, const Logger& log) {
+                  const BatchEnvFactory& factory, const EnvSpec& spec, const FleetTargets& targets,
+                  const std::shared_ptr<const Scorer>& scorer, const Logger& log) {
   auto [explorer_id, env_id] = cfg.first_ids(node.name);
   Fleet fleet;
-  fleet.rewards = spawn_rewards(system, first_reward_id(cfg, node.name), static_cast<std::uint32_t>(node.rewards), log);
+  fleet.rewards =
+      spawn_rewards(system, scorer, first_reward_id(cfg, node.name), static_cast<std::uint32_t>(node.rewards), log);
   FleetTargets with_pool = targets;
   with_pool.rewards = fleet.rewards;
   fleet.explorers = spawn_explorers(system, cfg,

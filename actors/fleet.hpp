@@ -13,6 +13,7 @@
 #include "core/config.hpp"
 #include "core/logging.hpp"
 #include "envs/batch_env.hpp"
+#include "envs/scorer.hpp"
 
 namespace rlx {
 
@@ -42,13 +43,14 @@ std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const Clu
                                             const ExplorerBatch& batch, const BatchEnvFactory& factory,
                                             const EnvSpec& spec, const FleetTargets& targets, const Logger& log);
 
-// `count` reward workers named reward/<first_id>...
-std::vector<reward_actor> spawn_rewards(caf::actor_system& system, std::uint32_t first_id, std::uint32_t count,
-                                        const Logger& log);
+// `count` reward workers named reward/<first_id>..., scoring with `scorer`.
+std::vector<reward_actor> spawn_rewards(caf::actor_system& system, const std::shared_ptr<const Scorer>& scorer,
+                                        std::uint32_t first_id, std::uint32_t count, const Logger& log);
 
 // The first fleet of topology node `node`: its explorers and reward workers with the topology's ids.
 Fleet spawn_fleet(caf::actor_system& system, const ClusterConfig& config, const NodeConfig& node,
-                  const BatchEnvFactory& factory, const EnvSpec& spec, const FleetTargets& targets, const Logger& log);
+                  const BatchEnvFactory& factory, const EnvSpec& spec, const FleetTargets& targets,
+                  const std::shared_ptr<const Scorer>& scorer, const Logger& log);
 
 // The first reward worker id of topology node `node`.
 std::uint32_t first_reward_id(const ClusterConfig& config, const std::string& node);

@@ -49,6 +49,7 @@ struct AgentState {
   std::optional<ClusterConfig> config;
   BatchEnvFactory factory;
   EnvSpec spec;
+  std::shared_ptr<const Scorer> scorer;  // the run's [reward] scorer, for its reward workers
   FleetTargets targets;
   std::vector<Order> early;              // orders that arrived before the gate's answer
   std::vector<caf::actor> owned;         // everything it spawned, for the final exit
@@ -82,7 +83,7 @@ void obey(Self self, const Order& order) {
   if (st.draining) return;
   auto& sys = self->system();
   if (order.role == FleetRole::reward) {
-    for (auto& r : spawn_rewards(sys, order.first_id, order.count, st.log)) {
+    for (auto& r : spawn_rewards(sys, st.scorer, order.first_id, order.count, st.log)) {
       st.rewards.push_back(r);
       st.owned.push_back(caf::actor_cast<caf::actor>(r));
     }
@@ -137,6 +138,9 @@ void start(Self self, learner_actor learner, weight_store_actor head_store, coor
   } catch (const EnvFailure& e) {
     return end(self, RunOutcome::failed, std::string("cannot start the environment: ") + e.what());
   }
+  auto scorer = make_scorer(cfg.reward.scorer);
+  if (!scorer) return end(self, RunOutcome::failed, "cannot start reward workers: " + scorer.error().message);
+  st.scorer = *scorer;
   st.targets = FleetTargets{learner, store, coordinator, {}};
   st.config = std::move(*parsed);
   st.log->info("node '{}' joined the cluster; asked for {} explorers ({} envs each), {} reward workers",

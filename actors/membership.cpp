@@ -79,7 +79,7 @@ void start_rewards(Self self, const std::string& node, std::uint32_t count) {
                std::uint64_t{0}, count, std::uint32_t{0});
     return;
   }
-  for (auto& r : spawn_rewards(self->system(), first, count, st.options.log)) st.rewards.push_back(r);
+  for (auto& r : spawn_rewards(self->system(), st.scorer, first, count, st.options.log)) st.rewards.push_back(r);
 }
 
 std::string placed(const std::map<std::string, std::uint32_t>& plan) {

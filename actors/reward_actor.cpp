@@ -25,6 +25,10 @@ reward_actor::behavior_type reward_impl(reward_actor::stateful_pointer<RewardSta
 }
 
 reward_actor spawn_reward(caf::actor_system& system, RewardActorOptions options) {
+  // Scoring runs in the handler: a code scorer holds a scheduler thread
+  // for as long as its program runs (up to the sandbox's wall limit).
+  // (A detached actor would not, but CAF 0.17 then waits at shutdown for
+  // every handle to it to go, and handles in other actors' options do not.)
   return system.spawn(reward_impl, std::move(options));
 }
 

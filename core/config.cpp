@@ -350,6 +350,11 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.boolean("listen", c.launch.listen);
       r.reject_unknown(seen_list(r));
     }
+    if (const toml::table* t = top.table("reward")) {
+      TableReader r(*t, "reward", source);
+      r.string("scorer", c.reward.scorer, {"arithmetic", "code"});
+      r.reject_unknown(seen_list(r));
+    }
     if (const toml::table* t = top.table("tls")) {
       TableReader r(*t, "tls", source);
       r.string("certificate", c.tls.certificate);
@@ -398,7 +403,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       }
     }
     top.reject_unknown(
-        {"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "launch", "tls", "autoscale", "node"});
+        {"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "launch", "reward", "tls", "autoscale", "node"});
 
     // Whole-topology checks.
     auto count_role = [&](const std::string& role) {

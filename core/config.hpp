@@ -90,6 +90,11 @@ struct AutoscaleConfig {
   double stale_above = 0.1;          // segments dropped stale above this fraction: one explorer less
 };
 
+// [reward]: what reward workers score deferred rewards with.
+struct RewardConfig {
+  std::string scorer = "arithmetic";  // arithmetic | code (programs against hidden tests, in the sandbox)
+};
+
 // [launch]: how `rlx launch` starts the nodes of a multi-node topology
 // (docs/cluster.md). {host}, {node} and {command} are substituted.
 struct LaunchConfig {
@@ -163,6 +168,7 @@ struct ClusterConfig {
   ExternalEnvConfig external;
   LogConfig log;
   LaunchConfig launch;
+  RewardConfig reward;
   TlsConfig tls;
   AutoscaleConfig autoscale;
   std::vector<NodeConfig> nodes;

@@ -68,6 +68,7 @@ std::string to_toml(const ClusterConfig& c) {
                                     {"evict_after_s", c.launch.evict_after_s},
                                     {"reconnect_s", c.launch.reconnect_s},
                                     {"listen", c.launch.listen}});
+  root.insert("reward", toml::table{{"scorer", c.reward.scorer}});
   root.insert("autoscale", toml::table{{"enabled", c.autoscale.enabled},
                                        {"min_explorers", c.autoscale.min_explorers},
                                        {"max_explorers", c.autoscale.max_explorers},

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "envs/code/code_scorer.hpp"
+
 namespace rlx {
 
 namespace {
@@ -38,6 +40,16 @@ RewardResultData ArithmeticScorer::score(const RewardRequestData& req) const {
   out.score = answer == expected ? 1.0f : 0.0f;
   out.reason = answer == expected ? "correct" : "wrong";
   return out;
+}
+
+Result<std::shared_ptr<const Scorer>> make_scorer(const std::string& kind) {
+  if (kind == "arithmetic") return std::shared_ptr<const Scorer>(std::make_shared<const ArithmeticScorer>());
+  if (kind == "code") {
+    auto code = CodeScorer::open();
+    if (!code) return make_error(code.error().code, "[reward] scorer = \"code\" needs the sandbox: " + code.error().message);
+    return std::shared_ptr<const Scorer>(*code);
+  }
+  return make_error(Errc::config_unknown_name, "no scorer '" + kind + "' (arithmetic, code)");
 }
 
 }  // namespace rlx

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "core/error.hpp"
 #include "messages/types.hpp"
 
 namespace rlx {
@@ -22,5 +23,9 @@ class ArithmeticScorer : public Scorer {
  public:
   RewardResultData score(const RewardRequestData& request) const override;
 };
+
+// The scorer `kind` names ([reward] scorer): "arithmetic", or "code"
+// (envs/code/code_scorer.hpp, which needs the sandbox to work here).
+Result<std::shared_ptr<const Scorer>> make_scorer(const std::string& kind);
 
 }  // namespace rlx

@@ -5,6 +5,7 @@
 #include "actors/env_actor.hpp"
 #include "actors/learner_actor.hpp"
 #include "actors/reward_actor.hpp"
+#include "envs/code/code_tasks.hpp"
 #include "actors/weight_store.hpp"
 #include "messages/codec.hpp"
 #include "tests/actors/actor_fixture.hpp"
@@ -179,5 +180,30 @@ TEST_CASE("the reward actor scores deferred answers", "[actors][reward]") {
   auto bad = ask("nonsense", "1");
   CHECK_FALSE(bad.ok);
   CHECK(bad.request_id == 7);
+  f.self->send_exit(reward, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a reward worker with the code scorer runs programs against a task's hidden tests in the sandbox",
+          "[actors][reward][code]") {
+  test::ActorFixture f;
+  auto scorer = make_scorer("code");
+  INFO((scorer ? std::string() : scorer.error().message));
+  REQUIRE(scorer.ok());
+  auto reward = spawn_reward(f.system, RewardActorOptions{*scorer, "reward/0", f.log});
+  auto ask = [&](std::string task, std::string program) {
+    RewardResultData out;
+    out.reason = "no answer";
+    f.self->request(reward, 30s, reward_atom::value, WireMsg{encode(RewardRequestData{9, 0, task, program}, "t")})
+        .receive([&](const WireMsg& m) { out = *decode<RewardResultData>(m.buf); }, [](const caf::error&) {});
+    return out;
+  };
+  const auto right = ask("count_k:4", make_code_task("count_k", 4)->reference);
+  INFO(right.reason);
+  CHECK(right.score == 1.0f);
+  CHECK(right.request_id == 9);
+  const auto loop = ask("count_k:4", "def solve(xs):\n    while True:\n        pass\n");
+  CHECK(loop.ok);
+  CHECK(loop.score == 0.0f);
+  CHECK_FALSE(ask("no-such-task", "def solve(xs):\n    return 0\n").ok);
   f.self->send_exit(reward, caf::exit_reason::user_shutdown);
 }

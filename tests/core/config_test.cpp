@@ -151,6 +151,13 @@ TEST_CASE("heartbeat, eviction and reconnect times are parsed, and eviction fast
   auto wait = test::parse("[launch]\nreconnect_s = 0\n" + valid_nodes());
   REQUIRE(wait.ok());
   CHECK(wait->launch.reconnect_s == 0.0);  // 0: a node exits as soon as the head goes
+  CHECK(ok->reward.scorer == "arithmetic");
+  auto code = test::parse("[reward]\nscorer = \"code\"\n" + valid_nodes());
+  REQUIRE(code.ok());
+  CHECK(code->reward.scorer == "code");
+  auto unknown = test::parse("[reward]\nscorer = \"llm-judge\"\n" + valid_nodes());
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message.find("reward.scorer") != std::string::npos);
   auto negative = test::parse("[launch]\nreconnect_s = -1\n" + valid_nodes());
   REQUIRE_FALSE(negative.ok());
   CHECK(negative.error().message.find("launch.reconnect_s") != std::string::npos);

@@ -1,0 +1,29 @@
+#include "envs/code/code_scorer.hpp"
+
+#include "envs/code/code_tasks.hpp"
+#include "envs/code/program_tests.hpp"
+
+namespace rlx {
+
+Result<std::shared_ptr<const CodeScorer>> CodeScorer::open(const SandboxOptions& options) {
+  auto sandbox = Sandbox::open(options);
+  if (!sandbox) return sandbox.error();
+  return std::shared_ptr<const CodeScorer>(new CodeScorer(std::move(*sandbox)));
+}
+
+RewardResultData CodeScorer::score(const RewardRequestData& request) const {
+  RewardResultData out;
+  out.request_id = request.request_id;
+  auto task = code_task(request.task);
+  if (!task) {
+    out.ok = false;
+    out.reason = task.error().message;
+    return out;
+  }
+  const ProgramScore s = score_program(sandbox_, request.payload, task->function, task->hidden);
+  out.score = static_cast<float>(s.reward);
+  out.reason = s.reason;
+  return out;
+}
+
+}  // namespace rlx
