@@ -365,8 +365,14 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
             return;
           }
         } else if (st.stopping) {
-          if (std::chrono::steady_clock::now() >= st.stop_deadline) {
-            st.options.log->warn("{} explorers did not drain in time", st.explorers.size());
+          if (!st.finish_started && std::chrono::steady_clock::now() >= st.stop_deadline) {
+            // The run ends without them: what they made and the learner has
+            // not received is lost, not in flight.
+            for (const auto& e : st.explorers)
+              if (auto info = st.explorer_info.find(e.address()); info != st.explorer_info.end())
+                st.dead.insert(info->second.id);
+            st.options.log->warn("{} explorers did not drain in time: what they hold is counted lost",
+                                 st.explorers.size());
             st.explorers.clear();
             finish(self);  // ticks go on: member nodes are awaited next
           }
