@@ -40,7 +40,7 @@ Accounting account(const CoordinatorState& st) {
   Accounting a;
   std::map<std::uint32_t, std::uint64_t> made_by = st.produced_before;
   for (const auto& [id, made] : st.produced)
-    made_by[id] = st.rejoined.count(id) ? std::max(made_by[id], made) : made_by[id] + made;
+    made_by[id] = st.lost_with_head.count(id) ? std::max(made_by[id], made) : made_by[id] + made;
   for (const auto& [id, made] : made_by) {
     a.produced += made;
     const std::uint64_t got = received.count(id) ? received[id] : 0;
@@ -86,7 +86,7 @@ void write_metrics_line(Self self) {
       util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
       st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused, st.nodes_evicted,
       a.produced, a.lost, a.in_flight, reward_workers(st), st.explorers_retired, json_number(m.busy_s),
-      st.autoscale_changes, st.explorers_rejoined);
+      st.autoscale_changes, st.lost_with_head.size());
   st.jsonl.flush();
 }
 

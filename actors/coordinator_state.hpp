@@ -70,13 +70,11 @@ struct CoordinatorState {
   // id had delivered before; counted as made then (in-flight segments of a
   // crashed run were never recorded: nothing can count them).
   std::map<std::uint32_t, std::uint64_t> produced_before;
-  // Explorers that outlived the previous head and rejoined this one: their
-  // made counts are their whole life's (they include produced_before), and
-  // what they had made that neither the log holds nor they still hold was
-  // lost with the previous head.
-  std::set<std::uint32_t> rejoined;
+  // Explorers that outlived the previous head and rejoined this one (one
+  // entry each): what they had made that neither the log holds nor they
+  // still hold was lost with the previous head. Their made counts are their
+  // whole life's (they include produced_before).
   std::map<std::uint32_t, std::uint64_t> lost_with_head;
-  std::uint64_t explorers_rejoined = 0;
   std::set<std::uint32_t> dead;                      // explorers that died or were evicted
   std::uint64_t explorers_lost = 0;
   std::uint64_t explorers_joined = 0;

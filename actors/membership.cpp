@@ -180,22 +180,7 @@ void node_entered(Self self, const std::string& name, node_actor agent, std::uin
   const auto& cfg = st.options.config;
   if (st.stopping) return self->send(agent, stop_atom::value, st.reason);
   const NodeConfig* topo = cfg.node(name);
-  if (rejoined) {
-    // It outlived the previous head: its explorers rejoin one by one with
-    // their ids; a later entry of this name gets fresh ones.
-    self->monitor(agent);
-    st.nodes[name] = agent;
-    st.last_heard[name] = Clock::now();
-    st.node_envs[name] = envs_per_explorer;
-    st.node_rewards[name] = rewards;
-    st.next_reward_id += rewards;  // their ids are the previous head's: none given out twice, at worst skipped
-    st.entered.insert(name);
-    st.options.log->info("node '{}' rejoined after the head's restart: {} nodes now; its explorers and {} reward "
-                         "workers go on",
-                         name, st.nodes.size() + 1, rewards);
-    return;
-  }
-  if (!topo && cfg.run.mode == "sync") {
+  if (!rejoined && !topo && cfg.run.mode == "sync") {
     ++st.joins_refused;
     st.options.log->warn("node '{}' is not in the topology, and a sync run has a fixed set of explorers: sent away", name);
     return self->send(agent, stop_atom::value, std::string("a sync run takes only the topology's nodes"));
@@ -204,6 +189,18 @@ void node_entered(Self self, const std::string& name, node_actor agent, std::uin
   st.nodes[name] = agent;
   st.last_heard[name] = Clock::now();
   st.node_envs[name] = envs_per_explorer;
+  if (rejoined) {
+    // It outlived the previous head and runs its fleet already: its
+    // explorers rejoin one by one with their ids; a later entry of this
+    // name gets fresh ones.
+    st.node_rewards[name] = rewards;
+    st.next_reward_id += rewards;  // their ids are the previous head's: none given out twice, at worst skipped
+    st.entered.insert(name);
+    st.options.log->info("node '{}' rejoined after the head's restart: {} nodes now; its explorers and {} reward "
+                         "workers go on",
+                         name, st.nodes.size() + 1, rewards);
+    return;
+  }
   // A topology node's first entry takes the ids the topology gives it;
   // anything else (a new node, a node back after a loss) fresh ones, so no
   // two explorers of the run ever share an id (or a segment count).
@@ -249,16 +246,14 @@ void explorer_joined(Self self, const JoinData& join, explorer_actor who) {
   // Ids (and env ids) of explorers this head did not allot are never given out again.
   st.next_explorer_id = std::max(st.next_explorer_id, id + 1);
   st.next_env_id = std::max(st.next_env_id, join.first_env_id + join.num_envs);
-  if (join.rejoined && !st.rejoined.count(id)) {
+  if (join.rejoined && !st.lost_with_head.count(id)) {
     // Made in its life, less what the log holds (produced_before) and what
     // it still holds to send: lost with the previous head.
     const std::uint64_t before = st.produced_before.count(id) ? st.produced_before.at(id) : 0;
     const std::uint64_t accounted = before + join.kept;
-    st.rejoined.insert(id);
     st.lost_with_head[id] = join.produced > accounted ? join.produced - accounted : 0;
     auto& made = st.produced[id];
     made = std::max(made, join.produced);
-    ++st.explorers_rejoined;
     st.awaiting_first[id] = {Clock::now(), before, "it rejoined"};
     st.options.log->info("explorer {} rejoined from node '{}': {} segments made, {} of them in the log, {} held, {} lost "
                          "with the previous head",

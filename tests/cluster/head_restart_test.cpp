@@ -58,25 +58,27 @@ pid_t start_member(const fs::path& config, const std::string& name, const std::s
   return *pid;
 }
 
-// A split run whose head and one member node (rollout-a) are processes
-// of their own, the member running; the head's port.
-struct OneMember {
+// A split run whose head and member nodes are processes of their own
+// (member NAME's output in NAME.txt), all started; the head's port.
+struct Processes {
   fs::path config;
-  pid_t head = 0, member = 0;
+  pid_t head = 0;
   std::string port;
+  std::vector<pid_t> members;
 };
-OneMember start_one_member(const TempDir& t, double reconnect_s) {
+Processes start_processes(const TempDir& t, const std::vector<std::string>& members, double reconnect_s,
+                          std::uint64_t max_env_steps = 50'000'000) {
   SplitSpec spec;
   spec.log_dir = t.path;
-  spec.members = {"rollout-a"};
-  spec.max_env_steps = 50'000'000;
+  spec.members = members;
+  spec.max_env_steps = max_env_steps;
   spec.extra = "[launch]\nreconnect_s = " + std::to_string(reconnect_s) + "\n";
-  OneMember run;
+  Processes run;
   run.config = write_text(t.path / "split.toml", split_toml(spec));
   run.head = start_head(run.config, t.path / "head.txt", false);
   run.port = head_port(t.path / "head.txt", 60s);
   REQUIRE(!run.port.empty());
-  run.member = start_member(run.config, "rollout-a", run.port, t.path / "member.txt");
+  for (const auto& name : members) run.members.push_back(start_member(run.config, name, run.port, t.path / (name + ".txt")));
   return run;
 }
 
@@ -85,29 +87,21 @@ OneMember start_one_member(const TempDir& t, double reconnect_s) {
 TEST_CASE("member nodes whose head is killed and not restarted leave on SIGTERM at once or give up after reconnect_s",
           "[cluster][failure]") {
   TempDir t("rlx-head-dies");
-  SplitSpec spec;
-  spec.log_dir = t.path;
-  spec.members = {"rollout-a", "rollout-b"};
-  spec.max_env_steps = 50'000'000;
-  spec.extra = "[launch]\nreconnect_s = 3\n";
-  const auto config = write_text(t.path / "split.toml", split_toml(spec));
-  const pid_t head = start_head(config, t.path / "head.txt", false);
-  const std::string port = head_port(t.path / "head.txt", 60s);
-  REQUIRE(!port.empty());
-  const pid_t a = start_member(config, "rollout-a", port, t.path / "a.txt");
-  const pid_t b = start_member(config, "rollout-b", port, t.path / "b.txt");
+  const Processes run = start_processes(t, {"rollout-a", "rollout-b"}, 3);
+  const auto& [config, head, port, members] = run;
+  const pid_t a = members[0], b = members[1];
   const bool running = wait_for_nodes(t.path, 3, 120s);
   exit_code_within(head, 0s);  // kill -9
   REQUIRE(running);
   // rollout-a is told to leave while it waits: it does, without waiting out reconnect_s.
   REQUIRE(wait_for_files(
-      t.path, [&] { return read_text(t.path / "a.txt").find("reaching 127.0.0.1:" + port) != std::string::npos; }, 60s));
+      t.path, [&] { return read_text(t.path / "rollout-a.txt").find("reaching 127.0.0.1:" + port) != std::string::npos; }, 60s));
   kill(a, SIGTERM);
   CHECK(exit_code_within(a, 60s) == 130);
-  CHECK(read_text(t.path / "a.txt").find("left the cluster while the head was away") != std::string::npos);
+  CHECK(read_text(t.path / "rollout-a.txt").find("left the cluster while the head was away") != std::string::npos);
   // rollout-b waits reconnect_s for a head that never comes back.
   CHECK(exit_code_within(b, 60s) == 4);
-  const std::string out = read_text(t.path / "b.txt");
+  const std::string out = read_text(t.path / "rollout-b.txt");
   INFO(out);
   CHECK(out.find("the head went away") != std::string::npos);
   CHECK(out.find("did not come back") != std::string::npos);
@@ -117,17 +111,9 @@ TEST_CASE("a member node rejoins a head restarted with --resume without restarti
           "for",
           "[cluster][failure][resume]") {
   TempDir t("rlx-head-restart");
-  SplitSpec spec;
-  spec.log_dir = t.path;
-  spec.members = {"rollout-a", "rollout-b"};
-  spec.max_env_steps = 40'000;
-  spec.extra = "[launch]\nreconnect_s = 120\n";
-  const auto config = write_text(t.path / "split.toml", split_toml(spec));
-  pid_t head = start_head(config, t.path / "head.txt", false);
-  const std::string port = head_port(t.path / "head.txt", 60s);
-  REQUIRE(!port.empty());
-  const pid_t a = start_member(config, "rollout-a", port, t.path / "a.txt");
-  const pid_t b = start_member(config, "rollout-b", port, t.path / "b.txt");
+  Processes run = start_processes(t, {"rollout-a", "rollout-b"}, 120, 40'000);
+  auto& [config, head, port, members] = run;
+  const pid_t a = members[0], b = members[1];
   // Some versions in: the member nodes hold weights and segments of the first head.
   const auto before = wait_for_metrics(t.path, [](const std::string& l) {
     return json_number(l, "nodes") == 3 && json_number(l, "policy_version") >= 5;
@@ -137,21 +123,21 @@ TEST_CASE("a member node rejoins a head restarted with --resume without restarti
   REQUIRE(before);
   // The members wait (paused) for a head at the same address.
   CHECK(wait_for_files(
-      t.path, [&] { return read_text(t.path / "a.txt").find("reaching 127.0.0.1:" + port) != std::string::npos; }, 60s));
+      t.path, [&] { return read_text(t.path / "rollout-a.txt").find("reaching 127.0.0.1:" + port) != std::string::npos; }, 60s));
 
   head = start_head(config, t.path / "head2.txt", true);
   CHECK(head_port(t.path / "head2.txt", 120s) == port);  // where the run listened before (head.addr)
   const int code = exit_code_within(head, 300s);
   const std::string out = read_text(t.path / "head2.txt");
   INFO(out);
-  INFO(read_text(t.path / "a.txt"));
+  INFO(read_text(t.path / "rollout-a.txt"));
   CHECK(code == 3);  // the step budget, reached by the members' explorers after the restart
   CHECK(out.find("node 'rollout-a' rejoined") != std::string::npos);
   CHECK(out.find("node 'rollout-b' rejoined") != std::string::npos);
   // Never restarted: each member process was stopped by the restarted head at the end.
   CHECK(exit_code_within(a, 60s) == 0);
   CHECK(exit_code_within(b, 60s) == 0);
-  CHECK(read_text(t.path / "a.txt").find("rejoined the restarted head") != std::string::npos);
+  CHECK(read_text(t.path / "rollout-a.txt").find("rejoined the restarted head") != std::string::npos);
   const std::string line = last_metrics_line(t.path);
   INFO(line);
   CHECK(json_number(line, "explorers_rejoined") == 2);
@@ -164,7 +150,9 @@ TEST_CASE("a member node rejoins a head restarted with --resume without restarti
 TEST_CASE("a member node that outlived its head is refused by a head that starts its run afresh, and exits",
           "[cluster][failure]") {
   TempDir t("rlx-head-fresh");
-  auto [config, head, member, port] = start_one_member(t, 120);
+  Processes run = start_processes(t, {"rollout-a"}, 120);
+  auto& [config, head, port, members] = run;
+  const pid_t member = members[0];
   REQUIRE(wait_for_nodes(t.path, 2, 120s));
   exit_code_within(head, 0s);
   // A fresh start (no --resume) of a topology that names the port the member knows.
@@ -174,7 +162,7 @@ TEST_CASE("a member node that outlived its head is refused by a head that starts
   write_text(config, fixed.substr(0, at) + "port = " + port + fixed.substr(at + 8));
   head = start_head(config, t.path / "head2.txt", false);
   CHECK(exit_code_within(member, 120s) == 4);
-  const std::string out = read_text(t.path / "member.txt");
+  const std::string out = read_text(t.path / "rollout-a.txt");
   INFO(out);
   INFO(read_text(t.path / "head2.txt"));
   CHECK(out.find("started afresh, not resumed") != std::string::npos);
