@@ -12,9 +12,12 @@
 #include "actors/fleet.hpp"
 #include "actors/guard.hpp"
 #include "actors/learner_actor.hpp"
+#include "actors/evaluator_actor.hpp"
 #include "actors/recorder.hpp"
 #include "actors/weight_store.hpp"
 #include "envs/batch_env.hpp"
+#include "envs/tokens/token_env.hpp"
+#include "envs/tokens/token_tasks.hpp"
 
 namespace rlx {
 
@@ -78,7 +81,7 @@ void write_metrics_line(Self self) {
       "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{},\"nodes\":{},"
       "\"joins_refused\":{},\"nodes_evicted\":{},\"segments_produced\":{},\"segments_lost\":{},"
       "\"segments_in_flight\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
-      "\"autoscale_changes\":{},\"explorers_rejoined\":{}}}\n",
+      "\"autoscale_changes\":{},\"explorers_rejoined\":{},\"route_mismatch\":{},\"stale_tokens\":{}{}}}\n",
       json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
       json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
@@ -86,7 +89,11 @@ void write_metrics_line(Self self) {
       util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
       st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused, st.nodes_evicted,
       a.produced, a.lost, a.in_flight, reward_workers(st), st.explorers_retired, json_number(m.busy_s),
-      st.autoscale_changes, st.lost_with_head.size());
+      st.autoscale_changes, st.lost_with_head.size(), json_number(m.route_mismatch), m.stale_tokens,
+      st.eval.any ? fmt::format(",\"eval_version\":{},\"pass_at_1\":{},\"eval_mean_score\":{},\"eval_tasks\":{}",
+                                st.eval.version, json_number(st.eval.pass_at_1), json_number(st.eval.mean_score),
+                                st.eval.tasks)
+                  : std::string());
   st.jsonl.flush();
 }
 
@@ -113,6 +120,10 @@ Status make_status(Self self) {
   s.explorers = st.explorers.size();
   s.reward_workers = reward_workers(st);
   s.nodes = st.nodes.size() + 1;
+  if (st.eval.any) {
+    s.eval_version = st.eval.version;
+    s.pass_at_1 = st.eval.pass_at_1;
+  }
   return s;
 }
 
@@ -133,6 +144,7 @@ void finish(Self self) {
   auto shutdown = [self](std::uint64_t records) {
     auto& st = self->state;
     for (auto& r : st.rewards) self->send_exit(r, caf::exit_reason::user_shutdown);
+    if (st.evaluator) self->send_exit(st.evaluator, caf::exit_reason::user_shutdown);
     self->send_exit(st.learner, caf::exit_reason::user_shutdown);
     self->send_exit(st.weight_store, caf::exit_reason::user_shutdown);
     if (st.recorder) self->send_exit(st.recorder, caf::exit_reason::user_shutdown);
@@ -231,6 +243,14 @@ void spawn_cluster(Self self) {
   lo.log = child_logger(log, "learner");
   st.learner = spawn_learner(self->system(), lo);
   self->monitor(st.learner);
+  if (cfg.token_run() && cfg.tokens.eval_tasks > 0) {
+    // Its own scorer: held-out programs run in the sandbox here, not in the reward pool.
+    auto eval_scorer = make_scorer(scorer_for(token_env_kind(cfg.run.env)));
+    if (!eval_scorer) throw EnvFailure("the evaluator: " + eval_scorer.error().message);
+    EvaluatorOptions eo{token_env_kind(cfg.run.env), cfg.policy, cfg.tokens, *eval_scorer, st.weight_store, me,
+                        std::chrono::milliseconds(30000), child_logger(log, "evaluator")};
+    st.evaluator = spawn_evaluator(self->system(), eo);
+  }
 
   if (st.options.on_core) st.options.on_core(st.learner, st.weight_store);
   st.factory = factory;
@@ -271,6 +291,8 @@ void spawn_cluster(Self self) {
 LearnerCoreOptions learner_core_options(const ClusterConfig& cfg, const EnvSpec& spec) {
   LearnerCoreOptions o;
   o.trainer = TrainerOptions{cfg.learner, cfg.policy, spec.obs_dim, spec.num_actions, cfg.run.seed};
+  o.trainer.tokens = cfg.tokens;
+  o.trainer.max_staleness = cfg.run.max_staleness;
   o.max_staleness = cfg.run.max_staleness;
   o.batch_segments = static_cast<std::size_t>(cfg.learner.batch_segments);
   o.publish_every = static_cast<std::uint64_t>(cfg.learner.publish_every);
@@ -338,6 +360,12 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         node_entered(self, name, agent, explorers, envs_per_explorer, rewards, rejoined);
       },
       [self](refused_atom, const std::string&) { ++self->state.joins_refused; },  // the gate logged it
+      [self](eval_atom, std::uint64_t version, double pass_at_1, double mean_score, std::uint32_t tasks) {
+        auto& st = self->state;
+        if (st.eval.any && version < st.eval.version) return;
+        st.eval = {version, pass_at_1, mean_score, tasks, true};
+        write_metrics_line(self);  // every score is in metrics.jsonl, however close together
+      },
       [self](leave_atom, const WireMsg& msg) {
         auto& st = self->state;
         auto l = decode_or_count<LeaveData>(self, msg, st.errors, st.options.log);

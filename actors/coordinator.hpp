@@ -11,6 +11,8 @@
 // most), then every actor exits and the launcher gets `done`.
 #pragma once
 
+#include <limits>
+
 #include <functional>
 #include <memory>
 #include <set>
@@ -40,6 +42,10 @@ struct Status {
   std::uint64_t explorers = 0;
   std::uint64_t reward_workers = 0;
   std::uint64_t nodes = 1;      // processes in the cluster (the head counts)
+  // The token policy's evaluator: the newest held-out score (version 0 and
+  // NaN before the first).
+  std::uint64_t eval_version = 0;
+  double pass_at_1 = std::numeric_limits<double>::quiet_NaN();
 };
 
 // How a run ended (exit codes of `rlx launch`).

@@ -20,6 +20,13 @@ struct CoordinatorState {
   learner_actor learner;
   weight_store_actor weight_store;
   recorder_actor recorder;
+  evaluator_actor evaluator;               // the token policy's, when [tokens] eval_tasks > 0
+  struct Eval {
+    std::uint64_t version = 0;
+    double pass_at_1 = 0, mean_score = 0;
+    std::uint32_t tasks = 0;
+    bool any = false;
+  } eval;
   std::vector<explorer_actor> explorers;
   std::vector<reward_actor> rewards;
   std::map<std::string, node_actor> nodes;    // member nodes in the cluster

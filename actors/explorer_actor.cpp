@@ -9,7 +9,9 @@ namespace rlx {
 
 struct ExplorerState {
   ExplorerActorOptions options;
-  std::unique_ptr<Rollout> rollout;
+  std::unique_ptr<Rollout> rollout;       // vector observations and environments, or
+  std::unique_ptr<TokenRollout> tokens;   // the token policy's own decoding
+  SegmentSource* engine = nullptr;        // whichever of the two
   std::unique_ptr<BatchEnv> local;        // set when the envs live in this actor
   EnvStepResultData result;               // the last local step
   std::string name;
@@ -44,6 +46,7 @@ using Self = explorer_actor::stateful_pointer<ExplorerState>;
 
 void advance(Self self);
 void fetch(Self self, std::uint64_t version, bool latest = false);
+void segment_done(Self self, Segment seg);
 
 void leave(Self self, const std::string& reason) {
   auto& st = self->state;
@@ -81,9 +84,9 @@ void check_segment(Self self) {
   auto& st = self->state;
   if (!st.check_segment_above || st.step_in_flight) return;
   const std::uint64_t valid = *std::exchange(st.check_segment_above, std::nullopt);
-  if (st.rollout->steps_in_segment() == 0 || st.rollout->newest_in_segment() <= valid) return;
-  const auto steps = st.rollout->steps_in_segment();
-  st.deferred.forget(st.rollout->drop_segment());
+  if (st.engine->steps_in_segment() == 0 || st.engine->newest_in_segment() <= valid) return;
+  const auto steps = st.engine->steps_in_segment();
+  st.deferred.forget(st.engine->drop_segment());
   st.options.log->info("{}: dropped the {} steps in hand (made with weights newer than v{})", st.name, steps, valid);
 }
 
@@ -103,7 +106,7 @@ void rebind(Self self, learner_actor learner, coordinator_actor coordinator, std
   if (pending_dropped) st.pending.reset();
   const std::size_t held = st.deferred.drop_newer_than(valid);
   ++st.rebinds;
-  if (st.rollout->version() > valid) st.has_weights = false;  // wait for the new head's
+  if (st.engine->version() > valid) st.has_weights = false;  // wait for the new head's
   st.newest_known = std::min(st.newest_known, valid);
   // The node's store forgot the dead head's sets before this message was
   // sent, so whatever it holds now is the new head's.
@@ -137,12 +140,12 @@ void fetch(Self self, std::uint64_t version, bool latest) {
             st.fetch_in_flight = false;
             if (rebinds != st.rebinds) {
               // Asked before a rebind: possibly the dead head's weights. Ask again.
-              if (!st.has_weights || st.newest_known > st.rollout->version()) fetch(self, 0, true);
+              if (!st.has_weights || st.newest_known > st.engine->version()) fetch(self, 0, true);
               return;
             }
             auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log);
-            if (w && (w->version > st.rollout->version() || !st.has_weights)) {
-              auto ok = st.rollout->load_weights(*w);
+            if (w && (w->version > st.engine->version() || !st.has_weights)) {
+              auto ok = st.engine->load_weights(*w);
               if (!ok) {
                 st.errors.add(ok.error().code);
                 st.options.log->warn("{}: weights v{} do not fit: {}", st.name, w->version, ok.error().message);
@@ -153,7 +156,7 @@ void fetch(Self self, std::uint64_t version, bool latest) {
                 self->send(st.options.coordinator, swap_atom::value, st.options.rollout.explorer_id, us);
               }
             }
-            if (st.newest_known > st.rollout->version()) return fetch(self, st.newest_known);
+            if (st.newest_known > st.engine->version()) return fetch(self, st.newest_known);
             advance(self);
           },
           [self, latest, rebinds = st.rebinds](const caf::error& err) {
@@ -249,22 +252,42 @@ void on_step_result(Self self, EnvStepResultData* r) {
     const bool complete = st.rollout->observe(*r);
     for (const auto& d : st.rollout->deferred())
       ask_reward(self, st.deferred.note(d.sequence, d.t, d.env, d.episode), d.payload, 0, st.next_worker++);
-    if (complete) {
-      Segment seg = st.rollout->take_segment();
-      if (st.check_segment_above && seg.newest_version() > *st.check_segment_above) {
-        // Completed by the step that was in flight at a rebind: the dead head's weights.
-        st.deferred.forget(seg.sequence);
-        st.options.log->info("{}: dropped a segment of {} steps made with weights newer than v{}", st.name,
-                             seg.num_steps, *std::exchange(st.check_segment_above, std::nullopt));
-      } else {
-        if (st.options.sync) st.sync_wait_for = seg.policy_versions.back() + 1;
-        st.deferred.finished(std::move(seg));
-        release(self);
-      }
-    }
+    if (complete) segment_done(self, st.rollout->take_segment());
   }
   st.started = true;
   st.obs = r->observations;
+  check_segment(self);
+  advance(self);
+}
+
+// A finished segment: held for its deferred rewards, then sent.
+void segment_done(Self self, Segment seg) {
+  auto& st = self->state;
+  if (st.check_segment_above && seg.newest_version() > *st.check_segment_above) {
+    // Completed by the step that was in flight at a rebind: the dead head's weights.
+    st.deferred.forget(seg.sequence);
+    st.options.log->info("{}: dropped a segment of {} steps made with weights newer than v{}", st.name,
+                         seg.num_steps, *std::exchange(st.check_segment_above, std::nullopt));
+    return;
+  }
+  if (st.options.sync) st.sync_wait_for = seg.policy_versions.back() + 1;
+  st.deferred.finished(std::move(seg));
+  release(self);
+}
+
+// One decoding step of the token policy (a message of its own, so weight
+// swaps and drains come between any two tokens).
+void on_token_step(Self self) {
+  auto& st = self->state;
+  st.step_in_flight = false;
+  auto complete = st.tokens->step();
+  if (!complete) return fail(self, complete.error().message);
+  if (*complete) {
+    Segment seg = st.tokens->take_segment();
+    for (const auto& d : st.tokens->deferred())
+      ask_reward(self, st.deferred.note(d.sequence, d.t, d.env, d.episode), d.payload, 0, st.next_worker++);
+    segment_done(self, std::move(seg));
+  }
   check_segment(self);
   advance(self);
 }
@@ -286,7 +309,7 @@ void advance(Self self) {
   // step waits for the learner's weights.
   if (st.step_in_flight) return;
   // Draining: the segment in hand is finished and sent (its credit awaited), then it leaves.
-  const bool in_hand = st.started && st.has_weights && st.rollout->steps_in_segment() > 0;
+  const bool in_hand = st.started && st.has_weights && st.engine->steps_in_segment() > 0;
   if (st.draining && !in_hand) {
     // Held segments wait for their rewards (each request ends: answered, re-asked or given up).
     if (!st.pending && st.deferred.held() == 0) return leave(self, "drained");
@@ -294,14 +317,18 @@ void advance(Self self) {
   }
   if (!st.started || !st.has_weights || st.paused) return;
   if (st.pending) return;  // no credit: wait for an ack
-  if (st.rollout->steps_in_segment() == 0) {
-    const auto v = st.rollout->version();
+  if (st.engine->steps_in_segment() == 0) {
+    const auto v = st.engine->version();
     if (st.newest_known > v + st.options.max_staleness) return;  // fetch first (pacing)
     if (st.options.sync && v < st.sync_wait_for) return;         // sync: wait for the next version
     if (st.deferred.held() >= st.options.max_held) return;       // rewards first
   }
-  const auto& actions = st.rollout->act(st.obs);
   st.step_in_flight = true;
+  if (st.tokens) {
+    self->send(self, stepped_atom::value);  // the decoding step runs there
+    return;
+  }
+  const auto& actions = st.rollout->act(st.obs);
   if (st.local) {
     try {
       st.local->step(actions, st.result);
@@ -325,7 +352,7 @@ explorer_actor::behavior_type explorer_behavior(Self self) {
         auto note = decode_or_count<WeightsAvailableData>(self, msg, st.errors, st.options.log);
         if (!note) return;
         st.newest_known = std::max(st.newest_known, note->version);
-        const bool behind = st.newest_known > st.rollout->version() || !st.has_weights;
+        const bool behind = st.newest_known > st.engine->version() || !st.has_weights;
         if (behind && !st.fetch_in_flight) fetch(self, st.newest_known);
       },
       [self](ack_atom) {
@@ -345,6 +372,7 @@ explorer_actor::behavior_type explorer_behavior(Self self) {
       },
       [self](stepped_atom) {
         auto& st = self->state;
+        if (st.tokens && st.step_in_flight) return on_token_step(self);
         if (!st.local || !st.step_in_flight) return;  // not ours: ignore
         on_step_result(self, &st.result);
       },
@@ -364,7 +392,17 @@ explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions opti
   st.options = std::move(options);
   st.name = "explorer/" + std::to_string(st.options.rollout.explorer_id);
   st.credits = st.options.credits;
+  self->send(st.options.weight_store, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
+  if (st.options.tokens) {
+    // The token policy decodes its own tasks: no environment to reset.
+    st.tokens = std::make_unique<TokenRollout>(*st.options.tokens);
+    st.engine = st.tokens.get();
+    st.started = true;
+    self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join_data(st), st.name)}, explorer_actor{self});
+    return explorer_behavior(self);
+  }
   st.rollout = std::make_unique<Rollout>(st.options.rollout);
+  st.engine = st.rollout.get();
   if (st.options.local_env) {
     try {
       st.local = st.options.local_env(st.options.env_seed, st.options.first_env_id,
@@ -378,7 +416,6 @@ explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions opti
       if (dm.source == self->state.options.env.address()) fail(self, "its env actor died");
     });
   }
-  self->send(st.options.weight_store, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
   self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join_data(st), st.name)}, explorer_actor{self});
   if (st.options.local_env) {
     if (!st.local) return explorer_behavior(self);

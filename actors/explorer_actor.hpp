@@ -13,16 +13,21 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
 #include "envs/batch_env.hpp"
 #include "explorers/rollout.hpp"
+#include "explorers/token_rollout.hpp"
 
 namespace rlx {
 
 struct ExplorerActorOptions {
   RolloutOptions rollout;
+  // Set for the token policy: the explorer decodes its own tasks (no env;
+  // `rollout` then gives only its id and the rows' count).
+  std::optional<TokenRolloutOptions> tokens;
   std::uint64_t env_seed = 1;             // base seed of the environments
   std::uint64_t first_env_id = 0;         // id of its first env (env i is seeded env_seed + first_env_id + i)
   std::uint64_t max_staleness = 4;

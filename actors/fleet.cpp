@@ -3,6 +3,7 @@
 #include "actors/env_actor.hpp"
 #include "actors/explorer_actor.hpp"
 #include "actors/reward_actor.hpp"
+#include "envs/tokens/token_env.hpp"
 
 namespace rlx {
 
@@ -17,7 +18,19 @@ std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const Clu
     next_env_id += batch.envs_per_explorer;
     ExplorerActorOptions eo;
     env_actor env;
-    if (cfg.explorer.env_placement == "actor") {
+    if (cfg.token_run()) {
+      // The explorer decodes its own tasks; arithmetic answers are scored
+      // in it, programs by the reward pool (sandbox).
+      TokenRolloutOptions to;
+      to.explorer_id = explorer_id;
+      to.kind = token_env_kind(cfg.run.env);
+      to.rows = batch.envs_per_explorer;
+      to.policy = cfg.policy;
+      to.tokens = cfg.tokens;
+      to.seed = cfg.run.seed;
+      if (to.kind == "arithmetic") to.in_process = std::make_shared<ArithmeticScorer>();
+      eo.tokens = std::move(to);
+    } else if (cfg.explorer.env_placement == "actor") {
       std::string env_name = "env/" + std::to_string(explorer_id);
       env = spawn_env(system, EnvActorOptions{factory, first_env, env_name, child_logger(log, env_name)});
     } else {

@@ -50,6 +50,7 @@ using pause_atom = caf::atom_constant<caf::atom("pause")>;        // node -> exp
 using rebind_atom = caf::atom_constant<caf::atom("rebind")>;      // node -> explorer, relay: a restarted head
 using forget_atom = caf::atom_constant<caf::atom("forget")>;      // node -> its weight store: drop every set
 using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;      // reconnect helper -> node: the gate, or why not
+using eval_atom = caf::atom_constant<caf::atom("eval")>;          // evaluator -> coordinator: a version's held-out score
 
 // What a spawn order starts (sent as its byte).
 enum class FleetRole : std::uint8_t { explorer = 0, reward = 1 };
@@ -85,6 +86,9 @@ using explorer_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>,  
                                         caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
 // Keeps the last N weight sets; forget drops them all.
+using evaluator_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>,  // WeightsAvailable
+                                         caf::replies_to<counts_atom>::with<std::uint64_t>>;
+
 using weight_store_actor = caf::typed_actor<caf::reacts_to<publish_atom, WireMsg>,                 // WeightSet
                                             caf::replies_to<fetch_atom, WireMsg>::with<WireMsg>,  // WeightRequest
                                             caf::reacts_to<subscribe_atom, weights_listener>,
@@ -139,6 +143,8 @@ using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, ex
                                            caf::reacts_to<tick_atom>,
                                            caf::reacts_to<beat_atom>,
                                            caf::reacts_to<produced_atom, std::uint32_t, std::uint64_t>,
+                                           // version, pass@1, mean fraction of tests passed, tasks
+                                           caf::reacts_to<eval_atom, std::uint64_t, double, double, std::uint32_t>,
                                            caf::reacts_to<stop_atom, std::string>,
                                            // explorers, reward workers wanted (-1: unchanged) -> what changed
                                            caf::replies_to<scale_atom, std::int32_t, std::int32_t>::with<std::string>>;

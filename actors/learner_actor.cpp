@@ -13,6 +13,7 @@ struct LearnerState {
   LearnerActorOptions options;
   std::shared_ptr<LearnerCore> core;
   UpdateStats last;
+  std::uint64_t stale_tokens = 0;                          // token policy, over the run (this process)
   Admission::Window window;
   ErrorCounts errors;
   std::chrono::steady_clock::time_point last_report;
@@ -46,6 +47,8 @@ struct LearnerState {
     m.entropy = static_cast<float>(last.entropy);
     m.load_balance_loss = static_cast<float>(last.load_balance);
     m.expert_utilisation = last.expert_utilisation;
+    m.route_mismatch = static_cast<float>(last.route_mismatch);
+    m.stale_tokens = stale_tokens;
     m.updates = core->updates();
     m.segments_by_explorer.assign(core->by_explorer().begin(), core->by_explorer().end());
     // Reports go out from inside the segment handler: its time so far counts.
@@ -110,6 +113,7 @@ void train(Self self) {
     return;
   }
   st.last = std::move(r).value();
+  st.stale_tokens += st.last.stale_tokens;
   if (st.core->publish_due()) publish(self);
   if (st.options.checkpoint_every && st.core->updates() % st.options.checkpoint_every == 0) {
     auto saved = save_checkpoint(*st.core, st.options.checkpoint_dir, st.options.checkpoint_keep);

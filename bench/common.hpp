@@ -31,5 +31,7 @@ std::vector<Row> bench_data_parallel(const EnvRegistry& envs);
 std::vector<Row> bench_nodes(const EnvRegistry& envs);
 // bench_sandbox.cpp: sandboxed program evaluations against the bare interpreter.
 std::vector<Row> bench_sandbox();
+// bench_tokens.cpp: token sampling with and without the KV cache; MoE vs dense layer.
+std::vector<Row> bench_tokens();
 
 }  // namespace rlx

@@ -173,10 +173,12 @@ void read_run(TableReader& r, RunConfig& c, const std::vector<std::string>& envs
   r.integer("seed", c.seed, 0, std::numeric_limits<std::int64_t>::max());
   r.string("env", c.env);
   const bool exec = c.env.rfind("exec:", 0) == 0;
+  const bool tokens = c.env == "tokens:arithmetic" || c.env == "tokens:code";
   if (exec && c.env.find_first_not_of(" \t", 5) == std::string::npos)
     r.fail(Errc::config_range, r.find("env"), "env", "\"exec:\" needs a command, e.g. \"exec:python3 env.py\"");
-  if (!exec && std::find(envs.begin(), envs.end(), c.env) == envs.end())
-    r.fail(Errc::config_unknown_name, r.find("env"), "env", "allowed: " + join(envs) + ", or \"exec:COMMAND ARGS...\"");
+  if (!exec && !tokens && std::find(envs.begin(), envs.end(), c.env) == envs.end())
+    r.fail(Errc::config_unknown_name, r.find("env"), "env",
+           "allowed: " + join(envs) + ", \"tokens:arithmetic\", \"tokens:code\", or \"exec:COMMAND ARGS...\"");
   r.integer("max_staleness", c.max_staleness, 0, 1'000'000);
   r.string("mode", c.mode, {"async", "sync"});
   r.string("log_dir", c.log_dir);
@@ -249,7 +251,20 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.integer("experts", c.policy.experts, 1, 1024);
       r.integer("top_k", c.policy.top_k, 1, 1024);
       r.number("load_balance_coef", c.policy.load_balance_coef, 0.0, 100.0);
+      r.integer("d_model", c.policy.d_model, 1, 65536);
+      r.integer("layers", c.policy.layers, 1, 256);
+      r.integer("heads", c.policy.heads, 1, 256);
+      r.integer("expert_hidden", c.policy.expert_hidden, 1, 1 << 20);
+      r.integer("max_len", c.policy.max_len, 2, 1 << 20);
+      r.number("capacity_factor", c.policy.capacity_factor, 0.0, 1000.0);
+      r.number("router_z_coef", c.policy.router_z_coef, 0.0, 100.0);
+      r.boolean("router_replay", c.policy.router_replay);
+      r.string("init", c.policy.init);
       r.reject_unknown(seen_list(r));
+      if (c.policy.d_model % c.policy.heads != 0)
+        r.fail(Errc::config_range, t->get("heads"), "heads", "must divide d_model");
+      if (c.policy.experts > 254)
+        r.fail(Errc::config_range, t->get("experts"), "experts", "at most 254 (routes travel as one byte)");
       if (c.policy.top_k > c.policy.experts)
         r.fail(Errc::config_range, t->get("top_k"), "top_k",
                "allowed: top_k <= experts, got experts = " + std::to_string(c.policy.experts));
@@ -257,7 +272,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     if (const toml::table* t = top.table("learner")) {
       TableReader r(*t, "learner", source);
       auto& l = c.learner;
-      r.string("algorithm", l.algorithm, {"ppo", "vtrace"}, Errc::config_unknown_name);
+      r.string("algorithm", l.algorithm, {"ppo", "vtrace", "grpo"}, Errc::config_unknown_name);
       r.string("device", l.device);
       if (!valid_device_name(l.device))
         r.fail(Errc::config_range, r.find("device"), "device", "allowed: \"cpu\", \"cuda\" or \"cuda:N\"");
@@ -355,6 +370,16 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.string("scorer", c.reward.scorer, {"arithmetic", "code"});
       r.reject_unknown(seen_list(r));
     }
+    if (const toml::table* t = top.table("tokens")) {
+      TableReader r(*t, "tokens", source);
+      r.integer("group_size", c.tokens.group_size, 1, 4096);
+      r.integer("max_new_tokens", c.tokens.max_new_tokens, 1, 1 << 20);
+      r.number("temperature", c.tokens.temperature, 0.0, 100.0, true);
+      r.number("top_p", c.tokens.top_p, 0.0, 1.0, true);
+      r.integer("eval_tasks", c.tokens.eval_tasks, 0, 1 << 20);
+      r.integer("eval_every", c.tokens.eval_every, 1, 1 << 20);
+      r.reject_unknown(seen_list(r));
+    }
     if (const toml::table* t = top.table("tls")) {
       TableReader r(*t, "tls", source);
       r.string("certificate", c.tls.certificate);
@@ -403,7 +428,8 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       }
     }
     top.reject_unknown(
-        {"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "launch", "reward", "tls", "autoscale", "node"});
+        {"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "launch", "reward", "tokens", "tls",
+         "autoscale", "node"});
 
     // Whole-topology checks.
     auto count_role = [&](const std::string& role) {
@@ -434,6 +460,35 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
                "in sync mode batch_segments x ranks must equal the number of explorers (" +
                    std::to_string(c.total_explorers()) + "), got " + std::to_string(c.learner.batch_segments) +
                    " x " + std::to_string(c.learner.ranks));
+    // The token policy and its env go together.
+    const bool token_policy = c.policy.kind == "moe_transformer";
+    if (token_policy != c.token_run())
+      top.fail(Errc::config_range, root.get("policy"), "policy.kind",
+               token_policy ? "the moe_transformer policy needs a token env (run.env = \"tokens:arithmetic\" or "
+                              "\"tokens:code\")"
+                            : "a token env (\"" + c.run.env + "\") needs policy.kind = \"moe_transformer\"");
+    if (c.token_run()) {
+      if (c.learner.algorithm == "vtrace")
+        top.fail(Errc::config_range, root.get("learner"), "learner.algorithm",
+                 "the token policy trains with \"grpo\" or \"ppo\"");
+      if (c.learner.ranks != 1)
+        top.fail(Errc::config_range, root.get("learner"), "learner.ranks",
+                 "the token policy trains on one learner rank (data-parallel token training is not built yet)");
+      for (const auto& node : c.nodes)
+        if (node.explorers > 0 && node.envs_per_explorer % c.tokens.group_size != 0)
+          top.fail(Errc::config_range, root.get("tokens"), "tokens.group_size",
+                   "must divide envs_per_explorer (the rows an explorer decodes together), got " +
+                       std::to_string(node.envs_per_explorer) + " on node " + node.name);
+      if (c.tokens.max_new_tokens >= c.policy.max_len)
+        top.fail(Errc::config_range, root.get("tokens"), "tokens.max_new_tokens",
+                 "must leave room for the prompt below policy.max_len (" + std::to_string(c.policy.max_len) + ")");
+      if (c.run.env == "tokens:code" && c.reward.scorer != "code")
+        top.fail(Errc::config_range, root.get("reward"), "reward.scorer",
+                 "code tasks are scored by running the program: set [reward] scorer = \"code\"");
+    } else if (c.learner.algorithm == "grpo") {
+      top.fail(Errc::config_range, root.get("learner"), "learner.algorithm",
+               "grpo needs the token policy (groups of samples of one task)");
+    }
   } catch (const ConfigFailure& f) {
     return f.error;
   }

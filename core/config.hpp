@@ -33,16 +33,36 @@ struct RunConfig {
 
 // [policy]
 struct PolicyConfig {
-  std::string kind = "moe_mlp";      // moe_mlp
-  std::int64_t hidden = 64;          // hidden width of the actor and critic
-  std::int64_t experts = 4;          // experts in the MoE layer
+  std::string kind = "moe_mlp";      // moe_mlp | moe_transformer (the token policy: env "tokens:...")
+  std::int64_t hidden = 64;          // moe_mlp: hidden width of the actor and critic
+  std::int64_t experts = 4;          // experts in the MoE layer(s)
   std::int64_t top_k = 2;            // experts each token is routed to
   double load_balance_coef = 0.01;   // weight of the load-balancing loss
+  // moe_transformer (policy/moe_transformer.hpp)
+  std::int64_t d_model = 128;
+  std::int64_t layers = 2;
+  std::int64_t heads = 4;
+  std::int64_t expert_hidden = 256;
+  std::int64_t max_len = 256;        // prompt + completion positions
+  double capacity_factor = 0;        // 0: no token dropped
+  double router_z_coef = 1e-3;
+  bool router_replay = false;        // the learner trains through the routes the rollout recorded
+  std::string init;                  // weights to start from (`rlx sft --out`); empty: fresh
+};
+
+// [tokens]: the token policy's tasks and sampling (env "tokens:KIND").
+struct TokensConfig {
+  std::int64_t group_size = 8;       // samples per task (GRPO's group); divides envs_per_explorer
+  std::int64_t max_new_tokens = 80;
+  double temperature = 1.0;
+  double top_p = 1.0;
+  std::int64_t eval_tasks = 64;      // held-out tasks the evaluator scores (0: no evaluator)
+  std::int64_t eval_every = 5;       // versions between evaluations (the newest is scored)
 };
 
 // [learner]
 struct LearnerConfig {
-  std::string algorithm = "ppo";     // ppo | vtrace
+  std::string algorithm = "ppo";     // ppo | vtrace | grpo (token policy)
   std::string device = "cpu";        // cpu | cuda | cuda:N (checked against the build and machine at start)
   std::int64_t ranks = 1;            // data-parallel learner ranks (processes); rank 0 publishes
   std::int64_t batch_segments = 4;   // segments per update, per rank
@@ -158,6 +178,8 @@ struct LogConfig {
 };
 
 struct ClusterConfig {
+  // A token policy's run (env "tokens:KIND").
+  bool token_run() const { return run.env.rfind("tokens:", 0) == 0; }
   std::string source;                // file name (or "<embedded cluster.toml>")
   RunConfig run;
   PolicyConfig policy;
@@ -169,6 +191,7 @@ struct ClusterConfig {
   LogConfig log;
   LaunchConfig launch;
   RewardConfig reward;
+  TokensConfig tokens;
   TlsConfig tls;
   AutoscaleConfig autoscale;
   std::vector<NodeConfig> nodes;

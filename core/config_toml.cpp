@@ -38,7 +38,23 @@ std::string to_toml(const ClusterConfig& c) {
                                     {"hidden", p.hidden},
                                     {"experts", p.experts},
                                     {"top_k", p.top_k},
-                                    {"load_balance_coef", p.load_balance_coef}});
+                                    {"load_balance_coef", p.load_balance_coef},
+                                    {"d_model", p.d_model},
+                                    {"layers", p.layers},
+                                    {"heads", p.heads},
+                                    {"expert_hidden", p.expert_hidden},
+                                    {"max_len", p.max_len},
+                                    {"capacity_factor", p.capacity_factor},
+                                    {"router_z_coef", p.router_z_coef},
+                                    {"router_replay", p.router_replay},
+                                    {"init", p.init}});
+  const auto& k = c.tokens;
+  root.insert("tokens", toml::table{{"group_size", k.group_size},
+                                    {"max_new_tokens", k.max_new_tokens},
+                                    {"temperature", k.temperature},
+                                    {"top_p", k.top_p},
+                                    {"eval_tasks", k.eval_tasks},
+                                    {"eval_every", k.eval_every}});
   const auto& l = c.learner;
   root.insert("learner", toml::table{{"algorithm", l.algorithm},   {"device", l.device},
                                      {"ranks", l.ranks},           {"batch_segments", l.batch_segments},

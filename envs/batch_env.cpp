@@ -1,12 +1,15 @@
 #include "envs/batch_env.hpp"
 
 #include "envs/external/external_env.hpp"
+#include "envs/tokens/token_env.hpp"
 #include "envs/vector_env.hpp"
 
 namespace rlx {
 
 BatchEnvFactory make_batch_env_factory(const std::string& env, const ExternalEnvConfig& external,
                                        const EnvRegistry& registry, const Logger& log) {
+  if (!token_env_kind(env).empty())
+    return [env](std::uint64_t, std::uint64_t, int) { return make_token_spec_env(env); };
   auto argv = exec_argv(env);
   if (!argv.empty()) argv.insert(argv.end(), external.args.begin(), external.args.end());
   if (argv.empty()) {

@@ -16,6 +16,7 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "explorers/segment_source.hpp"
 #include "messages/types.hpp"
 
 namespace rlx {
@@ -30,10 +31,10 @@ struct RolloutOptions {
   PolicyConfig policy;
 };
 
-class Rollout {
+class Rollout : public SegmentSource {
  public:
   explicit Rollout(const RolloutOptions& options);
-  ~Rollout();
+  ~Rollout() override;
 
   // Chooses actions for `observations` ([B, obs_dim]) with the current
   // weights and records them as the next step of the segment.
@@ -47,17 +48,17 @@ class Rollout {
   Segment take_segment();
 
   // Swaps in new weights (between steps). Errors leave the old weights.
-  Result<bool> load_weights(const WeightSetData& weights);
+  Result<bool> load_weights(const WeightSetData& weights) override;
 
-  std::uint64_t version() const { return version_; }
-  std::uint64_t steps_in_segment() const { return t_; }
+  std::uint64_t version() const override { return version_; }
+  std::uint64_t steps_in_segment() const override { return t_; }
   // The newest version among the steps of the segment in hand (0: none).
-  std::uint64_t newest_in_segment() const;
+  std::uint64_t newest_in_segment() const override;
   // Drops the steps of the segment in hand and starts the next one (a new
   // sequence number); the environments and their running episodes go on.
   // Returns the dropped segment's sequence. REQUIRES: no act() awaiting
   // its observe().
-  std::uint64_t drop_segment();
+  std::uint64_t drop_segment() override;
 
   // Episodes whose reward is deferred (the env gave a reward payload when
   // they ended), noted by the last observe(): where they are and what to score.

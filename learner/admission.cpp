@@ -5,7 +5,9 @@
 namespace rlx {
 
 AdmissionDecision Admission::admit(const Segment& segment, std::uint64_t learner_version) {
-  const std::uint64_t oldest = segment.oldest_version();
+  // A token segment is admitted by its newest token: the learner then
+  // drops its tokens past the bound one by one (learner/token_losses.hpp).
+  const std::uint64_t oldest = segment.tokens ? segment.newest_version() : segment.oldest_version();
   AdmissionDecision d;
   d.lag = learner_version > oldest ? learner_version - oldest : 0;
   d.verdict = d.lag > max_staleness_ ? Verdict::dropped_stale : Verdict::trained;

@@ -1,6 +1,8 @@
 // The staleness contract at the learner's door (DESIGN.md):
 // lag = learner_version - oldest step version; accept when
 // lag <= max_staleness, else drop and count. Nothing is dropped silently.
+// A token segment's lag is its newest token's: its older tokens are
+// admitted per token by the trainer.
 #pragma once
 
 #include <cstdint>

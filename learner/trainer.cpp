@@ -10,6 +10,9 @@
 #include "learner/learner_group.hpp"
 #include "learner/losses.hpp"
 #include "learner/returns.hpp"
+#include "learner/token_trainer.hpp"
+#include "policy/token_segment.hpp"
+#include "envs/tokens/tokenizer.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "policy/weights_io.hpp"
 
@@ -86,10 +89,61 @@ Result<bool> check_device(const std::string& device) {
   }
 }
 
-Trainer::Trainer(const TrainerOptions& o) : options_(o), impl_(std::make_unique<Impl>(o)) {}
+namespace {
+
+TokenTrainerOptions token_options(const TrainerOptions& o) {
+  TokenTrainerOptions t;
+  t.model = transformer_options(o.policy, Tokenizer::vocab);
+  t.algorithm = o.learner.algorithm;
+  t.lr = o.learner.lr;
+  t.epochs = o.learner.epochs;
+  t.clip = o.learner.clip;
+  t.rho_bar = o.learner.rho_bar;
+  t.temperature = o.tokens.temperature;
+  t.max_lag = o.max_staleness;
+  t.router_replay = o.policy.router_replay;
+  t.load_balance_coef = o.policy.load_balance_coef;
+  t.router_z_coef = o.policy.router_z_coef;
+  t.value_coef = o.learner.value_coef;
+  t.entropy_coef = o.learner.entropy_coef;
+  t.max_grad_norm = o.learner.max_grad_norm;
+  t.seed = o.seed;
+  return t;
+}
+
+}  // namespace
+
+Result<bool> check_policy_init(const PolicyConfig& policy) {
+  if (policy.kind != "moe_transformer" || policy.init.empty()) return true;
+  TrainerOptions o;
+  o.policy = policy;
+  TokenTrainer t(token_options(o));
+  return t.load_model_file(policy.init);
+}
+
+Trainer::Trainer(const TrainerOptions& o) : options_(o) {
+  if (o.policy.kind != "moe_transformer") {
+    impl_ = std::make_unique<Impl>(o);
+    return;
+  }
+  RLX_REQUIRE(o.group == nullptr);  // config validation: one rank
+  tokens_ = std::make_unique<TokenTrainer>(token_options(o));
+  if (!o.policy.init.empty()) {
+    auto ok = tokens_->load_model_file(o.policy.init);
+    RLX_REQUIRE(ok.ok(), ok.error().message);  // checked at start (check_policy_init)
+  }
+}
 
 std::vector<std::uint8_t> Trainer::save_state() const {
   torch::serialize::OutputArchive a;
+  if (tokens_) {
+    tokens_->save_state(a);
+    a.write("version", torch::tensor(static_cast<std::int64_t>(version_)));
+    std::ostringstream os;
+    a.save_to(os);
+    const std::string s = os.str();
+    return {s.begin(), s.end()};
+  }
   for (const auto& p : impl_->policy->named_parameters(true)) a.write("param/" + p.key(), p.value().detach().cpu());
   torch::serialize::OutputArchive opt;
   impl_->optimizer->save(opt);
@@ -108,6 +162,13 @@ Result<bool> Trainer::load_state(const std::vector<std::uint8_t>& bytes) {
     torch::serialize::InputArchive a;
     a.load_from(is);
     torch::NoGradGuard guard;
+    if (tokens_) {
+      tokens_->load_state(a);
+      torch::Tensor v;
+      a.read("version", v);
+      version_ = static_cast<std::uint64_t>(v.item<std::int64_t>());
+      return true;
+    }
     for (auto& p : impl_->policy->named_parameters(true)) {
       torch::Tensor t;
       a.read("param/" + p.key(), t);
@@ -130,7 +191,16 @@ Result<bool> Trainer::load_state(const std::vector<std::uint8_t>& bytes) {
 }
 Trainer::~Trainer() = default;
 
-WeightSetData Trainer::weights() const { return export_weights(*impl_->policy, version_, options_.policy.kind); }
+WeightSetData Trainer::weights() const {
+  if (tokens_) {
+    auto w = tokens_->weights();
+    w.version = version_;
+    w.policy_kind = options_.policy.kind;
+    w.checksum = w.compute_checksum();
+    return w;
+  }
+  return export_weights(*impl_->policy, version_, options_.policy.kind);
+}
 
 Batch Trainer::Impl::make_batch(const std::vector<const Segment*>& segments) {
   RLX_REQUIRE(!segments.empty());
@@ -185,6 +255,26 @@ std::pair<torch::Tensor, torch::Tensor> bootstrap(const torch::Tensor& values, c
 
 Result<UpdateStats> Trainer::update(const std::vector<const Segment*>& segments) {
   try {
+    if (tokens_) {
+      for (const Segment* s : segments)
+        if (!s->tokens) return make_error(Errc::invalid_field, "the token policy got a segment without tokens");
+      const auto& m = tokens_->options().model;
+      auto rows = token_rows(segments, m.layers, m.top_k);
+      TokenBatch batch{std::move(rows.rows), std::move(rows.rewards), rows.group_size};
+      tokens_->set_version(version_);
+      const auto t = tokens_->rl_step(batch);
+      UpdateStats s;
+      s.policy_loss = t.policy_loss;
+      s.value_loss = t.value_loss;
+      s.entropy = t.entropy;
+      s.load_balance = t.load_balance;
+      s.correction = t.correction;
+      s.route_mismatch = t.route_mismatch;
+      s.stale_tokens = static_cast<std::uint64_t>(t.stale_tokens);
+      for (const Segment* x : segments) s.steps += x->env_steps();
+      ++version_;  // even when every token was stale: the learner's contract is one version per batch
+      return s;
+    }
     Batch b = impl_->make_batch(segments);
     UpdateStats s = options_.learner.algorithm == "vtrace" ? impl_->update_vtrace(b) : impl_->update_ppo(b);
     s.steps = b.steps;

@@ -1,6 +1,8 @@
 // The learner's compute: owns the policy and its optimizer, turns batches
 // of admitted segments into updates (PPO with GAE and the decoupled
-// correction, or V-trace actor-critic), and counts the policy version.
+// correction, or V-trace actor-critic; for the token policy, token-level
+// GRPO or PPO through learner/token_trainer.hpp), and counts the policy
+// version.
 // Single-threaded: owned by one learner actor (or a replay tool).
 #pragma once
 
@@ -14,6 +16,7 @@
 namespace rlx {
 
 class LearnerGroup;
+class TokenTrainer;
 
 struct TrainerOptions {
   LearnerConfig learner;
@@ -26,7 +29,16 @@ struct TrainerOptions {
   // optimizer step and normalise advantages with statistics over all
   // ranks, so each stays identical. Not owned.
   LearnerGroup* group = nullptr;
+  // The token policy (policy.kind "moe_transformer"): sampling settings
+  // (log-probs are taken at the sampling temperature) and the per-token
+  // staleness bound.
+  TokensConfig tokens = {};
+  std::uint64_t max_staleness = 4;
 };
+
+// Whether policy.init names weights this policy shape can start from (a
+// clear error at start instead of a learner that cannot be built).
+Result<bool> check_policy_init(const PolicyConfig& policy);
 
 // Whether this build and machine can train on `device` ("cpu", "cuda",
 // "cuda:N"): a clear error when CUDA is asked of a CPU-only LibTorch or a
@@ -59,7 +71,8 @@ class Trainer {
  private:
   struct Impl;  // LibTorch state, kept out of this header (compile time)
   TrainerOptions options_;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_;           // the MLP policy
+  std::unique_ptr<TokenTrainer> tokens_;  // or the token policy
   std::uint64_t version_ = 0;
 };
 

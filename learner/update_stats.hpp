@@ -21,6 +21,10 @@ struct UpdateStats {
   std::vector<float> expert_utilisation;
   LossStats correction;
   std::uint64_t steps = 0;   // env steps in the batch
+  // The token policy: how often the learner's own routing differs from
+  // the routes the rollout recorded, and tokens past the staleness bound.
+  double route_mismatch = 0;
+  std::uint64_t stale_tokens = 0;
 };
 
 }  // namespace rlx

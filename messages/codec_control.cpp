@@ -107,6 +107,8 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     m.setValueLoss(x.value_loss);
     m.setEntropy(x.entropy);
     m.setLoadBalanceLoss(x.load_balance_loss);
+    m.setRouteMismatch(x.route_mismatch);
+    m.setStaleTokens(x.stale_tokens);
     auto u = m.initExpertUtilisation(static_cast<unsigned>(x.expert_utilisation.size()));
     for (unsigned i = 0; i < x.expert_utilisation.size(); ++i) u.set(i, x.expert_utilisation[i]);
     m.setUpdates(x.updates);
@@ -144,6 +146,8 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.value_loss = m.getValueLoss();
     x.entropy = m.getEntropy();
     x.load_balance_loss = m.getLoadBalanceLoss();
+    x.route_mismatch = m.getRouteMismatch();
+    x.stale_tokens = m.getStaleTokens();
     for (auto v : m.getExpertUtilisation()) x.expert_utilisation.push_back(v);
     x.updates = m.getUpdates();
     x.weight_swap_mean_us = m.getWeightSwapMeanUs();

@@ -18,6 +18,13 @@ std::uint64_t Segment::newest_version() const {
   return v;
 }
 
+std::uint64_t Segment::env_steps() const {
+  if (!tokens) return std::uint64_t{num_steps} * num_envs;
+  std::uint64_t n = 0;
+  for (auto l : episode_lengths) n += l;
+  return n;
+}
+
 const char* to_string(Verdict v) {
   switch (v) {
     case Verdict::trained: return "trained";
@@ -50,6 +57,42 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
   for (unsigned i = 0; i < x.episode_lengths.size(); ++i) l.set(i, x.episode_lengths[i]);
   s.setCreatedUnixNs(x.created_unix_ns);
   s.setLostEpisodes(x.lost_episodes);
+  if (x.tokens) {
+    auto k = s.initTokens();
+    k.setPromptWidth(x.tokens->prompt_width);
+    auto pl = k.initPromptLengths(static_cast<unsigned>(x.tokens->prompt_lengths.size()));
+    for (unsigned i = 0; i < pl.size(); ++i) pl.set(i, x.tokens->prompt_lengths[i]);
+    set_tensor(k.initRoutes(), {T, B, x.tokens->route_width}, x.tokens->routes);
+    k.setGroupSize(x.tokens->group_size);
+    auto ids = k.initTaskIds(static_cast<unsigned>(x.tokens->task_ids.size()));
+    for (unsigned i = 0; i < ids.size(); ++i) ids.set(i, x.tokens->task_ids[i]);
+  }
+}
+
+// A token segment's rows, checked against the segment's shape.
+TokenRows read_tokens(wire::TokenRows::Reader k, const Segment& x) {
+  const std::uint64_t T = x.num_steps, B = x.num_envs;
+  TokenRows t;
+  t.prompt_width = k.getPromptWidth();
+  if (t.prompt_width == 0 || t.prompt_width >= T) invalid("tokens: promptWidth must be in [1, numSteps)");
+  if (k.getPromptLengths().size() != B) invalid("tokens: need one prompt length per row");
+  for (auto l : k.getPromptLengths()) {
+    if (l == 0 || l > t.prompt_width) invalid("tokens: a prompt length is 0 or above promptWidth");
+    t.prompt_lengths.push_back(l);
+  }
+  auto shape = k.getRoutes().getShape();
+  if (shape.size() != 3) invalid("tokens: routes must be rank 3");
+  t.route_width = shape[2];
+  if (t.route_width == 0) invalid("tokens: routes need one entry per layer and slot");
+  t.routes = read_tensor<std::uint8_t>(k.getRoutes(), {T, B, t.route_width}, "routes");
+  t.group_size = k.getGroupSize();
+  if (t.group_size == 0 || B % t.group_size != 0) invalid("tokens: groupSize must divide the rows");
+  if (k.getTaskIds().size() != B) invalid("tokens: need one task id per row");
+  for (auto id : k.getTaskIds()) t.task_ids.emplace_back(id.cStr(), id.size());
+  if (x.episode_lengths.size() != B) invalid("tokens: need one episode (completion) per row");
+  for (auto l : x.episode_lengths)
+    if (l == 0 || t.prompt_width + l > T) invalid("tokens: a completion is empty or runs past numSteps");
+  return t;
 }
 
 }  // namespace
@@ -65,7 +108,8 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
   auto obs_shape = s.getObservations().getShape();
   if (obs_shape.size() != 3) invalid("observations: rank must be 3");
   x.obs_dim = obs_shape[2];
-  if (x.obs_dim == 0) invalid("observations: obs_dim must be positive");
+  if (x.obs_dim == 0 && !s.hasTokens()) invalid("observations: obs_dim must be positive");
+  if (x.obs_dim != 0 && s.hasTokens()) invalid("tokens: a token segment has no observations");
   x.observations = read_tensor<float>(s.getObservations(), {T, B, x.obs_dim}, "observations");
   x.actions = read_tensor<std::int64_t>(s.getActions(), {T, B}, "actions");
   x.behaviour_log_probs = read_tensor<float>(s.getBehaviourLogProbs(), {T, B}, "behaviourLogProbs");
@@ -83,6 +127,7 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
   for (auto e : l) x.episode_lengths.push_back(e);
   x.created_unix_ns = s.getCreatedUnixNs();
   x.lost_episodes = s.getLostEpisodes();
+  if (s.hasTokens()) x.tokens = read_tokens(s.getTokens(), x);
   for (float f : x.behaviour_log_probs)
     if (!(f <= 0.0f)) invalid("behaviourLogProbs: must be finite and <= 0");
   for (float f : x.observations)
@@ -95,7 +140,8 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
 WireBuffer encode(const Segment& x, std::string_view sender) {
   const std::size_t bytes = x.observations.size() * 4 + x.actions.size() * 8 + x.behaviour_log_probs.size() * 4 +
                             x.rewards.size() * 4 + x.terminated.size() * 2 + x.policy_versions.size() * 8 +
-                            x.bootstrap_observations.size() * 4 + x.episode_returns.size() * 8;
+                            x.bootstrap_observations.size() * 4 + x.episode_returns.size() * 8 +
+                            (x.tokens ? x.tokens->routes.size() + x.tokens->task_ids.size() * 32 : 0);
   return build(sender, [&](auto body) { fill_segment(body.initSegment(), x); }, bytes / 8 + 128);
 }
 

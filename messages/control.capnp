@@ -67,6 +67,8 @@ struct MetricsReport {
   episodesLost @21 :UInt64;       # episodes cut by environment failures (not counted in returns)
   segmentsByExplorer @22 :List(ExplorerSegments); # segments received from each explorer (any verdict)
   busySeconds @23 :Float64;       # wall time the learner spent on segments and updates (not waiting), cumulative
+  routeMismatch @24 :Float32;     # token policy: fraction of (token, layer) the learner routed otherwise than the rollout, last update
+  staleTokens @25 :UInt64;        # token policy: generated tokens past the staleness bound (not trained), cumulative
 }
 
 struct ExplorerSegments {

@@ -23,6 +23,25 @@ struct TrajectorySegment {
   episodeLengths @13 :List(UInt32);    # their lengths in steps, same order as episodeReturns
   createdUnixNs @14 :UInt64;     # wall-clock time the segment was completed (explorer's clock)
   lostEpisodes @15 :UInt32;      # episodes cut by an environment failure (crash, timeout, bad output) in this segment
+  tokens @16 :TokenRows;         # set by a token policy (observations are then [T, B, 0]; see TokenRows)
+}
+
+# A token policy's segment: B sequences (rows) of one decoding batch laid
+# out time-major like any segment, T = prompt width + longest completion.
+# actions = the tokens (prompts left-padded with 0, completions after
+# them, 0 after a row's end); behaviourLogProbs = log pi of each sampled
+# token (0 elsewhere); policyVersions = the version of each decoding step
+# (rows decode in lockstep, so one version per column: the staleness
+# contract holds per token). Row b's completion is steps
+# [promptWidth, promptWidth + episodeLengths[b]); its reward sits on its
+# last token, where terminated (it emitted end-of-sequence) or truncated
+# (it hit the length limit) is set.
+struct TokenRows {
+  promptWidth @0 :UInt32;          # P
+  promptLengths @1 :List(UInt32);  # [B]: real prompt tokens of each row (<= P)
+  routes @2 :T.Tensor;             # uint8 [T, B, layers * k]: experts chosen per token and layer (255: none)
+  groupSize @3 :UInt32;            # rows come in groups of this many samples of one task
+  taskIds @4 :List(Text);          # [B]: the task of each row (what its scorer needs)
 }
 
 # What happened to a segment at the learner.

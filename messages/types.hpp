@@ -4,10 +4,21 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace rlx {
+
+// A token policy's rows (rollout.capnp TokenRows).
+struct TokenRows {
+  std::uint32_t prompt_width = 0;            // P
+  std::vector<std::uint32_t> prompt_lengths; // [B]
+  std::uint32_t route_width = 0;             // layers * k
+  std::vector<std::uint8_t> routes;          // [T, B, route_width], 255 = none
+  std::uint32_t group_size = 1;
+  std::vector<std::string> task_ids;         // [B]
+};
 
 // TrajectorySegment: T steps of B environments.
 struct Segment {
@@ -28,12 +39,14 @@ struct Segment {
   std::vector<std::uint32_t> episode_lengths;
   std::uint64_t created_unix_ns = 0;
   std::uint32_t lost_episodes = 0;           // episodes cut by env failures in this segment
+  std::optional<TokenRows> tokens;           // a token policy's segment (obs_dim 0)
 
   // The version of the oldest step (what admission measures lag from).
   std::uint64_t oldest_version() const;
   // The version of the newest step.
   std::uint64_t newest_version() const;
-  std::uint64_t env_steps() const { return std::uint64_t{num_steps} * num_envs; }
+  // Steps taken: T x B, or for a token segment the tokens sampled.
+  std::uint64_t env_steps() const;
 };
 
 enum class Verdict : std::uint8_t { trained = 0, dropped_stale = 1, rejected = 2 };
@@ -174,6 +187,8 @@ struct MetricsData {
   std::uint64_t episodes_lost = 0;   // episodes cut by env failures (not in the returns)
   std::vector<std::pair<std::uint32_t, std::uint64_t>> segments_by_explorer;  // explorer id -> segments received
   double busy_s = 0;                 // wall time spent on segments and updates (not waiting), cumulative
+  float route_mismatch = 0;          // token policy, last update
+  std::uint64_t stale_tokens = 0;    // token policy, cumulative
 };
 
 struct ScaleCommandData {

@@ -1,10 +1,18 @@
 #include "policy/moe_layer.hpp"
 
 #include <cmath>
+#include <tuple>
 
 #include "core/error.hpp"
 
 namespace rlx {
+
+std::unique_lock<std::mutex> seeded_init(std::uint64_t seed) {
+  static std::mutex mu;
+  std::unique_lock<std::mutex> lock(mu);
+  torch::manual_seed(seed);
+  return lock;
+}
 
 MoELayerImpl::MoELayerImpl(const MoEOptions& o) : options_(o) {
   RLX_REQUIRE(o.top_k >= 1 && o.top_k <= o.experts, o.top_k, o.experts);
@@ -17,12 +25,25 @@ MoELayerImpl::MoELayerImpl(const MoEOptions& o) : options_(o) {
   b2_ = register_parameter("b2", torch::zeros({o.experts, o.out}));
 }
 
-MoEOutput MoELayerImpl::forward(const torch::Tensor& x) {
+torch::Tensor MoELayerImpl::expert(std::int64_t e, const torch::Tensor& x) const {
+  auto pre = torch::addmm(b1_[e], x, w1_[e]);
+  auto h = options_.gelu ? torch::gelu(pre) : torch::tanh(pre);
+  return torch::addmm(b2_[e], h, w2_[e]);
+}
+
+MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& forced_routes) {
   const auto N = x.size(0);
   const auto E = options_.experts, k = options_.top_k;
   auto logits = router_->forward(x);                       // [N, E]
   auto probs = torch::softmax(logits, -1);
-  auto [top_p, top_i] = probs.topk(k, -1);                 // [N, k]
+  torch::Tensor top_p, top_i;                              // [N, k]
+  if (forced_routes.defined()) {
+    RLX_REQUIRE(forced_routes.size(0) == N && forced_routes.size(1) == k, forced_routes.size(0), N);
+    top_i = forced_routes.to(torch::kLong);
+    top_p = probs.gather(1, top_i);
+  } else {
+    std::tie(top_p, top_i) = probs.topk(k, -1);
+  }
   auto gates = top_p / top_p.sum(-1, true);
 
   // Group (token, slot) pairs by expert.
@@ -34,19 +55,31 @@ MoEOutput MoELayerImpl::forward(const torch::Tensor& x) {
   auto counts_cpu = counts.to(torch::kCPU);
   const auto* c = counts_cpu.data_ptr<std::int64_t>();
 
+  // Capacity: each expert keeps its first `cap` pairs in token order
+  // (earlier tokens first, as Switch does).
+  std::int64_t cap = N * k;
+  if (options_.capacity_factor > 0)
+    cap = std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(options_.capacity_factor * N * k / E)));
   auto y = torch::zeros({N, options_.out}, x.options());
-  std::int64_t start = 0;
+  std::int64_t start = 0, dropped = 0;
   for (std::int64_t e = 0; e < E; ++e) {
     const auto n = c[e];
     if (n == 0) continue;
     auto tokens = token_of.narrow(0, start, n);
-    auto h = torch::tanh(torch::addmm(b1_[e], x.index_select(0, tokens), w1_[e]));
-    auto ye = torch::addmm(b2_[e], h, w2_[e]) * gate_of.narrow(0, start, n).unsqueeze(1);
-    y = y.index_add(0, tokens, ye);
+    auto gate = gate_of.narrow(0, start, n);
     start += n;
+    if (n > cap) {
+      auto [kept, pos] = tokens.sort();
+      tokens = kept.narrow(0, 0, cap);
+      gate = gate.index_select(0, pos.narrow(0, 0, cap));
+      dropped += n - cap;
+    }
+    auto ye = expert(e, x.index_select(0, tokens)) * gate.unsqueeze(1);
+    y = y.index_add(0, tokens, ye);
   }
 
   MoEOutput out;
+  out.dropped_fraction = N == 0 ? 0.0 : static_cast<double>(dropped) / static_cast<double>(N * k);
   out.y = y;
   auto fraction = counts.to(x.dtype()) / static_cast<double>(N * k);   // f_e
   out.load_balance = static_cast<double>(E) * (fraction.detach() * probs.mean(0)).sum();
@@ -65,8 +98,7 @@ torch::Tensor MoELayerImpl::forward_reference(const torch::Tensor& x) {
     auto acc = torch::zeros({options_.out}, x.options());
     for (std::int64_t s = 0; s < options_.top_k; ++s) {
       auto e = top_i[t][s].item<std::int64_t>();
-      auto h = torch::tanh(torch::matmul(x[t], w1_[e]) + b1_[e]);
-      acc = acc + gates[t][s] * (torch::matmul(h, w2_[e]) + b2_[e]);
+      acc = acc + gates[t][s] * expert(e, x[t].unsqueeze(0)).squeeze(0);
     }
     rows.push_back(acc);
   }

@@ -3,9 +3,18 @@
 // are mixed by the renormalised router probabilities. Expert computation
 // is grouped: tokens are sorted by expert and each expert runs one matmul
 // over its tokens. The same layer serves the MLP and transformer policies.
+//
+// Options the transformer uses: a GELU expert activation, an expert
+// capacity (capacity_factor * N * k / E pairs per expert; the pairs past
+// it, in token order, are dropped: their slot adds nothing), and router
+// replay (forward with the routes a rollout recorded instead of the
+// router's own top-k; the gates are still the router's probabilities of
+// those experts, so the router keeps its gradient).
 #pragma once
 
 #include <torch/torch.h>
+
+#include <mutex>
 
 namespace rlx {
 
@@ -15,6 +24,8 @@ struct MoEOptions {
   std::int64_t out = 64;       // output width
   std::int64_t experts = 4;    // E
   std::int64_t top_k = 2;      // k <= E
+  bool gelu = false;           // expert activation: tanh (the MLP policy) or GELU
+  double capacity_factor = 0;  // 0 = no capacity: no token is dropped
 };
 
 struct MoEOutput {
@@ -23,16 +34,20 @@ struct MoEOutput {
   torch::Tensor router_z;        // scalar: mean logsumexp(router logits)^2
   torch::Tensor expert_fraction; // [E]: fraction of routed (token, slot) pairs per expert, sums to 1
   torch::Tensor routes;          // [N, k] int64: experts chosen per token
+  double dropped_fraction = 0;   // (token, slot) pairs past an expert's capacity
 };
 
 class MoELayerImpl : public torch::nn::Module {
  public:
   explicit MoELayerImpl(const MoEOptions& options);
-  // x: [N, in]. Differentiable in x, router and experts.
-  MoEOutput forward(const torch::Tensor& x);
+  // x: [N, in]. Differentiable in x, router and experts. With
+  // `forced_routes` ([N, k] int64, defined): those experts, not the top-k.
+  MoEOutput forward(const torch::Tensor& x, const torch::Tensor& forced_routes = {});
   // Reference implementation: every token through every chosen expert one
   // at a time (tests compare the grouped path against it).
   torch::Tensor forward_reference(const torch::Tensor& x);
+  // The expert MLP applied to rows x of expert e.
+  torch::Tensor expert(std::int64_t e, const torch::Tensor& x) const;
   const MoEOptions& options() const { return options_; }
 
  private:
@@ -41,5 +56,11 @@ class MoELayerImpl : public torch::nn::Module {
   torch::Tensor w1_, b1_, w2_, b2_;  // [E,in,hidden] [E,hidden] [E,hidden,out] [E,out]
 };
 TORCH_MODULE(MoELayer);
+
+// Seeds LibTorch's process-wide generator and holds it for a module's
+// construction: initialisers draw from that one generator, so two threads
+// building policies at once would interleave draws (and a learner's
+// initial weights would depend on timing, breaking exact replay).
+std::unique_lock<std::mutex> seeded_init(std::uint64_t seed);
 
 }  // namespace rlx

@@ -1,6 +1,5 @@
 #include "policy/moe_mlp_policy.hpp"
 
-#include <mutex>
 
 namespace rlx {
 
@@ -38,12 +37,10 @@ PolicyOutput MoEMlpPolicyImpl::forward(const torch::Tensor& obs) {
 
 torch::Tensor MoEMlpPolicyImpl::logits(const torch::Tensor& obs) { return pi_->forward(actor_trunk(obs, nullptr)); }
 
-std::vector<std::string> policy_kinds() { return {"moe_mlp"}; }
+std::vector<std::string> policy_kinds() { return {"moe_mlp", "moe_transformer"}; }
 
 MoEMlpPolicy make_seeded_policy(const PolicyOptions& options, std::uint64_t seed) {
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  torch::manual_seed(seed);
+  auto lock = seeded_init(seed);
   return MoEMlpPolicy(options);
 }
 

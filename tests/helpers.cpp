@@ -1,6 +1,6 @@
 #include "tests/helpers.hpp"
 
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.hpp"
 
 #include "policy/moe_mlp_policy.hpp"
 #include "tools/embedded_config.hpp"

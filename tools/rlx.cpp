@@ -10,6 +10,7 @@
 #include "tools/replay_cmd.hpp"
 #include "tools/scale_cmd.hpp"
 #include "tools/serve_env.hpp"
+#include "tools/sft_cmd.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"rlx: asynchronous reinforcement learning over actors"};
@@ -51,6 +52,18 @@ int main(int argc, char** argv) {
   replay_cmd->add_option("--passes", replay_args.passes, "offline: passes over the log's segments")->check(CLI::Range(1, 10000));
   replay_cmd->add_option("--eval-episodes", replay_args.eval_episodes, "offline: greedy episodes to score the result")
       ->check(CLI::Range(1, 100000));
+  rlx::SftArgs sft_args;
+  auto* sft_cmd = app.add_subcommand("sft", "supervised start of the token policy on the task family's reference answers");
+  sft_cmd->add_option("--kind", sft_args.kind, "token task kind")->check(CLI::IsMember({"arithmetic", "code"}));
+  sft_cmd->add_option("--steps", sft_args.steps, "optimizer steps")->check(CLI::Range(1, 10000000));
+  sft_cmd->add_option("--batch", sft_args.batch, "(task, reference) pairs per step")->check(CLI::Range(1, 65536));
+  sft_cmd->add_option("--lr", sft_args.lr, "Adam learning rate")->check(CLI::Range(1e-7, 1.0));
+  sft_cmd->add_option("--seed", sft_args.seed, "initialisation and task draws");
+  sft_cmd->add_option("--eval-every", sft_args.eval_every, "steps between held-out evaluations (0: at the end)")
+      ->check(CLI::Range(0, 10000000));
+  sft_cmd->add_option("--eval-tasks", sft_args.eval_tasks, "held-out tasks scored")->check(CLI::Range(1, 100000));
+  sft_cmd->add_option("--threads", sft_args.threads, "compute threads")->check(CLI::Range(1, 1024));
+  sft_cmd->add_option("--out", sft_args.out, "where the weights go");
   rlx::InspectArgs inspect_args;
   auto* inspect_cmd = app.add_subcommand("inspect", "summarise a rollout log");
   inspect_cmd->add_option("log", inspect_args.log, "a log_dir or its rollouts/ directory")->required();
@@ -86,6 +99,7 @@ int main(int argc, char** argv) {
   if (*inspect_cmd) return rlx::inspect_command(inspect_args);
   if (*plot_cmd) return rlx::plot_command(plot_dir, plot_out);
   if (*rank_cmd) return rlx::learner_rank_command(rank_args);
+  if (*sft_cmd) return rlx::sft_command(sft_args);
   if (*bench_cmd) return rlx::run_benchmarks(rlx::BenchOptions{bench_filter, bench_seeds, bench_out});
   return 1;
 }

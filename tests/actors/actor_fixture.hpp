@@ -49,6 +49,7 @@ inline coordinator_actor::behavior_type stub_coordinator(coordinator_actor::poin
       },
       [](node_atom, const std::string&, node_actor, std::uint32_t, std::uint32_t, std::uint32_t, bool) {},
       [](refused_atom, const std::string&) {},
+      [](eval_atom, std::uint64_t, double, double, std::uint32_t) {},
       [](leave_atom, const WireMsg&) {},
       [](metrics_atom, const WireMsg&) {},
       [](swap_atom, std::uint32_t, double) {},

@@ -216,3 +216,49 @@ TEST_CASE("a configuration written back as TOML parses to the same configuration
   CHECK(back->launch.listen);
   CHECK(back->nodes.size() == c.nodes.size());
 }
+
+TEST_CASE("a token run needs the token policy, a dividing group and room for its prompts", "[config][token]") {
+  const std::string base = R"(
+[run]
+env = "tokens:arithmetic"
+[policy]
+kind = "moe_transformer"
+[learner]
+algorithm = "grpo"
+[[node]]
+name = "head"
+actors = ["coordinator", "learner", "weight_store", "recorder"]
+explorers = 1
+envs_per_explorer = 16
+)";
+  CHECK(test::parse(base).ok());
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = base;
+    t.replace(t.find(from), from.size(), to);
+    return test::parse(t);
+  };
+  auto mlp = with("kind = \"moe_transformer\"", "kind = \"moe_mlp\"");
+  REQUIRE_FALSE(mlp.ok());
+  CHECK(mlp.error().message.find("moe_transformer") != std::string::npos);
+  auto cartpole = with("env = \"tokens:arithmetic\"", "env = \"cartpole\"");
+  REQUIRE_FALSE(cartpole.ok());
+  CHECK(cartpole.error().message.find("token env") != std::string::npos);
+  auto group = with("[learner]", "[tokens]\ngroup_size = 5\n[learner]");
+  REQUIRE_FALSE(group.ok());
+  CHECK(group.error().message.find("group_size") != std::string::npos);
+  auto vtrace = with("algorithm = \"grpo\"", "algorithm = \"vtrace\"");
+  CHECK_FALSE(vtrace.ok());
+  auto long_answers = with("[learner]", "[tokens]\nmax_new_tokens = 300\n[learner]");
+  CHECK_FALSE(long_answers.ok());
+  auto code = with("env = \"tokens:arithmetic\"", "env = \"tokens:code\"");
+  REQUIRE_FALSE(code.ok());
+  CHECK(code.error().message.find("scorer") != std::string::npos);
+  auto unknown = with("env = \"tokens:arithmetic\"", "env = \"tokens:chess\"");
+  CHECK_FALSE(unknown.ok());
+}
+
+TEST_CASE("grpo is refused for a policy that does not sample groups", "[config][token]") {
+  auto c = test::parse("[learner]\nalgorithm = \"grpo\"\n" + valid_nodes());
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().message.find("grpo") != std::string::npos);
+}

@@ -2,7 +2,7 @@
 #include <random>
 #include <thread>
 
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.hpp"
 #include <torch/torch.h>
 
 #include "learner/learner_core.hpp"

@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.hpp"
 
 #include "learner/run_stats.hpp"
 #include "learner/trainer.hpp"

@@ -1,4 +1,4 @@
-#include <catch2/catch.hpp>
+#include "tests/torch_catch.hpp"
 
 #include "policy/moe_layer.hpp"
 #include "policy/moe_mlp_policy.hpp"

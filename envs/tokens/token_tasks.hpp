@@ -1,0 +1,36 @@
+// Tasks for the token policy (envs/tokens): a prompt to complete and a
+// task id a Scorer (envs/scorer.hpp) turns, with the completion, into the
+// reward. Two kinds:
+//   "arithmetic": "a+b=" / "a-b=" with small operands; the answer is
+//     scored in-process (ArithmeticScorer, exact match).
+//   "code": a code task (envs/code/code_tasks.hpp) shown as its spec and
+//     one visible example; the completion is the program, scored by the
+//     hidden tests in the sandbox (CodeScorer, through the reward pool).
+// A task is drawn from its seed alone; `reference` is a correct
+// completion (the supervised data). CAF-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace rlx {
+
+struct TokenTask {
+  std::string id;         // what the scorer needs besides the completion
+  std::string prompt;     // shown to the policy
+  std::string reference;  // a correct completion
+};
+
+const std::vector<std::string>& token_task_kinds();
+
+// The scorer kind ([reward] scorer) of a task kind: "arithmetic" or "code".
+std::string scorer_for(std::string_view kind);
+
+// Task `seed` of `kind`. Errc::config_unknown_name for an unknown kind.
+Result<TokenTask> make_token_task(std::string_view kind, std::uint64_t seed);
+
+}  // namespace rlx

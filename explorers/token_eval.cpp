@@ -1,0 +1,55 @@
+#include "explorers/token_eval.hpp"
+
+#include <algorithm>
+
+#include "envs/tokens/token_tasks.hpp"
+#include "envs/tokens/tokenizer.hpp"
+#include "policy/token_sampler.hpp"
+
+namespace rlx {
+
+TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, const TokenEvalOptions& o) {
+  TokenEvaluation ev;
+  SampleOptions s;
+  s.greedy = true;
+  s.max_new_tokens = o.max_new_tokens;
+  s.eos = Tokenizer::eos;
+  s.pad = Tokenizer::pad;
+  std::mt19937_64 rng(0);  // unused by greedy decoding
+  for (int first = 0; first < o.tasks; first += static_cast<int>(o.batch)) {
+    const int n = std::min<int>(static_cast<int>(o.batch), o.tasks - first);
+    std::vector<TokenTask> tasks;
+    std::vector<std::vector<std::int64_t>> prompts;
+    for (int i = 0; i < n; ++i) {
+      auto t = make_token_task(o.kind, heldout_seed() + static_cast<std::uint64_t>(first + i));
+      if (!t) continue;
+      prompts.push_back(Tokenizer::encode(t->prompt));
+      tasks.push_back(std::move(*t));
+    }
+    if (tasks.empty()) break;
+    auto g = generate(model, prompts, s, rng);
+    for (std::size_t b = 0; b < tasks.size(); ++b) {
+      auto row = g.tokens[static_cast<std::int64_t>(b)].narrow(0, g.prompt_width, g.lengths[b]).contiguous();
+      const std::string completion = Tokenizer::decode(
+          std::vector<std::int64_t>(row.data_ptr<std::int64_t>(), row.data_ptr<std::int64_t>() + row.numel()));
+      RewardRequestData req;
+      req.request_id = static_cast<std::uint64_t>(first) + b;
+      req.task = tasks[b].id;
+      req.payload = completion;
+      const auto r = scorer.score(req);
+      ++ev.tasks;
+      if (!r.ok) ++ev.unscored;
+      const double score = r.ok ? r.score : 0.0;
+      ev.mean_score += score;
+      ev.pass_at_1 += score >= 1.0 ? 1.0 : 0.0;
+      if (ev.samples.size() < 3) ev.samples.push_back(tasks[b].id + " -> " + completion + " (" + r.reason + ")");
+    }
+  }
+  if (ev.tasks > 0) {
+    ev.pass_at_1 /= ev.tasks;
+    ev.mean_score /= ev.tasks;
+  }
+  return ev;
+}
+
+}  // namespace rlx

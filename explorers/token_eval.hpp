@@ -1,0 +1,37 @@
+// The token policy's evaluator: pass@1 on a held-out task set, greedy
+// decoding (the policy's single best answer), each completion scored by
+// the task kind's scorer (in-process, or the sandbox for code). Held-out
+// tasks are drawn from seeds training never draws (heldout_seed() and
+// up), so a score is never on a task the policy was trained on. CAF-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "envs/scorer.hpp"
+#include "policy/moe_transformer.hpp"
+
+namespace rlx {
+
+// Training draws task seeds below this; evaluation at and above it.
+constexpr std::uint64_t heldout_seed() { return 1ull << 40; }
+
+struct TokenEvalOptions {
+  std::string kind = "code";        // envs/tokens/token_tasks.hpp
+  int tasks = 64;
+  std::int64_t max_new_tokens = 96;
+  std::int64_t batch = 32;          // rows decoded together
+};
+
+struct TokenEvaluation {
+  double pass_at_1 = 0;             // fraction of tasks whose answer scored 1
+  double mean_score = 0;            // mean fraction of tests passed
+  int tasks = 0;
+  int unscored = 0;                 // the scorer could not score (counted as 0)
+  std::vector<std::string> samples; // the first few completions, for the log
+};
+
+TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, const TokenEvalOptions& options);
+
+}  // namespace rlx

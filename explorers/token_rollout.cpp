@@ -1,0 +1,114 @@
+#include "explorers/token_rollout.hpp"
+
+#include <optional>
+
+#include "envs/tokens/token_tasks.hpp"
+#include "envs/tokens/tokenizer.hpp"
+#include "explorers/token_eval.hpp"
+#include "policy/token_sampler.hpp"
+#include "policy/token_segment.hpp"
+#include "policy/weights_io.hpp"
+
+namespace rlx {
+
+struct TokenRollout::Impl {
+  MoETransformer model{nullptr};
+  std::mt19937_64 rng;
+  std::optional<Decoder> decoder;
+  std::vector<TokenTask> tasks;  // [B]
+};
+
+TokenRollout::TokenRollout(const TokenRolloutOptions& o) : options_(o), impl_(std::make_unique<Impl>()) {
+  RLX_REQUIRE(o.rows > 0 && o.rows % o.tokens.group_size == 0, o.rows, o.tokens.group_size);
+  impl_->model = make_seeded_transformer(transformer_options(o.policy, Tokenizer::vocab), o.seed + 1000003ull * o.explorer_id);
+  impl_->rng.seed(o.seed * 6364136223846793005ull + o.explorer_id + 1);
+}
+
+TokenRollout::~TokenRollout() = default;
+
+Result<bool> TokenRollout::load_weights(const WeightSetData& w) {
+  auto ok = import_weights(*impl_->model, w);
+  if (ok) version_ = w.version;
+  return ok;
+}
+
+std::uint64_t TokenRollout::steps_in_segment() const {
+  return impl_->decoder ? static_cast<std::uint64_t>(impl_->decoder->steps()) : 0;
+}
+
+std::uint64_t TokenRollout::newest_in_segment() const {
+  return impl_->decoder ? impl_->decoder->newest_version() : 0;
+}
+
+std::uint64_t TokenRollout::drop_segment() {
+  impl_->decoder.reset();
+  return sequence_++;
+}
+
+Result<bool> TokenRollout::step() {
+  auto& im = *impl_;
+  deferred_.clear();
+  if (!im.decoder) {
+    // A new batch: rows/group tasks, each shown group_size times. Task
+    // seeds follow from the rng (so from the run seed and explorer id),
+    // below the held-out range the evaluator uses.
+    const auto groups = options_.rows / options_.tokens.group_size;
+    std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);
+    im.tasks.clear();
+    std::vector<std::vector<std::int64_t>> prompts;
+    for (std::int64_t gi = 0; gi < groups; ++gi) {
+      auto task = make_token_task(options_.kind, draw(im.rng));
+      if (!task) return task.error();
+      const auto ids = Tokenizer::encode(task->prompt);
+      if (static_cast<std::int64_t>(ids.size()) + options_.tokens.max_new_tokens > options_.policy.max_len)
+        return make_error(Errc::config_range, "task " + task->id + ": its prompt (" + std::to_string(ids.size()) +
+                                                  " tokens) and max_new_tokens do not fit policy.max_len");
+      for (std::int64_t j = 0; j < options_.tokens.group_size; ++j) {
+        prompts.push_back(ids);
+        im.tasks.push_back(*task);
+      }
+    }
+    SampleOptions s;
+    s.max_new_tokens = options_.tokens.max_new_tokens;
+    s.temperature = options_.tokens.temperature;
+    s.top_p = options_.tokens.top_p;
+    s.eos = Tokenizer::eos;
+    s.pad = Tokenizer::pad;
+    im.decoder.emplace(im.model, prompts, s);
+  }
+  return im.decoder->step(im.rng, version_);
+}
+
+Segment TokenRollout::take_segment() {
+  auto& im = *impl_;
+  RLX_REQUIRE(im.decoder && im.decoder->done());
+  Generation g = im.decoder->finish();
+  im.decoder.reset();
+  const auto B = static_cast<std::int64_t>(im.tasks.size());
+  std::vector<float> rewards(B, 0.0f);
+  std::vector<std::string> ids, completions;
+  for (std::int64_t b = 0; b < B; ++b) {
+    auto row = g.tokens[b].narrow(0, g.prompt_width, g.lengths[b]).contiguous();
+    completions.push_back(Tokenizer::decode(
+        std::vector<std::int64_t>(row.data_ptr<std::int64_t>(), row.data_ptr<std::int64_t>() + row.numel())));
+    ids.push_back(im.tasks[b].id);
+    if (options_.in_process) {
+      RewardRequestData req{static_cast<std::uint64_t>(b), options_.explorer_id, ids.back(), completions.back()};
+      const auto r = options_.in_process->score(req);
+      rewards[b] = r.ok ? r.score : 0.0f;
+    }
+  }
+  const std::uint64_t seq = sequence_++;
+  Segment s = token_segment(g, rewards, ids, static_cast<std::uint32_t>(options_.tokens.group_size),
+                            options_.explorer_id, seq);
+  s.created_unix_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  if (!options_.in_process)
+    for (std::int64_t b = 0; b < B; ++b)
+      deferred_.push_back({seq, static_cast<std::uint32_t>(g.prompt_width + g.lengths[b] - 1),
+                           static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(b),
+                           ids[b] + "\n" + completions[b]});
+  return s;
+}
+
+}  // namespace rlx

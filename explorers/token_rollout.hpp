@@ -1,0 +1,64 @@
+// The explorer's compute for the token policy: draws tasks (envs/tokens),
+// decodes a batch of rows for them one step at a time (a group of
+// `group_size` samples per task, every row of the batch in lockstep
+// through the KV cache) and turns the finished batch into a segment
+// (policy/token_segment.hpp). Rewards are scored in-process when the task
+// kind allows (arithmetic); otherwise each row is listed in deferred()
+// with its payload ("TASK\nPROGRAM") for the reward pool. Weights may be
+// swapped between any two steps: each token carries the version that
+// sampled it. CAF-free; one explorer actor owns one.
+#pragma once
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "envs/scorer.hpp"
+#include "explorers/rollout.hpp"
+#include "explorers/segment_source.hpp"
+#include "messages/types.hpp"
+
+namespace rlx {
+
+struct TokenRolloutOptions {
+  std::uint32_t explorer_id = 0;
+  std::string kind = "arithmetic";  // envs/tokens/token_tasks.hpp
+  std::int64_t rows = 16;           // B (envs_per_explorer)
+  PolicyConfig policy;
+  TokensConfig tokens;
+  std::uint64_t seed = 1;           // the run's seed
+  std::shared_ptr<const Scorer> in_process;  // scores rows here (null: deferred to the reward pool)
+};
+
+class TokenRollout : public SegmentSource {
+ public:
+  explicit TokenRollout(const TokenRolloutOptions& options);
+  ~TokenRollout() override;
+
+  // One decoding step (the first of a batch draws its tasks). Returns true
+  // when the batch is complete: then take_segment(). A task whose prompt
+  // does not fit policy.max_len is an error (the explorer stops).
+  Result<bool> step();
+  Segment take_segment();
+  const std::vector<Rollout::DeferredEpisode>& deferred() const { return deferred_; }
+
+  Result<bool> load_weights(const WeightSetData& weights) override;
+  std::uint64_t version() const override { return version_; }
+  std::uint64_t steps_in_segment() const override;
+  std::uint64_t newest_in_segment() const override;
+  // Drops the batch in hand (a new one starts at the next step); returns its sequence.
+  std::uint64_t drop_segment() override;
+
+ private:
+  struct Impl;
+  TokenRolloutOptions options_;
+  std::unique_ptr<Impl> impl_;
+  std::uint64_t version_ = 0;
+  std::uint64_t sequence_ = 0;
+  std::vector<Rollout::DeferredEpisode> deferred_;
+};
+
+}  // namespace rlx

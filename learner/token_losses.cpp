@@ -1,0 +1,53 @@
+#include "learner/token_losses.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "learner/losses.hpp"
+
+namespace rlx {
+
+torch::Tensor grpo_advantages(const torch::Tensor& rewards, std::int64_t group_size, bool scale_by_std, double eps) {
+  RLX_REQUIRE(group_size >= 1 && rewards.numel() % group_size == 0, rewards.numel(), group_size);
+  auto r = rewards.to(torch::kFloat32).view({-1, group_size});
+  auto centred = r - r.mean(1, true);
+  if (scale_by_std && group_size > 1) centred = centred / (r.std(1, /*unbiased=*/true, true) + eps);
+  return centred.reshape({-1});
+}
+
+torch::Tensor admit_tokens(const torch::Tensor& versions, const torch::Tensor& generated,
+                           std::uint64_t learner_version, std::uint64_t max_lag) {
+  const auto oldest = static_cast<std::int64_t>(learner_version > max_lag ? learner_version - max_lag : 0);
+  return generated.to(torch::kBool) & (versions >= oldest);
+}
+
+torch::Tensor token_ppo_loss(const torch::Tensor& new_log_probs, const torch::Tensor& prox_log_probs,
+                             const torch::Tensor& behaviour_log_probs, const torch::Tensor& advantages,
+                             const torch::Tensor& mask, double clip, double rho_bar, LossStats* stats) {
+  auto m = mask.to(torch::kBool);
+  auto pick = [&](const torch::Tensor& t) { return t.masked_select(m); };
+  if (m.sum().item<std::int64_t>() == 0) return (new_log_probs * 0).sum();
+  return decoupled_ppo_loss(pick(new_log_probs), pick(prox_log_probs), pick(behaviour_log_probs), pick(advantages),
+                            clip, rho_bar, stats);
+}
+
+std::vector<std::vector<std::int64_t>> pack_by_length(const std::vector<std::int64_t>& lengths,
+                                                      std::int64_t token_budget) {
+  std::vector<std::int64_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](auto a, auto b) { return lengths[a] > lengths[b]; });
+  std::vector<std::vector<std::int64_t>> out;
+  std::int64_t longest = 0;
+  for (const auto i : order) {
+    // Sorted longest first: the first row of a microbatch is its longest.
+    if (out.empty() || static_cast<std::int64_t>(out.back().size() + 1) * longest > token_budget) {
+      out.emplace_back();
+      longest = lengths[i];
+    }
+    out.back().push_back(i);
+  }
+  return out;
+}
+
+}  // namespace rlx

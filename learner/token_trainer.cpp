@@ -1,0 +1,255 @@
+#include "learner/token_trainer.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "learner/token_losses.hpp"
+#include "policy/weights_io.hpp"
+
+namespace rlx {
+
+namespace {
+
+// log p(token_j | tokens_<j) for every column j >= 1 (column 0: 0), at
+// `temperature`, and the entropy of each of those distributions.
+std::pair<torch::Tensor, torch::Tensor> token_log_probs(const torch::Tensor& logits, const torch::Tensor& tokens,
+                                                        double temperature) {
+  const auto W = tokens.size(1);
+  auto logp_all = torch::log_softmax(logits.narrow(1, 0, W - 1) / temperature, -1);   // predicts columns 1..W-1
+  auto picked = logp_all.gather(2, tokens.narrow(1, 1, W - 1).unsqueeze(-1)).squeeze(-1);
+  auto entropy = -(logp_all.exp() * logp_all).sum(-1);
+  auto zero = torch::zeros({tokens.size(0), 1}, picked.options());
+  return {torch::cat({zero, picked}, 1), torch::cat({zero, entropy}, 1)};
+}
+
+// The rows `idx` of a [B, W, ...] tensor, cut to `width` columns.
+torch::Tensor rows(const torch::Tensor& t, const torch::Tensor& idx, std::int64_t width) {
+  return t.index_select(0, idx).narrow(1, 0, width);
+}
+
+}  // namespace
+
+SupervisedRows supervised_rows(const std::vector<std::vector<std::int64_t>>& prompts,
+                               const std::vector<std::vector<std::int64_t>>& completions, std::int64_t pad,
+                               std::int64_t eos) {
+  RLX_REQUIRE(!prompts.empty() && prompts.size() == completions.size(), prompts.size(), completions.size());
+  const auto B = static_cast<std::int64_t>(prompts.size());
+  std::int64_t P = 0, C = 0;
+  for (std::int64_t b = 0; b < B; ++b) {
+    P = std::max<std::int64_t>(P, static_cast<std::int64_t>(prompts[b].size()));
+    C = std::max<std::int64_t>(C, static_cast<std::int64_t>(completions[b].size()) + 1);
+  }
+  SupervisedRows r;
+  r.tokens = torch::full({B, P + C}, pad, torch::kLong);
+  r.valid = torch::zeros({B, P + C}, torch::kBool);
+  r.targets = torch::zeros({B, P + C}, torch::kBool);
+  auto tok = r.tokens.accessor<std::int64_t, 2>();
+  auto val = r.valid.accessor<bool, 2>();
+  auto tgt = r.targets.accessor<bool, 2>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    const auto n = static_cast<std::int64_t>(prompts[b].size());
+    for (std::int64_t i = 0; i < n; ++i) tok[b][P - n + i] = prompts[b][i], val[b][P - n + i] = true;
+    const auto& c = completions[b];
+    for (std::int64_t i = 0; i <= static_cast<std::int64_t>(c.size()); ++i) {
+      tok[b][P + i] = i < static_cast<std::int64_t>(c.size()) ? c[i] : eos;
+      val[b][P + i] = tgt[b][P + i] = true;
+    }
+  }
+  return r;
+}
+
+struct TokenTrainer::Impl {
+  explicit Impl(const TokenTrainerOptions& o) : model(make_seeded_transformer(o.model, o.seed)) {
+    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(o.lr).eps(1e-6));
+  }
+  void finish_step(const TokenTrainerOptions& o) {
+    if (o.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), o.max_grad_norm);
+    optimizer->step();
+  }
+  MoETransformer model;
+  std::unique_ptr<torch::optim::Adam> optimizer;
+};
+
+TokenTrainer::TokenTrainer(const TokenTrainerOptions& o) : options_(o), impl_(std::make_unique<Impl>(o)) {}
+TokenTrainer::~TokenTrainer() = default;
+MoETransformer& TokenTrainer::model() { return impl_->model; }
+
+WeightSetData TokenTrainer::weights() const { return export_weights(*impl_->model, version_, "moe_transformer"); }
+Result<bool> TokenTrainer::load_weights(const WeightSetData& w) { return import_weights(*impl_->model, w); }
+
+void TokenTrainer::save_state(torch::serialize::OutputArchive& a) const {
+  for (const auto& p : impl_->model->named_parameters(true)) a.write("param/" + p.key(), p.value().detach().cpu());
+  torch::serialize::OutputArchive opt;
+  impl_->optimizer->save(opt);
+  a.write("optimizer", opt);
+}
+
+void TokenTrainer::load_state(torch::serialize::InputArchive& a) {
+  torch::NoGradGuard guard;
+  for (auto& p : impl_->model->named_parameters(true)) {
+    torch::Tensor t;
+    a.read("param/" + p.key(), t);
+    TORCH_CHECK(t.sizes() == p.value().sizes(), "checkpoint parameter ", p.key(), " has another shape");
+    p.value().copy_(t);
+  }
+  torch::serialize::InputArchive opt;
+  a.read("optimizer", opt);
+  impl_->optimizer->load(opt);
+}
+
+Result<bool> TokenTrainer::load_model_file(const std::string& path) {
+  try {
+    auto fresh = make_seeded_transformer(options_.model, options_.seed);
+    torch::load(fresh, path);
+    torch::NoGradGuard guard;
+    auto src = fresh->named_parameters(true);
+    for (auto& p : impl_->model->named_parameters(true)) p.value().copy_(src[p.key()]);
+    return true;
+  } catch (const c10::Error& e) {
+    return make_error(Errc::invalid_field, path + ": not weights of this policy shape (" +
+                                               std::string(e.what_without_backtrace()).substr(0, 200) + ")");
+  }
+}
+
+TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64_t>>& prompts,
+                                        const std::vector<std::vector<std::int64_t>>& completions) {
+  const auto& o = options_;
+  auto& model = impl_->model;
+  auto r = supervised_rows(prompts, completions, 0, 1);
+  // Rows are left-padded: a microbatch of short rows drops its leading
+  // columns (positions count real tokens, so nothing else changes).
+  const auto W = r.tokens.size(1);
+  auto lengths_t = r.valid.sum(1);
+  std::vector<std::int64_t> width(lengths_t.data_ptr<std::int64_t>(), lengths_t.data_ptr<std::int64_t>() + lengths_t.numel());
+  const auto total = r.targets.sum().item<double>();
+  TokenUpdateStats s;
+  impl_->optimizer->zero_grad();
+  for (const auto& mb : pack_by_length(width, o.token_budget)) {
+    auto idx = torch::tensor(mb, torch::kLong);
+    std::int64_t w = 0;
+    for (auto i : mb) w = std::max(w, width[i]);
+    auto cut = [&](const torch::Tensor& t) { return t.index_select(0, idx).narrow(1, W - w, w); };
+    auto tokens = cut(r.tokens);
+    auto out = model->forward(tokens, cut(r.valid));
+    auto [logp, entropy] = token_log_probs(out.logits, tokens, 1.0);
+    auto tgt = cut(r.targets).to(logp.dtype());
+    const double share = static_cast<double>(mb.size()) / static_cast<double>(prompts.size());
+    auto ce = -(logp * tgt).sum() / total;
+    auto loss = ce + share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
+    loss.backward();
+    s.policy_loss += ce.item<double>();
+    s.entropy += (entropy * tgt).sum().item<double>() / total;
+    s.load_balance += share * out.load_balance.item<double>();
+    s.router_z += share * out.router_z.item<double>();
+    s.dropped_fraction += share * out.dropped_fraction;
+    ++s.microbatches;
+  }
+  impl_->finish_step(o);
+  s.tokens = static_cast<std::int64_t>(total);
+  return s;
+}
+
+TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
+  const auto& o = options_;
+  auto& model = impl_->model;
+  const auto& g = batch.sequences;
+  const auto B = g.tokens.size(0);
+  RLX_REQUIRE(static_cast<std::int64_t>(batch.rewards.size()) == B && B % batch.group_size == 0, B,
+              batch.rewards.size(), batch.group_size);
+  TokenUpdateStats s;
+  auto admitted = admit_tokens(g.versions, g.generated, version_, o.max_lag);
+  const auto total = admitted.sum().item<std::int64_t>();
+  s.stale_tokens = g.generated.sum().item<std::int64_t>() - total;
+  s.tokens = total;
+  if (total == 0) return s;  // nothing fresh enough: no step, the version stays
+
+  std::vector<std::int64_t> width(B);
+  for (std::int64_t b = 0; b < B; ++b) width[b] = g.prompt_width + g.lengths[b];
+  const auto micro = pack_by_length(width, o.token_budget);
+  auto rewards = torch::tensor(batch.rewards, torch::kFloat32);
+
+  // The proximal policy (these weights, before any step of this update):
+  // log-probs, values and own routes, per microbatch.
+  struct Part {
+    torch::Tensor idx, prox, adv, mask, tokens, valid, behaviour, routes;
+    std::int64_t width;
+  };
+  std::vector<Part> parts;
+  auto row_adv = o.algorithm == "grpo" ? grpo_advantages(rewards, batch.group_size) : torch::Tensor();
+  {
+    torch::NoGradGuard guard;
+    double mismatch = 0;
+    for (const auto& mb : micro) {
+      Part p;
+      p.idx = torch::tensor(mb, torch::kLong);
+      p.width = 0;
+      for (auto i : mb) p.width = std::max(p.width, width[i]);
+      p.tokens = rows(g.tokens, p.idx, p.width);
+      p.valid = rows(g.valid, p.idx, p.width);
+      p.mask = rows(admitted, p.idx, p.width);
+      p.behaviour = rows(g.log_probs, p.idx, p.width);
+      p.routes = g.routes.index_select(1, p.idx).narrow(2, 0, p.width);
+      auto out = model->forward(p.tokens, p.valid);
+      p.prox = token_log_probs(out.logits, p.tokens, o.temperature).first;
+      mismatch += route_mismatch(out.routes, p.routes, rows(g.generated, p.idx, p.width)) *
+                  static_cast<double>(mb.size()) / static_cast<double>(B);
+      if (o.algorithm == "grpo") {
+        p.adv = row_adv.index_select(0, p.idx).unsqueeze(1).expand({-1, p.width});
+      } else {
+        // The value before token j (at column j - 1) predicts the row's reward.
+        auto v_before = torch::cat({torch::zeros({p.tokens.size(0), 1}), out.values.narrow(1, 0, p.width - 1)}, 1);
+        p.adv = rewards.index_select(0, p.idx).unsqueeze(1) - v_before;
+      }
+      parts.push_back(std::move(p));
+    }
+    s.route_mismatch = mismatch;
+    if (o.algorithm == "ppo") {  // normalised over the admitted tokens
+      std::vector<torch::Tensor> picked;
+      for (auto& p : parts) picked.push_back(p.adv.masked_select(p.mask));
+      auto all = torch::cat(picked);
+      const double mean = all.mean().item<double>(), sd = all.numel() > 1 ? all.std().item<double>() : 1.0;
+      for (auto& p : parts) p.adv = (p.adv - mean) / (sd + 1e-8);
+    }
+  }
+
+  for (std::int64_t epoch = 0; epoch < o.epochs; ++epoch) {
+    impl_->optimizer->zero_grad();
+    for (auto& p : parts) {
+      auto out = o.router_replay ? model->forward(p.tokens, p.valid, p.routes) : model->forward(p.tokens, p.valid);
+      auto [logp, entropy] = token_log_probs(out.logits, p.tokens, o.temperature);
+      const auto n = p.mask.sum().item<std::int64_t>();
+      const double share = static_cast<double>(n) / static_cast<double>(total);
+      LossStats ls;
+      auto pg = token_ppo_loss(logp, p.prox, p.behaviour, p.adv, p.mask, o.clip, o.rho_bar, epoch == 0 ? &ls : nullptr);
+      auto maskf = p.mask.to(logp.dtype());
+      auto ent = n > 0 ? (entropy * maskf).sum() / static_cast<double>(n) : entropy.sum() * 0;
+      auto loss = share * (pg - o.entropy_coef * ent) +
+                  share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
+      if (o.algorithm == "ppo" && n > 0) {
+        auto v_before = torch::cat({torch::zeros({p.tokens.size(0), 1}), out.values.narrow(1, 0, p.width - 1)}, 1);
+        auto target = rewards.index_select(0, p.idx).unsqueeze(1);
+        auto vl = 0.5 * ((v_before - target).pow(2) * maskf).sum() / static_cast<double>(n);
+        loss = loss + share * o.value_coef * vl;
+        s.value_loss += share * vl.item<double>() / static_cast<double>(o.epochs);
+      }
+      loss.backward();
+      const double e = static_cast<double>(o.epochs);
+      s.policy_loss += share * pg.item<double>() / e;
+      s.entropy += share * ent.item<double>() / e;
+      s.load_balance += share * out.load_balance.item<double>() / e;
+      s.router_z += share * out.router_z.item<double>() / e;
+      s.dropped_fraction += share * out.dropped_fraction / e;
+      if (epoch == 0) {
+        s.correction.ratio_mean += share * ls.ratio_mean;
+        s.correction.ratio_max = std::max(s.correction.ratio_max, ls.ratio_max);
+        s.correction.truncated_fraction += share * ls.truncated_fraction;
+      }
+      ++s.microbatches;
+    }
+    impl_->finish_step(o);
+  }
+  ++version_;
+  return s;
+}
+
+}  // namespace rlx

@@ -1,0 +1,105 @@
+// The learner's compute for the token policy (policy/moe_transformer.hpp):
+// supervised steps on (prompt, completion) pairs, and token-level RL steps
+// (GRPO, or PPO with the value head) on sampled sequences, with the
+// decoupled off-policy correction and the staleness bound applied per
+// token, router replay as an option, and sequence-length-aware
+// microbatches. Single-threaded; CAF-free.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "learner/update_stats.hpp"
+#include "messages/types.hpp"
+#include "policy/moe_transformer.hpp"
+#include "policy/token_sampler.hpp"
+
+namespace rlx {
+
+struct TokenTrainerOptions {
+  TransformerOptions model;
+  std::string algorithm = "grpo";   // "grpo" | "ppo"
+  double lr = 3e-4;
+  std::int64_t epochs = 1;          // passes over each batch (one optimizer step each)
+  double clip = 0.2;
+  double rho_bar = 2.0;             // truncation of the behaviour ratio
+  double temperature = 1.0;         // the sampling temperature: log-probs are taken at it
+  std::uint64_t max_lag = 4;        // per-token staleness bound (versions)
+  std::int64_t token_budget = 4096; // padded tokens per microbatch
+  bool router_replay = false;       // train through the routes the rollout recorded
+  double load_balance_coef = 0.01;
+  double router_z_coef = 1e-3;
+  double value_coef = 0.5;          // ppo
+  double entropy_coef = 0.0;
+  double max_grad_norm = 1.0;
+  std::uint64_t seed = 1;
+};
+
+// Sampled sequences with their rewards: a Generation (policy/token_sampler.hpp)
+// and one reward per row; rows come in groups of `group_size` samples of a task.
+struct TokenBatch {
+  Generation sequences;
+  std::vector<float> rewards;       // [B]
+  std::int64_t group_size = 1;
+};
+
+struct TokenUpdateStats {
+  double policy_loss = 0;           // rl: the PPO surrogate; sft: cross-entropy per token
+  double value_loss = 0;
+  double entropy = 0;
+  double load_balance = 0;
+  double router_z = 0;
+  double route_mismatch = 0;        // fraction of (token, layer) routed otherwise than recorded
+  double dropped_fraction = 0;
+  std::int64_t tokens = 0;          // tokens trained on
+  std::int64_t stale_tokens = 0;    // generated tokens past the staleness bound (not trained)
+  std::int64_t microbatches = 0;
+  LossStats correction;
+};
+
+class TokenTrainer {
+ public:
+  explicit TokenTrainer(const TokenTrainerOptions& options);
+  ~TokenTrainer();
+
+  // One optimizer step of cross-entropy on each completion (then eos)
+  // after its prompt. REQUIRES: prompts.size() == completions.size() > 0.
+  TokenUpdateStats sft_step(const std::vector<std::vector<std::int64_t>>& prompts,
+                            const std::vector<std::vector<std::int64_t>>& completions);
+
+  // `epochs` optimizer steps on the batch; the version then grows by 1.
+  TokenUpdateStats rl_step(const TokenBatch& batch);
+
+  MoETransformer& model();
+  std::uint64_t version() const { return version_; }
+  void set_version(std::uint64_t v) { version_ = v; }
+  WeightSetData weights() const;
+  Result<bool> load_weights(const WeightSetData& weights);
+  const TokenTrainerOptions& options() const { return options_; }
+
+  // Parameters and optimizer moments (the version is the caller's).
+  void save_state(torch::serialize::OutputArchive& archive) const;
+  void load_state(torch::serialize::InputArchive& archive);  // throws c10::Error on a mismatch
+  // Parameters from `rlx sft --out` (torch::save of the model).
+  Result<bool> load_model_file(const std::string& path);
+
+ private:
+  struct Impl;
+  TokenTrainerOptions options_;
+  std::unique_ptr<Impl> impl_;
+  std::uint64_t version_ = 0;
+};
+
+// Left-pads prompt + completion (+ eos) rows: tokens and valid [B, W],
+// and the completion mask (the tokens to predict).
+struct SupervisedRows {
+  torch::Tensor tokens, valid, targets;
+};
+SupervisedRows supervised_rows(const std::vector<std::vector<std::int64_t>>& prompts,
+                               const std::vector<std::vector<std::int64_t>>& completions, std::int64_t pad,
+                               std::int64_t eos);
+
+}  // namespace rlx

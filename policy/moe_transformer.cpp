@@ -1,0 +1,158 @@
+#include "policy/moe_transformer.hpp"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace rlx {
+
+MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o) : options_(o) {
+  RLX_REQUIRE(o.d_model % o.heads == 0, o.d_model, o.heads);
+  tok_ = register_module("tok_emb", torch::nn::Embedding(o.vocab, o.d_model));
+  pos_ = register_module("pos_emb", torch::nn::Embedding(o.max_len, o.d_model));
+  for (std::int64_t l = 0; l < o.layers; ++l) {
+    const auto n = std::to_string(l);
+    ln1_.push_back(register_module("ln1_" + n, torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model}))));
+    qkv_.push_back(register_module("qkv_" + n, torch::nn::Linear(o.d_model, 3 * o.d_model)));
+    proj_.push_back(register_module("proj_" + n, torch::nn::Linear(o.d_model, o.d_model)));
+    ln2_.push_back(register_module("ln2_" + n, torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model}))));
+    MoEOptions m{o.d_model, o.expert_hidden, o.d_model, o.experts, o.top_k, /*gelu=*/true, o.capacity_factor};
+    moe_.push_back(register_module("moe_" + n, MoELayer(m)));
+  }
+  ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
+  lm_head_ = register_module("lm_head", torch::nn::Linear(o.d_model, o.vocab));
+  v_head_ = register_module("v_head", torch::nn::Linear(o.d_model, 1));
+  torch::NoGradGuard guard;
+  tok_->weight.normal_(0, 0.02);
+  pos_->weight.normal_(0, 0.02);
+  for (auto& p : proj_) p->weight.mul_(1.0 / std::sqrt(2.0 * static_cast<double>(o.layers)));
+}
+
+torch::Tensor positions_of(const torch::Tensor& valid) {
+  auto v = valid.to(torch::kLong);
+  return ((v.cumsum(1) - 1) * v).clamp_min(0);
+}
+
+TransformerOutput MoETransformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& valid,
+                                              const torch::Tensor& replay_routes) {
+  return run(tokens, valid, positions_of(valid), valid.to(torch::kBool), 0, nullptr, replay_routes);
+}
+
+KVCache MoETransformerImpl::new_cache(std::int64_t batch, std::int64_t capacity) const {
+  const auto& o = options_;
+  auto opts = tok_->weight.options();
+  KVCache c;
+  for (std::int64_t l = 0; l < o.layers; ++l) {
+    c.k.push_back(torch::zeros({batch, o.heads, capacity, o.d_model / o.heads}, opts));
+    c.v.push_back(torch::zeros({batch, o.heads, capacity, o.d_model / o.heads}, opts));
+  }
+  c.valid = torch::zeros({batch, capacity}, opts.dtype(torch::kBool));
+  c.next_position = torch::zeros({batch}, opts.dtype(torch::kLong));
+  c.capacity = capacity;
+  return c;
+}
+
+TransformerOutput MoETransformerImpl::step(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache) {
+  torch::NoGradGuard guard;
+  const auto S = tokens.size(1);
+  RLX_REQUIRE(cache.length + S <= cache.capacity, cache.length, S, cache.capacity);
+  auto v = valid.to(torch::kLong);
+  auto positions = (cache.next_position.unsqueeze(1) + v.cumsum(1) - 1) * v;
+  cache.valid.narrow(1, cache.length, S).copy_(valid);
+  auto key_valid = cache.valid.narrow(1, 0, cache.length + S);
+  auto out = run(tokens, valid, positions.clamp_min(0), key_valid, cache.length, &cache, {});
+  cache.next_position += v.sum(1);
+  cache.length += S;
+  return out;
+}
+
+TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const torch::Tensor& valid,
+                                          const torch::Tensor& positions, const torch::Tensor& key_valid,
+                                          std::int64_t offset, KVCache* cache, const torch::Tensor& replay_routes) {
+  const auto& o = options_;
+  const auto B = tokens.size(0), S = tokens.size(1), L = offset + S, H = o.heads, dh = o.d_model / o.heads;
+  RLX_REQUIRE(positions.numel() == 0 || positions.max().item<std::int64_t>() < o.max_len, o.max_len);
+  auto x = tok_->forward(tokens) + pos_->forward(positions);  // [B, S, d]
+
+  // Query i (absolute offset + i) sees key j when j is real and j <= offset + i;
+  // a padded query sees itself (its output is never used, but stays finite).
+  auto qpos = torch::arange(offset, L, tokens.options().dtype(torch::kLong)).view({S, 1});
+  auto kpos = torch::arange(0, L, tokens.options().dtype(torch::kLong)).view({1, L});
+  auto allowed = (key_valid.view({B, 1, 1, L}) & (kpos <= qpos).view({1, 1, S, L})) | (kpos == qpos).view({1, 1, S, L});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+
+  auto flat_valid = valid.reshape({-1}).to(torch::kBool);
+  auto real = flat_valid.nonzero().squeeze(1);  // rows of [B*S] that are tokens
+  TransformerOutput out;
+  std::vector<torch::Tensor> routes, fractions, lbs, zs;
+  for (std::int64_t l = 0; l < o.layers; ++l) {
+    auto qkv = qkv_[l]->forward(ln1_[l]->forward(x)).view({B, S, 3, H, dh}).permute({2, 0, 3, 1, 4});
+    auto q = qkv[0], k = qkv[1], v = qkv[2];  // [B, H, S, dh]
+    if (cache) {
+      cache->k[l].narrow(2, offset, S).copy_(k);
+      cache->v[l].narrow(2, offset, S).copy_(v);
+      k = cache->k[l].narrow(2, 0, L);
+      v = cache->v[l].narrow(2, 0, L);
+    }
+    auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // [B, H, S, L]
+    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+    auto att = torch::matmul(torch::softmax(scores, -1), v);      // [B, H, S, dh]
+    x = x + proj_[l]->forward(att.permute({0, 2, 1, 3}).reshape({B, S, o.d_model}));
+
+    // The MoE layer sees real tokens only (padding neither takes capacity
+    // nor counts in the balance).
+    auto h = ln2_[l]->forward(x).reshape({B * S, o.d_model}).index_select(0, real);
+    torch::Tensor forced;
+    if (replay_routes.defined()) forced = replay_routes[l].reshape({B * S, o.top_k}).index_select(0, real);
+    auto m = moe_[l]->forward(h, forced);
+    auto y = torch::zeros({B * S, o.d_model}, x.options()).index_copy(0, real, m.y);
+    x = x + y.view({B, S, o.d_model});
+    auto r = torch::full({B * S, o.top_k}, -1, tokens.options().dtype(torch::kLong));
+    routes.push_back(r.index_copy(0, real, m.routes).view({B, S, o.top_k}));
+    fractions.push_back(m.expert_fraction);
+    lbs.push_back(m.load_balance);
+    zs.push_back(m.router_z);
+    out.dropped_fraction += m.dropped_fraction / static_cast<double>(o.layers);
+  }
+  auto hf = ln_f_->forward(x);
+  out.logits = lm_head_->forward(hf);
+  out.values = v_head_->forward(hf).squeeze(-1);
+  out.routes = torch::stack(routes);
+  out.expert_fraction = torch::stack(fractions);
+  out.load_balance = torch::stack(lbs).mean();
+  out.router_z = torch::stack(zs).mean();
+  return out;
+}
+
+TransformerOptions transformer_options(const PolicyConfig& p, std::int64_t vocab) {
+  TransformerOptions o;
+  o.vocab = vocab;
+  o.d_model = p.d_model;
+  o.heads = p.heads;
+  o.layers = p.layers;
+  o.max_len = p.max_len;
+  o.experts = p.experts;
+  o.top_k = p.top_k;
+  o.expert_hidden = p.expert_hidden;
+  o.capacity_factor = p.capacity_factor;
+  return o;
+}
+
+MoETransformer make_seeded_transformer(const TransformerOptions& options, std::uint64_t seed) {
+  auto lock = seeded_init(seed);
+  return MoETransformer(options);
+}
+
+double route_mismatch(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& valid) {
+  // Compare expert sets: sort each token's k experts, then any difference.
+  auto sa = std::get<0>(a.sort(-1)), sb = std::get<0>(b.sort(-1));
+  auto differs = (sa != sb).any(-1);                         // [layers, B, S]
+  auto mask = valid.to(torch::kBool).unsqueeze(0).expand_as(differs);
+  const auto n = mask.sum().item<std::int64_t>();
+  if (n == 0) return 0.0;
+  return static_cast<double>((differs & mask).sum().item<std::int64_t>()) / static_cast<double>(n);
+}
+
+}  // namespace rlx

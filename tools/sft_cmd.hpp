@@ -1,0 +1,28 @@
+// `rlx sft`: the supervised start of the token policy. Trains the MoE
+// transformer on (task, reference) pairs the task family generates, shows
+// progress, scores pass@1 on the held-out tasks, and writes the weights
+// for RL to start from. docs/token-policy.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace rlx {
+
+struct SftArgs {
+  std::string kind = "code";     // token task kind (arithmetic | code)
+  int steps = 300;
+  int batch = 32;                // (task, reference) pairs per step
+  double lr = 1e-3;
+  std::uint64_t seed = 1;
+  int eval_every = 100;          // steps between held-out evaluations (0: only at the end)
+  int eval_tasks = 64;
+  int threads = 2;
+  std::string out = "runs/sft/policy.pt";
+};
+
+// 0: trained and written; 2: bad arguments, no scorer here, or the
+// weights could not be written.
+int sft_command(const SftArgs& args);
+
+}  // namespace rlx
