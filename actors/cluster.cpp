@@ -1,10 +1,11 @@
 #include "actors/cluster.hpp"
 
-#include <chrono>
-#include <thread>
+#include <malloc.h>
 
+#include <chrono>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include <caf/all.hpp>
 
@@ -24,10 +25,15 @@ namespace rlx {
 
 namespace fs = std::filesystem;
 
-std::size_t scheduler_threads(const ClusterConfig&) {
+std::size_t scheduler_threads(const ClusterConfig& config) {
   // One per core: the learner trains on one while explorers and envs share
-  // the rest; more threads than cores only adds context switches.
-  return std::max<std::size_t>(2, std::thread::hardware_concurrency());
+  // the rest; more threads than cores only adds context switches. A token
+  // run's learner, evaluator and reward workers each hold a thread for
+  // seconds at a time (an update, a held-out pass, a sandboxed program):
+  // each gets one of its own, so the coordinator and explorers still run.
+  const std::size_t cores = std::max<std::size_t>(2, std::thread::hardware_concurrency());
+  if (!config.token_run()) return cores;
+  return cores + 2 + static_cast<std::size_t>(config.head().rewards);
 }
 
 namespace {
@@ -200,6 +206,11 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   register_handle_types(cfg);
   if (options.serve) configure_remoting(cfg, config);
   cfg.set("scheduler.max-threads", scheduler_threads(config));
+  // A token run allocates large tensors of varying sizes on many threads:
+  // glibc's per-thread arenas then fragment (a code run's resident memory
+  // grew to 1.31 GB in 22 updates with the default, 0.88 GB with 2 arenas:
+  // docs/token-policy.md). Set before the scheduler's threads exist.
+  if (config.token_run()) mallopt(M_ARENA_MAX, 2);
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system system{cfg};
   {

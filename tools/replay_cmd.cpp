@@ -54,6 +54,11 @@ int replay_command(const ReplayArgs& a) {
     std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
     return 2;
   }
+  if (a.mode == "offline" && config->token_run()) {
+    std::fprintf(stderr, "rlx: offline replay scores CartPole-style policies; a token run's log replays exactly "
+                         "(--mode exact) or is summarised by `rlx inspect` (docs/token-policy.md)\n");
+    return 2;
+  }
   // The live learner's thread count: part of what makes updates bit-identical.
   configure_compute_threads(static_cast<int>(config->learner.threads));
   const Logger log = null_logger();
