@@ -1,5 +1,4 @@
 #include <filesystem>
-#include <fstream>
 
 #include <catch2/catch.hpp>
 
@@ -7,24 +6,11 @@
 #include "envs/code/sandbox.hpp"
 #include "replay/log_reader.hpp"
 #include "tests/helpers.hpp"
+#include "tests/metrics_fixture.hpp"
 
 using namespace rlx;
 
 namespace {
-
-std::string last_line(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (!line.empty()) last = line;
-  return last;
-}
-
-double json_number_at(const std::string& line, const std::string& key) {
-  auto at = line.find("\"" + key + "\":");
-  REQUIRE(at != std::string::npos);
-  return std::stod(line.substr(at + key.size() + 3));
-}
 
 std::string token_toml(const std::string& env, const std::string& dir, const std::string& extra) {
   return R"(
@@ -74,18 +60,18 @@ eval_every = 3
   RunResult r = run_cluster(*cfg, builtin_envs(), {}, null_logger());
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::budget);
-  const auto line = last_line(dir / "metrics.jsonl");
+  const auto line = test::last_metrics_line(dir);
   INFO(line);
-  const auto received = json_number_at(line, "segments_received");
-  CHECK(received == json_number_at(line, "segments_trained") + json_number_at(line, "segments_dropped_stale"));
-  CHECK(json_number_at(line, "segments_rejected") == 0);
-  CHECK(json_number_at(line, "segments_produced") == received);
-  CHECK(json_number_at(line, "segments_lost") == 0);
-  CHECK(json_number_at(line, "policy_version") > 0);
-  CHECK(json_number_at(line, "env_steps") >= 2000);  // tokens sampled
+  test::check_segment_identity(line);
+  const auto received = test::json_number(line, "segments_received");
+  CHECK(test::json_number(line, "segments_rejected") == 0);
+  CHECK(test::json_number(line, "segments_produced") == received);
+  CHECK(test::json_number(line, "segments_lost") == 0);
+  CHECK(test::json_number(line, "policy_version") > 0);
+  CHECK(test::json_number(line, "env_steps") >= 2000);  // tokens sampled
   // The evaluator scored at least the starting point.
-  CHECK(json_number_at(line, "eval_tasks") == 8);
-  const double pass = json_number_at(line, "pass_at_1");
+  CHECK(test::json_number(line, "eval_tasks") == 8);
+  const double pass = test::json_number(line, "pass_at_1");
   CHECK((pass >= 0.0 && pass <= 1.0));
   // Every segment is in the rollout log with its rows: 16 rows of 4-sample groups.
   std::uint64_t records = 0;
@@ -123,10 +109,10 @@ scorer = "code"
   RunResult r = run_cluster(*cfg, builtin_envs(), {}, null_logger());
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::budget);
-  const auto line = last_line(dir / "metrics.jsonl");
+  const auto line = test::last_metrics_line(dir);
   INFO(line);
-  CHECK(json_number_at(line, "segments_trained") >= 1);
-  CHECK(json_number_at(line, "episodes") >= 8);  // rows came back with their scores
-  CHECK(json_number_at(line, "segments_lost") == 0);
+  CHECK(test::json_number(line, "segments_trained") >= 1);
+  CHECK(test::json_number(line, "episodes") >= 8);  // rows came back with their scores
+  CHECK(test::json_number(line, "segments_lost") == 0);
   CHECK(line.find("pass_at_1") == std::string::npos);  // no evaluator asked for
 }
