@@ -29,20 +29,18 @@ TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, con
     if (tasks.empty()) break;
     auto g = generate(model, prompts, s, rng);
     for (std::size_t b = 0; b < tasks.size(); ++b) {
-      auto row = g.tokens[static_cast<std::int64_t>(b)].narrow(0, g.prompt_width, g.lengths[b]).contiguous();
-      const std::string completion = Tokenizer::decode(
-          std::vector<std::int64_t>(row.data_ptr<std::int64_t>(), row.data_ptr<std::int64_t>() + row.numel()));
+      const std::string text = Tokenizer::decode(completion(g, static_cast<std::int64_t>(b)));
       RewardRequestData req;
       req.request_id = static_cast<std::uint64_t>(first) + b;
       req.task = tasks[b].id;
-      req.payload = completion;
+      req.payload = text;
       const auto r = scorer.score(req);
       ++ev.tasks;
       if (!r.ok) ++ev.unscored;
       const double score = r.ok ? r.score : 0.0;
       ev.mean_score += score;
       ev.pass_at_1 += score >= 1.0 ? 1.0 : 0.0;
-      if (ev.samples.size() < 3) ev.samples.push_back(tasks[b].id + " -> " + completion + " (" + r.reason + ")");
+      if (ev.samples.size() < 3) ev.samples.push_back(tasks[b].id + " -> " + text + " (" + r.reason + ")");
     }
   }
   if (ev.tasks > 0) {

@@ -88,9 +88,7 @@ Segment TokenRollout::take_segment() {
   std::vector<float> rewards(B, 0.0f);
   std::vector<std::string> ids, completions;
   for (std::int64_t b = 0; b < B; ++b) {
-    auto row = g.tokens[b].narrow(0, g.prompt_width, g.lengths[b]).contiguous();
-    completions.push_back(Tokenizer::decode(
-        std::vector<std::int64_t>(row.data_ptr<std::int64_t>(), row.data_ptr<std::int64_t>() + row.numel())));
+    completions.push_back(Tokenizer::decode(completion(g, b)));
     ids.push_back(im.tasks[b].id);
     if (options_.in_process) {
       RewardRequestData req{static_cast<std::uint64_t>(b), options_.explorer_id, ids.back(), completions.back()};

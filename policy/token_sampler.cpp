@@ -147,6 +147,11 @@ Generation Decoder::finish() {
   return g;
 }
 
+std::vector<std::int64_t> completion(const Generation& g, std::int64_t row) {
+  auto r = g.tokens[row].narrow(0, g.prompt_width, g.lengths[row]).contiguous();
+  return {r.data_ptr<std::int64_t>(), r.data_ptr<std::int64_t>() + r.numel()};
+}
+
 Generation generate(MoETransformer& model, const std::vector<std::vector<std::int64_t>>& prompts,
                     const SampleOptions& o, std::mt19937_64& rng, const BeforeStep& before_step) {
   Decoder d(model, prompts, o);

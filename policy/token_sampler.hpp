@@ -48,6 +48,9 @@ struct Generation {
   std::vector<bool> ended;              // [B] the row emitted eos (else cut at max_new_tokens)
 };
 
+// Row b's generated tokens (its completion, end token included).
+std::vector<std::int64_t> completion(const Generation& g, std::int64_t row);
+
 using BeforeStep = std::function<std::uint64_t(std::int64_t step)>;
 
 // generate() one step at a time, for a caller that does other work
