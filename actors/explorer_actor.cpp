@@ -194,8 +194,8 @@ void release(Self self) {
   }
 }
 
-void scored(Self self, std::uint64_t id, float score) {
-  self->state.deferred.scored(id, score);
+void scored(Self self, std::uint64_t id, float score, std::string hint = {}) {
+  self->state.deferred.scored(id, score, std::move(hint));
   release(self);
   advance(self);
 }
@@ -223,7 +223,8 @@ void ask_reward(Self self, std::uint64_t id, const std::string& payload, int att
           [self, id](const WireMsg& msg) {
             auto& st = self->state;
             auto res = decode_or_count<RewardResultData>(self, msg, st.errors, st.options.log);
-            if (res && res->request_id == id) return scored(self, id, res->ok ? res->score : 0.0f);
+            if (res && res->request_id == id)
+              return scored(self, id, res->ok ? res->score : 0.0f, res->ok ? std::move(res->hint) : std::string());
             st.options.log->warn("{}: a reward worker answered request {} with {}: scored 0", st.name, id,
                                  res ? "another request's result" : "a malformed result");
             scored(self, id, 0.0f);

@@ -103,7 +103,17 @@ gate_actor::behavior_type gate_impl(Self self, GateOptions options) {
         if (auto why = check_proof(st, node, nonce, proof); !why.empty()) return refuse(self, node, why);
         if (!plain_name(node)) return refuse(self, node, "a node name is 1-64 letters, digits, '.', '_' or '-'");
         if (node == o.head) return refuse(self, node, "that is the head's name");
-        if (st.joined.count(node)) return refuse(self, node, "a node of that name is already in the cluster");
+        using Entry = caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, std::string,
+                                  std::string, std::string, std::uint64_t>;
+        auto entry = [&o] {
+          return Entry(o.learner, o.weight_store, o.coordinator, o.bulk_port, o.config_toml, o.run_id, o.incarnation,
+                       o.start_version);
+        };
+        if (auto it = st.joined.find(node); it != st.joined.end()) {
+          // The same agent asking again (its first answer was lost): the same answer, counted once.
+          if (it->second == agent) return entry();
+          return refuse(self, node, "a node of that name is already in the cluster");
+        }
         if (explorers > 1024 || rewards > 1024 || envs_per_explorer == 0 || envs_per_explorer > 65536)
           return refuse(self, node, "asks for more than a node may run (1024 explorers or reward workers, 65536 envs each)");
         if (!agent) return refuse(self, node, "no node agent");
@@ -118,10 +128,7 @@ gate_actor::behavior_type gate_impl(Self self, GateOptions options) {
         self->send(o.coordinator, node_atom::value, node, agent, explorers, envs_per_explorer, rewards, rejoin);
         o.log->info("node '{}' {} from {}", node, rejoin ? "rejoined (it outlived the previous head)" : "joined",
                     peer_of(self));
-        return caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, std::string,
-                           std::string, std::string, std::uint64_t>(o.learner, o.weight_store, o.coordinator,
-                                                                    o.bulk_port, o.config_toml, o.run_id,
-                                                                    o.incarnation, o.start_version);
+        return entry();
       },
       [self](scale_atom, const std::string& caller, const std::string& nonce, const std::string& proof,
              std::int32_t explorers, std::int32_t rewards) -> caf::result<std::string> {

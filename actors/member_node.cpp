@@ -1,6 +1,7 @@
 #include "actors/member_node.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <optional>
 
@@ -61,6 +62,7 @@ struct AgentState {
   // Membership, from the gate: the run and the head process it is in.
   std::string run_id, incarnation;
   bool orphaned = false;                 // the head went away; reaching it again
+  std::chrono::steady_clock::time_point reconnect_until;  // when an orphaned node gives up
   // Set when the agent ends: its reconnect helper stops retrying (the
   // actor system waits for it before the process can exit).
   std::shared_ptr<std::atomic<bool>> leaving = std::make_shared<std::atomic<bool>>(false);
@@ -149,19 +151,46 @@ void start(Self self, learner_actor learner, weight_store_actor head_store, coor
 }
 
 // Reaches the (restarted) head's gate from a thread of its own (connecting
-// blocks), for [launch] reconnect_s at most, and tells the agent.
+// blocks) until reconnect_until, and tells the agent. Never answers with
+// the dead head's gate.
 void reconnect(Self self) {
   auto& st = self->state;
-  const double limit = st.config->launch.reconnect_s;
-  st.log->warn("the head went away: explorers paused, their segments held; reaching {}:{} again for up to {} s",
-               st.options.head_host, st.options.head_port, limit);
-  for (auto& e : st.explorers) self->send(e, pause_atom::value);
+  const double left = std::chrono::duration<double>(st.reconnect_until - std::chrono::steady_clock::now()).count();
+  if (left <= 0) return end(self, RunOutcome::failed, "the head went away and did not come back");
   self->spawn([agent = node_actor{self}, local = st.local, host = st.options.head_host, port = st.options.head_port,
-               limit, log = st.log, leaving = st.leaving](caf::blocking_actor* helper) {
-    auto gate = connect_gate(helper->system(), local, host, port, limit, log, leaving.get());
+               left, log = st.log, leaving = st.leaving, dead = st.gate](caf::blocking_actor* helper) {
+    auto gate = connect_gate(helper->system(), local, host, port, left, log, leaving.get(), dead);
     if (gate) caf::anon_send(agent, rejoin_atom::value, caf::actor_cast<caf::actor>(*gate));
     else caf::anon_send(agent, rejoin_atom::value, gate.error().message);
   });
+}
+
+// The head went away: explorers pause and the node reaches for it again,
+// for [launch] reconnect_s at most.
+void orphan(Self self) {
+  auto& st = self->state;
+  st.orphaned = true;
+  const double limit = st.config->launch.reconnect_s;
+  st.reconnect_until =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(limit));
+  st.log->warn("the head went away: explorers paused, their segments held; reaching {}:{} again for up to {} s",
+               st.options.head_host, st.options.head_port, limit);
+  for (auto& e : st.explorers) self->send(e, pause_atom::value);
+  reconnect(self);
+}
+
+// A gate that did not answer (a head still starting, or gone again) is
+// tried again while an orphaned node has time left; a refusal is final.
+bool retry_gate(Self self, const caf::error& e) {
+  auto& st = self->state;
+  const bool unanswered = e == caf::sec::request_timeout || e == caf::sec::request_receiver_down;
+  if (!st.orphaned || !unanswered || st.leaving->load() ||
+      std::chrono::steady_clock::now() >= st.reconnect_until)
+    return false;
+  st.log->info("the head's gate did not answer ({}); reaching it again", self->system().render(e));
+  reconnect(self);
+  return true;
 }
 
 // The restarted head let the node back in: everything it runs follows it.
@@ -187,7 +216,8 @@ void rejoined(Self self, learner_actor learner, weight_store_actor head_store, c
 // it asks for, after losing the head with the run and incarnation it had.
 void enter(Self self) {
   auto& st = self->state;
-  const auto timeout = std::chrono::seconds(30);
+  // Shorter for a node reaching a restarted head: an unanswered gate is tried again.
+  const auto timeout = std::chrono::seconds(st.orphaned ? 10 : 30);
   self->request(st.gate, timeout, hello_atom::value, st.options.node)
       .then(
           [self, timeout](const std::string& nonce) {
@@ -205,11 +235,13 @@ void enter(Self self) {
                       start(self, l, w, c, bulk_port, config, run_id, incarnation);
                     },
                     [self](const caf::error& e) {
+                      if (retry_gate(self, e)) return;
                       end(self, self->state.orphaned ? RunOutcome::failed : RunOutcome::bad_input,
                           "the head refused this node: " + error_text(self->system(), e));
                     });
           },
           [self](const caf::error& e) {
+            if (retry_gate(self, e)) return;
             end(self, RunOutcome::failed, "the head's gate did not answer: " + self->system().render(e));
           });
 }
@@ -222,8 +254,7 @@ node_actor::behavior_type agent_impl(Self self, AgentState init) {
       const std::string why = "the head went away (" + caf::to_string(dm.reason) + ")";
       if (st.draining || st.orphaned || !st.config || st.config->launch.reconnect_s <= 0)
         return end(self, RunOutcome::failed, why);
-      st.orphaned = true;
-      return reconnect(self);
+      return orphan(self);
     }
     auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
                            [&](const explorer_actor& e) { return e.address() == dm.source; });

@@ -33,15 +33,15 @@ Result<std::uint16_t> publish_gate(const gate_actor& gate, const ClusterConfig& 
 
 Result<gate_actor> connect_gate(caf::actor_system& system, const ClusterConfig& config, const std::string& host,
                                 std::uint16_t port, double timeout_s, const Logger& log,
-                                const std::atomic<bool>* cancel) {
+                                const std::atomic<bool>* cancel, const gate_actor& dead) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   auto pause = std::chrono::milliseconds(100);
   std::string last;
   for (int attempt = 1;; ++attempt) {
     auto r = config.tls.enabled() ? caf::openssl::remote_actor<gate_actor>(system, host, port)
                                   : system.middleman().remote_actor<gate_actor>(host, port);
-    if (r) return *r;
-    last = system.render(r.error());
+    if (r && (!dead || r->address() != dead.address())) return *r;
+    last = r ? std::string("the dead head's handle is still cached") : system.render(r.error());
     if (cancel && cancel->load()) return make_error(Errc::timeout, "gave up reaching the head: the node is leaving");
     if (std::chrono::steady_clock::now() + pause >= deadline) break;
     if (attempt == 1 || attempt % 10 == 0) log->info("head {}:{} not reachable yet ({}); retrying", host, port, last);

@@ -23,10 +23,13 @@ Result<std::uint16_t> publish_gate(const gate_actor& gate, const ClusterConfig& 
 
 // Reaches the gate at host:port, retrying until `timeout_s` (the head may
 // still be starting). Fails with the last error, or at the next retry once
-// `cancel` (when given) is set.
+// `cancel` (when given) is set. A `dead` gate (a head that went away) is
+// never the answer: CAF's middleman caches the handle it returned for
+// host:port until it hears the proxy is down, so asking right after losing
+// the head can hand back the dead one.
 Result<gate_actor> connect_gate(caf::actor_system& system, const ClusterConfig& config, const std::string& host,
                                 std::uint16_t port, double timeout_s, const Logger& log,
-                                const std::atomic<bool>* cancel = nullptr);
+                                const std::atomic<bool>* cancel = nullptr, const gate_actor& dead = {});
 
 // Where other processes reach a head that listens on host:port: "HOST:PORT"
 // (its loopback when it listens on every address; IPv6 in brackets).

@@ -378,6 +378,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.number("top_p", c.tokens.top_p, 0.0, 1.0, true);
       r.integer("eval_tasks", c.tokens.eval_tasks, 0, 1 << 20);
       r.integer("eval_every", c.tokens.eval_every, 1, 1 << 20);
+      r.number("hint_coef", c.tokens.hint_coef, 0.0, 100.0);
       r.reject_unknown(seen_list(r));
     }
     if (const toml::table* t = top.table("tls")) {

@@ -58,6 +58,7 @@ struct TokensConfig {
   double top_p = 1.0;
   std::int64_t eval_tasks = 64;      // held-out tasks the evaluator scores (0: no evaluator)
   std::int64_t eval_every = 5;       // versions between evaluations (the newest is scored)
+  double hint_coef = 0.0;            // weight of the hint distillation loss (0: off; docs/token-policy.md)
 };
 
 // [learner]

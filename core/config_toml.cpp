@@ -54,7 +54,8 @@ std::string to_toml(const ClusterConfig& c) {
                                     {"temperature", k.temperature},
                                     {"top_p", k.top_p},
                                     {"eval_tasks", k.eval_tasks},
-                                    {"eval_every", k.eval_every}});
+                                    {"eval_every", k.eval_every},
+                                    {"hint_coef", k.hint_coef}});
   const auto& l = c.learner;
   root.insert("learner", toml::table{{"algorithm", l.algorithm},   {"device", l.device},
                                      {"ranks", l.ranks},           {"batch_segments", l.batch_segments},

@@ -33,12 +33,16 @@ RewardResultData ArithmeticScorer::score(const RewardRequestData& req) const {
     out.reason = "task overflows";
     return out;
   }
+  // The hint for a wrong answer is the task answered: "12+7=19".
+  const std::string hint = std::string(t) + "=" + std::to_string(expected) + "\n";
   if (!parse_int(req.payload, answer)) {
     out.reason = "answer is not an integer";
+    out.hint = hint;
     return out;
   }
   out.score = answer == expected ? 1.0f : 0.0f;
   out.reason = answer == expected ? "correct" : "wrong";
+  if (answer != expected) out.hint = hint;
   return out;
 }
 

@@ -4,26 +4,31 @@ namespace rlx {
 
 std::uint64_t DeferredRewards::note(std::uint64_t sequence, std::uint32_t t, std::uint32_t env, std::uint32_t episode) {
   const std::uint64_t id = next_id_++;
-  slots_[id] = Slot{sequence, t, env, episode, std::nullopt};
+  slots_[id] = Slot{sequence, t, env, episode, std::nullopt, {}};
   auto& per = by_segment_[sequence];
   per.ids.push_back(id);
   ++per.unscored;
   return id;
 }
 
-void DeferredRewards::scored(std::uint64_t id, float score) {
+void DeferredRewards::scored(std::uint64_t id, float score, std::string hint) {
   auto it = slots_.find(id);
   if (it == slots_.end() || it->second.score) return;
   it->second.score = score;
+  it->second.hint = std::move(hint);
   --by_segment_[it->second.sequence].unscored;
 }
 
 void DeferredRewards::finished(Segment segment) { held_.push_back(std::move(segment)); }
 
-void DeferredRewards::apply(Segment& s, const Slot& slot) const {
+void DeferredRewards::apply(Segment& s, Slot& slot) {
   const std::size_t at = static_cast<std::size_t>(slot.t) * s.num_envs + slot.env;
   if (at < s.rewards.size()) s.rewards[at] += *slot.score;
   if (slot.episode < s.episode_returns.size()) s.episode_returns[slot.episode] += *slot.score;
+  if (s.tokens && !slot.hint.empty() && slot.env < s.num_envs) {
+    s.tokens->hints.resize(s.num_envs);
+    s.tokens->hints[slot.env] = std::move(slot.hint);
+  }
 }
 
 std::optional<Segment> DeferredRewards::ready() {

@@ -24,8 +24,10 @@ class DeferredRewards {
   // return being the segment's episode_returns[`episode`]; its reward is
   // deferred. Returns the id to score it under.
   std::uint64_t note(std::uint64_t sequence, std::uint32_t t, std::uint32_t env, std::uint32_t episode);
-  // The score of `id` (0 for one given up). Unknown ids are ignored.
-  void scored(std::uint64_t id, float score);
+  // The score of `id` (0 for one given up), with the scorer's hint for a
+  // failed output ("" none; a token segment keeps it for its row, env =
+  // row). Unknown ids are ignored.
+  void scored(std::uint64_t id, float score, std::string hint = {});
   // A complete segment, held until all its noted episodes are scored.
   void finished(Segment segment);
   // The oldest held segment if all its episodes are scored.
@@ -45,6 +47,7 @@ class DeferredRewards {
     std::uint64_t sequence = 0;
     std::uint32_t t = 0, env = 0, episode = 0;
     std::optional<float> score;
+    std::string hint;
   };
   // Each score touches one slot and one count: a segment of B*T deferred
   // episodes costs O(B*T log) in all, not a scan per score.
@@ -52,7 +55,7 @@ class DeferredRewards {
     std::vector<std::uint64_t> ids;
     std::size_t unscored = 0;
   };
-  void apply(Segment& s, const Slot& slot) const;
+  static void apply(Segment& s, Slot& slot);
   std::uint64_t next_id_ = 1;
   std::map<std::uint64_t, Slot> slots_;                // noted, not yet applied to a released segment
   std::map<std::uint64_t, PerSegment> by_segment_;     // segment sequence -> its slots

@@ -86,7 +86,7 @@ Segment TokenRollout::take_segment() {
   im.decoder.reset();
   const auto B = static_cast<std::int64_t>(im.tasks.size());
   std::vector<float> rewards(B, 0.0f);
-  std::vector<std::string> ids, completions;
+  std::vector<std::string> ids, completions, hints;
   for (std::int64_t b = 0; b < B; ++b) {
     completions.push_back(Tokenizer::decode(completion(g, b)));
     ids.push_back(im.tasks[b].id);
@@ -94,11 +94,13 @@ Segment TokenRollout::take_segment() {
       RewardRequestData req{static_cast<std::uint64_t>(b), options_.explorer_id, ids.back(), completions.back()};
       const auto r = options_.in_process->score(req);
       rewards[b] = r.ok ? r.score : 0.0f;
+      if (r.ok && !r.hint.empty()) hints.resize(B), hints[b] = r.hint;
     }
   }
   const std::uint64_t seq = sequence_++;
   Segment s = token_segment(g, rewards, ids, static_cast<std::uint32_t>(options_.tokens.group_size),
                             options_.explorer_id, seq);
+  s.tokens->hints = std::move(hints);
   s.created_unix_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
   if (!options_.in_process)

@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   r.truncated = {0, 0};
   put(dir, "env_step_result", encode(r, "seed"));
   put(dir, "reward_request", encode(RewardRequestData{1, 2, "task", "payload"}, "seed"));
-  put(dir, "reward_result", encode(RewardResultData{1, 0.5f, true, ""}, "seed"));
+  put(dir, "reward_result", encode(RewardResultData{1, 0.5f, true, "", "# f(*[1]) == 2\n"}, "seed"));
   put(dir, "join", encode(JoinData{Role::explorer, "node", 3, "token"}, "seed"));
   put(dir, "leave", encode(LeaveData{Role::explorer, 3, "drained"}, "seed"));
   put(dir, "heartbeat", encode(HeartbeatData{Role::explorer, 3, 99}, "seed"));

@@ -35,6 +35,10 @@ struct TokenTrainerOptions {
   double value_coef = 0.5;          // ppo
   double entropy_coef = 0.0;
   double max_grad_norm = 1.0;
+  // Textual feedback: KL(teacher || student) on a failed row's completion,
+  // the teacher being these weights with the scorer's hint before the
+  // prompt, the student without it (0: off).
+  double hint_coef = 0.0;
   std::uint64_t seed = 1;
 };
 
@@ -44,6 +48,7 @@ struct TokenBatch {
   Generation sequences;
   std::vector<float> rewards;       // [B]
   std::int64_t group_size = 1;
+  std::vector<std::vector<std::int64_t>> hints;  // [B] or empty: a failed row's hint, as tokens (empty: none)
 };
 
 struct TokenUpdateStats {
@@ -57,6 +62,8 @@ struct TokenUpdateStats {
   std::int64_t tokens = 0;          // tokens trained on
   std::int64_t stale_tokens = 0;    // generated tokens past the staleness bound (not trained)
   std::int64_t microbatches = 0;
+  double hint_kl = 0;               // mean KL(teacher with hint || student) per hinted token, before the step
+  std::int64_t hinted_rows = 0;     // rows distilled from their hint
   LossStats correction;
 };
 

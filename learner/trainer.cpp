@@ -107,6 +107,7 @@ TokenTrainerOptions token_options(const TrainerOptions& o) {
   t.value_coef = o.learner.value_coef;
   t.entropy_coef = o.learner.entropy_coef;
   t.max_grad_norm = o.learner.max_grad_norm;
+  t.hint_coef = o.tokens.hint_coef;
   t.seed = o.seed;
   return t;
 }
@@ -260,7 +261,9 @@ Result<UpdateStats> Trainer::update(const std::vector<const Segment*>& segments)
         if (!s->tokens) return make_error(Errc::invalid_field, "the token policy got a segment without tokens");
       const auto& m = tokens_->options().model;
       auto rows = token_rows(segments, m.layers, m.top_k);
-      TokenBatch batch{std::move(rows.rows), std::move(rows.rewards), rows.group_size};
+      TokenBatch batch{std::move(rows.rows), std::move(rows.rewards), rows.group_size, {}};
+      if (tokens_->options().hint_coef > 0)
+        for (const auto& h : rows.hints) batch.hints.push_back(Tokenizer::encode(h));
       tokens_->set_version(version_);
       const auto t = tokens_->rl_step(batch);
       UpdateStats s;
@@ -271,6 +274,8 @@ Result<UpdateStats> Trainer::update(const std::vector<const Segment*>& segments)
       s.correction = t.correction;
       s.route_mismatch = t.route_mismatch;
       s.stale_tokens = static_cast<std::uint64_t>(t.stale_tokens);
+      s.hint_kl = t.hint_kl;
+      s.hinted_rows = static_cast<std::uint64_t>(t.hinted_rows);
       for (const Segment* x : segments) s.steps += x->env_steps();
       ++version_;  // even when every token was stale: the learner's contract is one version per batch
       return s;

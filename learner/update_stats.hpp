@@ -25,6 +25,9 @@ struct UpdateStats {
   // the routes the rollout recorded, and tokens past the staleness bound.
   double route_mismatch = 0;
   std::uint64_t stale_tokens = 0;
+  // Textual feedback: the hint distillation's KL and the rows it used.
+  double hint_kl = 0;
+  std::uint64_t hinted_rows = 0;
 };
 
 }  // namespace rlx

@@ -109,6 +109,8 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     m.setLoadBalanceLoss(x.load_balance_loss);
     m.setRouteMismatch(x.route_mismatch);
     m.setStaleTokens(x.stale_tokens);
+    m.setHintKl(x.hint_kl);
+    m.setHintedRows(x.hinted_rows);
     auto u = m.initExpertUtilisation(static_cast<unsigned>(x.expert_utilisation.size()));
     for (unsigned i = 0; i < x.expert_utilisation.size(); ++i) u.set(i, x.expert_utilisation[i]);
     m.setUpdates(x.updates);
@@ -148,6 +150,8 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.load_balance_loss = m.getLoadBalanceLoss();
     x.route_mismatch = m.getRouteMismatch();
     x.stale_tokens = m.getStaleTokens();
+    x.hint_kl = m.getHintKl();
+    x.hinted_rows = m.getHintedRows();
     for (auto v : m.getExpertUtilisation()) x.expert_utilisation.push_back(v);
     x.updates = m.getUpdates();
     x.weight_swap_mean_us = m.getWeightSwapMeanUs();

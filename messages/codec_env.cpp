@@ -117,6 +117,7 @@ WireBuffer encode(const RewardResultData& x, std::string_view sender) {
     r.setScore(x.score);
     r.setOk(x.ok);
     r.setReason(kj::StringPtr(x.reason.c_str()));
+    r.setHint(kj::StringPtr(x.hint.c_str()));
   });
 }
 
@@ -125,7 +126,8 @@ Result<RewardResultData> decode<RewardResultData>(const WireBuffer& buf, const D
   return decode_body<RewardResultData>(buf, options, Which::REWARD_RESULT, [](auto body) {
     auto r = body.getRewardResult();
     if (!std::isfinite(r.getScore())) invalid("score: must be finite");
-    return RewardResultData{r.getRequestId(), r.getScore(), r.getOk(), r.getReason().cStr()};
+    if (r.getHint().size() > kMaxHintBytes) invalid("hint: longer than 1024 bytes");
+    return RewardResultData{r.getRequestId(), r.getScore(), r.getOk(), r.getReason().cStr(), r.getHint().cStr()};
   });
 }
 

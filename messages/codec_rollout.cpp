@@ -66,6 +66,10 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
     k.setGroupSize(x.tokens->group_size);
     auto ids = k.initTaskIds(static_cast<unsigned>(x.tokens->task_ids.size()));
     for (unsigned i = 0; i < ids.size(); ++i) ids.set(i, x.tokens->task_ids[i]);
+    if (!x.tokens->hints.empty()) {
+      auto hints = k.initHints(static_cast<unsigned>(x.tokens->hints.size()));
+      for (unsigned i = 0; i < hints.size(); ++i) hints.set(i, x.tokens->hints[i]);
+    }
   }
 }
 
@@ -89,6 +93,11 @@ TokenRows read_tokens(wire::TokenRows::Reader k, const Segment& x) {
   if (t.group_size == 0 || B % t.group_size != 0) invalid("tokens: groupSize must divide the rows");
   if (k.getTaskIds().size() != B) invalid("tokens: need one task id per row");
   for (auto id : k.getTaskIds()) t.task_ids.emplace_back(id.cStr(), id.size());
+  if (k.getHints().size() != 0 && k.getHints().size() != B) invalid("tokens: hints need one entry per row, or none");
+  for (auto h : k.getHints()) {
+    if (h.size() > kMaxHintBytes) invalid("tokens: a hint is longer than 1024 bytes");
+    t.hints.emplace_back(h.cStr(), h.size());
+  }
   if (x.episode_lengths.size() != B) invalid("tokens: need one episode (completion) per row");
   for (auto l : x.episode_lengths)
     if (l == 0 || t.prompt_width + l > T) invalid("tokens: a completion is empty or runs past numSteps");
@@ -141,7 +150,7 @@ WireBuffer encode(const Segment& x, std::string_view sender) {
   const std::size_t bytes = x.observations.size() * 4 + x.actions.size() * 8 + x.behaviour_log_probs.size() * 4 +
                             x.rewards.size() * 4 + x.terminated.size() * 2 + x.policy_versions.size() * 8 +
                             x.bootstrap_observations.size() * 4 + x.episode_returns.size() * 8 +
-                            (x.tokens ? x.tokens->routes.size() + x.tokens->task_ids.size() * 32 : 0);
+                            (x.tokens ? x.tokens->routes.size() + x.tokens->task_ids.size() * 32 + x.tokens->hints.size() * 64 : 0);
   return build(sender, [&](auto body) { fill_segment(body.initSegment(), x); }, bytes / 8 + 128);
 }
 

@@ -69,6 +69,8 @@ struct MetricsReport {
   busySeconds @23 :Float64;       # wall time the learner spent on segments and updates (not waiting), cumulative
   routeMismatch @24 :Float32;     # token policy: fraction of (token, layer) the learner routed otherwise than the rollout, last update
   staleTokens @25 :UInt64;        # token policy: generated tokens past the staleness bound (not trained), cumulative
+  hintKl @26 :Float32;            # token policy: KL(teacher with hint || student) per hinted token, last update
+  hintedRows @27 :UInt64;         # token policy: rows distilled from their scorer's hint, cumulative
 }
 
 struct ExplorerSegments {

@@ -16,4 +16,6 @@ struct RewardResult {
   score @1 :Float32;       # reward for the episode
   ok @2 :Bool;             # false when scoring itself failed (then score is 0)
   reason @3 :Text;         # why, when not ok or when a penalty applied
+  hint @4 :Text;           # when the output failed: a failing input with its expected output, as a
+                           # line to put before the task's prompt ("" none; at most 1024 bytes)
 }

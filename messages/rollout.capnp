@@ -42,6 +42,8 @@ struct TokenRows {
   routes @2 :T.Tensor;             # uint8 [T, B, layers * k]: experts chosen per token and layer (255: none)
   groupSize @3 :UInt32;            # rows come in groups of this many samples of one task
   taskIds @4 :List(Text);          # [B]: the task of each row (what its scorer needs)
+  hints @5 :List(Text);            # [B] or empty: the scorer's hint for a failed row ("" none), a line
+                                   # (a failing input with its expected output) to put before the prompt
 }
 
 # What happened to a segment at the learner.

@@ -18,6 +18,7 @@ struct TokenRows {
   std::vector<std::uint8_t> routes;          // [T, B, route_width], 255 = none
   std::uint32_t group_size = 1;
   std::vector<std::string> task_ids;         // [B]
+  std::vector<std::string> hints;            // [B] or empty: a failed row's hint ("" none)
 };
 
 // TrajectorySegment: T steps of B environments.
@@ -124,11 +125,15 @@ struct RewardRequestData {
   std::string payload;
 };
 
+// The longest hint a reward result or token segment may carry.
+inline constexpr std::size_t kMaxHintBytes = 1024;
+
 struct RewardResultData {
   std::uint64_t request_id = 0;
   float score = 0;
   bool ok = true;
   std::string reason;
+  std::string hint;  // a failing input with its expected output ("" none)
 };
 
 enum class Role : std::uint8_t { learner, weight_store, explorer, env, reward, recorder, evaluator };
@@ -189,6 +194,8 @@ struct MetricsData {
   double busy_s = 0;                 // wall time spent on segments and updates (not waiting), cumulative
   float route_mismatch = 0;          // token policy, last update
   std::uint64_t stale_tokens = 0;    // token policy, cumulative
+  float hint_kl = 0;                 // token policy, last update
+  std::uint64_t hinted_rows = 0;     // token policy, cumulative
 };
 
 struct ScaleCommandData {

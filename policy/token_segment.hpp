@@ -24,6 +24,7 @@ struct TokenRowsBatch {
   Generation rows;
   std::vector<float> rewards;
   std::int64_t group_size = 1;
+  std::vector<std::string> hints;  // [B]: each row's hint ("" none)
 };
 TokenRowsBatch token_rows(const std::vector<const Segment*>& segments, std::int64_t layers, std::int64_t top_k);
 

@@ -119,6 +119,7 @@ Result<bool> plot_metrics(const fs::path& metrics_jsonl, const fs::path& png, st
   if (!in) return make_error(Errc::not_found, metrics_jsonl.string() + ": cannot read");
   const fs::path data = temp_data("metrics");
   std::uint64_t rows = 0, bad = 0;
+  bool evaluated = false;  // a token run's evaluator reported pass@1
   {
     std::ofstream out(data);
     std::string line;
@@ -145,7 +146,8 @@ Result<bool> plot_metrics(const fs::path& metrics_jsonl, const fs::path& png, st
       out << cell(t) << ' ' << cell(steps) << ' ' << cell(json_number(line, "mean_return")) << ' ' << cell(rate) << ' '
           << cell(json_number(line, "lag_mean")) << ' ' << cell(json_number(line, "lag_max")) << ' '
           << cell(json_number(line, "policy_loss")) << ' ' << cell(json_number(line, "value_loss")) << ' '
-          << cell(json_number(line, "entropy")) << '\n';
+          << cell(json_number(line, "entropy")) << ' ' << cell(json_number(line, "pass_at_1")) << '\n';
+      evaluated = evaluated || std::isfinite(json_number(line, "pass_at_1"));
       ++rows;
     }
   }
@@ -167,8 +169,13 @@ Result<bool> plot_metrics(const fs::path& metrics_jsonl, const fs::path& png, st
   script += "set ylabel 'lag (versions)'\nset yrange [0:*]\nset offsets 0,0,0.5,0\n";
   script += fmt::format("plot {0} using 1:5 with lines ls 1 title 'lag mean', {0} using 1:6 with steps ls 2 title 'lag max'\n", d);
   script += "set autoscale y\nset offsets 0,0,0,0\n";
-  script += "set ylabel 'value loss'\n";
-  script += fmt::format("plot {} using 1:8 with lines ls 2 title 'value loss'\n", d);
+  if (evaluated) {  // the token policy: held-out pass@1 where the value loss would be
+    script += "set ylabel 'held-out pass@1'\n";
+    script += fmt::format("plot {} using 1:10 with linespoints ls 2 pt 7 ps 0.5 title 'pass@1'\n", d);
+  } else {
+    script += "set ylabel 'value loss'\n";
+    script += fmt::format("plot {} using 1:8 with lines ls 2 title 'value loss'\n", d);
+  }
   script += "set ylabel 'policy loss'\n";
   script += fmt::format("plot {} using 1:7 with lines ls 1 title 'policy loss'\n", d);
   script += "set ylabel 'entropy (nats)'\n";

@@ -23,6 +23,10 @@ RewardResultData CodeScorer::score(const RewardRequestData& request) const {
   const ProgramScore s = score_program(sandbox_, request.payload, task->function, task->hidden);
   out.score = static_cast<float>(s.reward);
   out.reason = s.reason;
+  if (s.first_failed) {
+    out.hint = example_line(task->function, task->hidden[*s.first_failed]);
+    if (out.hint.size() > kMaxHintBytes) out.hint.clear();  // a test too large to show
+  }
   return out;
 }
 

@@ -41,6 +41,10 @@ std::string last_line(const std::string& text) {
 
 }  // namespace
 
+std::string example_line(const std::string& function, const ProgramTest& test) {
+  return "# " + function + "(*" + test.args_json + ") == " + test.expected_json + "\n";
+}
+
 ProgramScore score_program(const Sandbox& sandbox, const std::string& solution, const std::string& function,
                            const std::vector<ProgramTest>& tests) {
   ProgramScore s;
@@ -64,7 +68,10 @@ ProgramScore score_program(const Sandbox& sandbox, const std::string& solution, 
     auto a = answers.find(i);
     if (a != answers.end() && a->second == tests[i].expected_json) {
       ++s.passed;
-    } else if (failed.empty() && a != answers.end() && !a->second.empty() && a->second[0] == '!') {
+      continue;
+    }
+    if (!s.first_failed) s.first_failed = i;
+    if (failed.empty() && a != answers.end() && !a->second.empty() && a->second[0] == '!') {
       failed = fmt::format("; test {} raised {}", i, a->second.substr(1));
     }
   }
@@ -73,6 +80,7 @@ ProgramScore score_program(const Sandbox& sandbox, const std::string& solution, 
     // Whatever it answered before, a program that did not end cleanly scores 0.
     s.passed = 0;
     s.reward = 0;
+    if (!tests.empty()) s.first_failed = s.first_failed.value_or(0);
     const std::string why = s.run.reason();
     const std::string err = last_line(s.run.err);
     s.reason = "scored 0: " + why + (err.empty() ? "" : " (" + err + ")");

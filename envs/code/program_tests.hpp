@@ -7,6 +7,7 @@
 // reason.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,13 @@ struct ProgramScore {
   double reward = 0;          // passed / total
   std::size_t passed = 0, total = 0;
   std::string reason;         // "passed 3 of 4", or why nothing could be scored
+  std::optional<std::size_t> first_failed;  // the first test not passed (none when all passed)
   SandboxRun run;             // what the sandbox saw
 };
+
+// A test as a line of a task's prompt: "# f(*[2, 3]) == 5\n" (the visible
+// example, or a hint when a program fails it).
+std::string example_line(const std::string& function, const ProgramTest& test);
 
 // Runs `solution` (Python source that defines `function`) against `tests`.
 ProgramScore score_program(const Sandbox& sandbox, const std::string& solution, const std::string& function,

@@ -41,7 +41,7 @@ Result<TokenTask> make_token_task(std::string_view kind, std::uint64_t seed) {
   t.id = task->id;
   // The spec names the signature; one example pins the calling convention.
   const auto& ex = task->examples.front();
-  t.prompt = task->spec + "\n# " + task->function + "(*" + ex.args_json + ") == " + ex.expected_json + "\n";
+  t.prompt = task->spec + "\n" + example_line(task->function, ex);
   t.reference = task->reference;
   return t;
 }

@@ -255,6 +255,12 @@ envs_per_explorer = 16
   CHECK(code.error().message.find("scorer") != std::string::npos);
   auto unknown = with("env = \"tokens:arithmetic\"", "env = \"tokens:chess\"");
   CHECK_FALSE(unknown.ok());
+  auto hints = with("[learner]", "[tokens]\nhint_coef = 0.25\n[learner]");
+  REQUIRE(hints.ok());
+  CHECK(hints->tokens.hint_coef == 0.25);
+  auto negative = with("[learner]", "[tokens]\nhint_coef = -1.0\n[learner]");
+  REQUIRE_FALSE(negative.ok());
+  CHECK(negative.error().message.find("hint_coef") != std::string::npos);
 }
 
 TEST_CASE("grpo is refused for a policy that does not sample groups", "[config][token]") {

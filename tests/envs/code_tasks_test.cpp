@@ -65,10 +65,15 @@ TEST_CASE("the code scorer gives every family's reference program 1 and wrong pr
     CHECK(right.ok);
     CHECK(right.request_id == 7);
     CHECK(right.score == 1.0f);
+    CHECK(right.hint.empty());  // nothing failed, nothing to hint
     const RewardResultData wrong = score(*s, task.id, "def solve(*args):\n    return None\n");
     CHECK(wrong.ok);
     CHECK(wrong.score < 1.0f);
     CHECK(wrong.reason.find("passed") != std::string::npos);
+    // The hint is a hidden test it failed, as a line of the prompt's form.
+    bool hidden_test = false;
+    for (const auto& t : task.hidden) hidden_test = hidden_test || wrong.hint == example_line(task.function, t);
+    CHECK(hidden_test);
   }
   // Right on the visible examples only (hard-coded): the hidden tests tell.
   const CodeTask task = *make_code_task("sum_list", 2);
@@ -81,7 +86,9 @@ TEST_CASE("the code scorer gives every family's reference program 1 and wrong pr
   CHECK_FALSE(unknown.ok);
   CHECK(unknown.reason.find("nope") != std::string::npos);
   // A program that does not parse or never defines the function scores 0.
-  CHECK(score(*s, task.id, "def solve(xs) return 0").score == 0.0f);
+  const RewardResultData broken = score(*s, task.id, "def solve(xs) return 0");
+  CHECK(broken.score == 0.0f);
+  CHECK(broken.hint == example_line(task.function, task.hidden.front()));  // it failed them all: the first
   CHECK(score(*s, task.id, "x = 1\n").score == 0.0f);
 }
 

@@ -89,7 +89,7 @@ TEST_CASE("every message kind round-trips through its Envelope", "[messages][cod
   CHECK(decode<HeartbeatData>(encode(HeartbeatData{Role::env, 2, 5}, "x"))->sent_unix_ns == 5);
   CHECK(decode<ScaleCommandData>(encode(ScaleCommandData{4, -1, ""}, "x"))->explorers == 4);
   CHECK(decode<RewardRequestData>(encode(RewardRequestData{1, 2, "1+1", "2"}, "x"))->payload == "2");
-  CHECK(decode<RewardResultData>(encode(RewardResultData{1, 1.0f, true, "ok"}, "x"))->score == 1.0f);
+  CHECK(decode<RewardResultData>(encode(RewardResultData{1, 1.0f, true, "ok", ""}, "x"))->score == 1.0f);
   CHECK(decode<EnvStepData>(encode(EnvStepData{{0, 1, 1}, 4}, "x"))->actions.size() == 3);
   CHECK(decode<EnvResetData>(encode(EnvResetData{9, 16}, "x"))->num_envs == 16);
   CHECK(decode<WeightsAvailableData>(encode(WeightsAvailableData{7, 100, 1}, "x"))->version == 7);
