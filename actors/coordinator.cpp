@@ -161,7 +161,7 @@ void finish(Self self) {
     // Member nodes exit when told; their down messages (or the deadline) end the run.
     st.summary = summary;
     st.finishing = true;
-    st.stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    st.stop_deadline = std::chrono::steady_clock::now() + st.drain_allowance();
     for (auto& [name, agent] : st.nodes) self->send(agent, stop_atom::value, st.reason);
     if (st.nodes.empty()) send_done(self);
   };
@@ -196,7 +196,7 @@ void begin_stop(Self self, RunOutcome outcome, const std::string& reason) {
   st.options.log->info("stopping: {}", reason);
   write_metrics_line(self);
   if (st.options.on_status) st.options.on_status(make_status(self));
-  st.stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  st.stop_deadline = std::chrono::steady_clock::now() + st.drain_allowance();
   if (st.explorers.empty()) return finish(self);
   for (auto& e : st.explorers) self->send(e, drain_atom::value);
 }
@@ -429,8 +429,15 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         return *said;
       },
       [self](produced_atom, std::uint32_t explorer, std::uint64_t made) {
-        auto& n = self->state.produced[explorer];
+        auto& st = self->state;
+        auto& n = st.produced[explorer];
         n = std::max(n, made);
+        const auto now = std::chrono::steady_clock::now();
+        if (auto last = st.last_produced.find(explorer); last != st.last_produced.end()) {
+          const double gap = std::min(120.0, std::chrono::duration<double>(now - last->second).count());
+          st.segment_s = st.segment_s == 0 ? gap : 0.8 * st.segment_s + 0.2 * gap;
+        }
+        st.last_produced[explorer] = now;
       },
   };
 }

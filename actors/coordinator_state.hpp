@@ -3,6 +3,7 @@
 // going, scaled; heartbeats and eviction). Private to the coordinator.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -101,6 +102,15 @@ struct CoordinatorState {
   RunOutcome outcome = RunOutcome::solved;
   std::string reason;
   std::chrono::steady_clock::time_point stop_deadline;
+  // How long an explorer takes to make a segment (a moving average of the
+  // gaps between its produced reports): a stop waits for a segment in the
+  // making that long, twice over, on top of 5 s (at most 120 s).
+  std::map<std::uint32_t, std::chrono::steady_clock::time_point> last_produced;
+  double segment_s = 0;
+  std::chrono::steady_clock::duration drain_allowance() const {
+    const double s = std::min(120.0, 5.0 + 2.0 * segment_s);
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+  }
   ErrorCounts errors;
 
   double elapsed() const {

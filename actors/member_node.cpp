@@ -325,7 +325,11 @@ MemberNodeResult run_member_node(const ClusterConfig& config, const EnvRegistry&
   }
   caf::actor_system_config cfg;
   configure_remoting(cfg, config);
-  cfg.set("scheduler.max-threads", std::max<std::size_t>(2, std::thread::hardware_concurrency()));
+  // A token run's reward workers hold a thread for a sandboxed program
+  // each: they get their own, as on the head (actors/cluster.cpp). The
+  // run's config comes from the head later; the node's own file says.
+  const std::size_t cores = std::max<std::size_t>(2, std::thread::hardware_concurrency());
+  cfg.set("scheduler.max-threads", config.token_run() ? cores + 1 + opts.rewards : cores);
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system system{cfg};
   auto gate = connect_gate(system, config, options.head_host, options.head_port, config.launch.connect_timeout_s, log);

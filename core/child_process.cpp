@@ -1,6 +1,7 @@
 #include "core/child_process.hpp"
 
 #include <algorithm>
+#include <mutex>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -12,6 +13,11 @@
 #include <unistd.h>
 
 namespace rlx {
+
+void ignore_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] { std::signal(SIGPIPE, SIG_IGN); });
+}
 
 Result<pid_t> spawn_child(const std::vector<std::string>& args, const ChildOptions& options) {
   // Everything the child needs is built before fork: in a multi-threaded

@@ -30,6 +30,11 @@ struct Reaped {
   std::string how;                   // "exit code 3", "signal 9", "killed after the grace period"
 };
 
+// Makes a write to a pipe whose reader has gone fail with EPIPE instead of
+// ending this process (SIGPIPE's default action, silent): whoever feeds a
+// child's stdin calls it first. Process-wide and idempotent.
+void ignore_sigpipe();
+
 // Waits up to `grace` for all of `pids`, then SIGTERMs the rest, waits up
 // to one more second, and SIGKILLs what is left. Every child is reaped.
 std::vector<Reaped> reap_children(const std::vector<pid_t>& pids, std::chrono::milliseconds grace);

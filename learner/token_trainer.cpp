@@ -28,8 +28,8 @@ torch::Tensor rows(const torch::Tensor& t, const torch::Tensor& idx, std::int64_
 }
 
 // Hinted rows `picked` of a batch, for the hint distillation: the student
-// rows (prompt + completion as sampled) and the teacher rows (hint +
-// prompt + completion), each left-padded so that both end with the
+// rows (prompt + completion as sampled) and the teacher rows (the prompt
+// with its hint + the completion), each left-padded so that both end with the
 // completion; `mask` [n, L] marks, over the last L columns, each row's
 // completion tokens that are fresh enough to train on.
 struct HintRows {
@@ -38,7 +38,7 @@ struct HintRows {
 };
 
 HintRows hint_rows(const Generation& g, const torch::Tensor& admitted,
-                   const std::vector<std::vector<std::int64_t>>& hints, const std::vector<std::int64_t>& picked) {
+                   const std::vector<std::vector<std::int64_t>>& teacher_prompts, const std::vector<std::int64_t>& picked) {
   const auto P = g.prompt_width;
   const auto n = static_cast<std::int64_t>(picked.size());
   auto tok = g.tokens.accessor<std::int64_t, 2>();
@@ -51,8 +51,8 @@ HintRows hint_rows(const Generation& g, const torch::Tensor& admitted,
     const auto len = g.lengths[b];
     for (std::int64_t c = 0; c < P + len; ++c)
       if (c >= P || val[b][c]) student[i].push_back(tok[b][c]);
-    teacher[i] = hints[b];
-    teacher[i].insert(teacher[i].end(), student[i].begin(), student[i].end());
+    teacher[i] = teacher_prompts[b];
+    for (std::int64_t c = P; c < P + len; ++c) teacher[i].push_back(tok[b][c]);
     Ws = std::max<std::int64_t>(Ws, static_cast<std::int64_t>(student[i].size()));
     Wt = std::max<std::int64_t>(Wt, static_cast<std::int64_t>(teacher[i].size()));
     L = std::max(L, len);
@@ -93,15 +93,13 @@ std::vector<HintPart> hint_parts(const TokenTrainerOptions& o, const TokenBatch&
   const auto& g = batch.sequences;
   std::vector<HintPart> parts;
   tokens = 0;
-  if (o.hint_coef <= 0 || batch.hints.empty()) return parts;
+  if (o.hint_coef <= 0 || batch.teacher_prompts.empty()) return parts;
   const auto B = g.tokens.size(0);
-  RLX_REQUIRE(static_cast<std::int64_t>(batch.hints.size()) == B, batch.hints.size(), B);
+  RLX_REQUIRE(static_cast<std::int64_t>(batch.teacher_prompts.size()) == B, batch.teacher_prompts.size(), B);
   std::vector<std::int64_t> picked, width;
-  auto valid = g.valid.accessor<bool, 2>();
   for (std::int64_t b = 0; b < B; ++b) {
-    if (batch.hints[b].empty()) continue;
-    std::int64_t w = static_cast<std::int64_t>(batch.hints[b].size()) + g.lengths[b];
-    for (std::int64_t c = 0; c < g.prompt_width; ++c) w += valid[b][c];
+    if (batch.teacher_prompts[b].empty()) continue;
+    const std::int64_t w = static_cast<std::int64_t>(batch.teacher_prompts[b].size()) + g.lengths[b];
     if (w > o.model.max_len) continue;
     picked.push_back(b);
     width.push_back(w);
@@ -110,7 +108,7 @@ std::vector<HintPart> hint_parts(const TokenTrainerOptions& o, const TokenBatch&
     std::vector<std::int64_t> rows_of;
     for (auto i : mb) rows_of.push_back(picked[i]);
     HintPart p;
-    p.rows = hint_rows(g, admitted, batch.hints, rows_of);
+    p.rows = hint_rows(g, admitted, batch.teacher_prompts, rows_of);
     p.n = static_cast<std::int64_t>(rows_of.size());
     tokens += p.rows.mask.sum().item<std::int64_t>();
     parts.push_back(std::move(p));

@@ -36,8 +36,8 @@ struct TokenTrainerOptions {
   double entropy_coef = 0.0;
   double max_grad_norm = 1.0;
   // Textual feedback: KL(teacher || student) on a failed row's completion,
-  // the teacher being these weights with the scorer's hint before the
-  // prompt, the student without it (0: off).
+  // the teacher being these weights with the scorer's hint in the prompt
+  // (TokenBatch::teacher_prompts), the student without it (0: off).
   double hint_coef = 0.0;
   std::uint64_t seed = 1;
 };
@@ -48,7 +48,10 @@ struct TokenBatch {
   Generation sequences;
   std::vector<float> rewards;       // [B]
   std::int64_t group_size = 1;
-  std::vector<std::vector<std::int64_t>> hints;  // [B] or empty: a failed row's hint, as tokens (empty: none)
+  // [B] or empty: a failed row's prompt with its scorer's hint in it
+  // (envs/tokens hinted_prompt), what the hint distillation's teacher
+  // sees; empty: no hint.
+  std::vector<std::vector<std::int64_t>> teacher_prompts;
 };
 
 struct TokenUpdateStats {

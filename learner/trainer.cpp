@@ -12,6 +12,7 @@
 #include "learner/returns.hpp"
 #include "learner/token_trainer.hpp"
 #include "policy/token_segment.hpp"
+#include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "policy/weights_io.hpp"
@@ -252,6 +253,21 @@ std::pair<torch::Tensor, torch::Tensor> bootstrap(const torch::Tensor& values, c
   return {next, 1 - done};
 }
 
+// Each hinted row's prompt with its hint in it (empty: no hint).
+std::vector<std::vector<std::int64_t>> teacher_prompts(const Generation& g, const std::vector<std::string>& hints) {
+  std::vector<std::vector<std::int64_t>> out(hints.size());
+  auto tok = g.tokens.accessor<std::int64_t, 2>();
+  auto val = g.valid.accessor<bool, 2>();
+  for (std::size_t b = 0; b < hints.size(); ++b) {
+    if (hints[b].empty()) continue;
+    std::vector<std::int64_t> prompt;
+    for (std::int64_t c = 0; c < g.prompt_width; ++c)
+      if (val[static_cast<std::int64_t>(b)][c]) prompt.push_back(tok[static_cast<std::int64_t>(b)][c]);
+    out[b] = hinted_prompt(prompt, hints[b]);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<UpdateStats> Trainer::update(const std::vector<const Segment*>& segments) {
@@ -262,8 +278,7 @@ Result<UpdateStats> Trainer::update(const std::vector<const Segment*>& segments)
       const auto& m = tokens_->options().model;
       auto rows = token_rows(segments, m.layers, m.top_k);
       TokenBatch batch{std::move(rows.rows), std::move(rows.rewards), rows.group_size, {}};
-      if (tokens_->options().hint_coef > 0)
-        for (const auto& h : rows.hints) batch.hints.push_back(Tokenizer::encode(h));
+      if (tokens_->options().hint_coef > 0) batch.teacher_prompts = teacher_prompts(batch.sequences, rows.hints);
       tokens_->set_version(version_);
       const auto t = tokens_->rl_step(batch);
       UpdateStats s;

@@ -57,7 +57,9 @@ int sft_command(const SftArgs& a) {
     std::vector<std::vector<std::int64_t>> prompts, completions;
     for (int i = 0; i < a.batch; ++i) {
       auto t = make_token_task(a.kind, draw(rng));
-      prompts.push_back(Tokenizer::encode(t->prompt));
+      // Every other prompt holds a hint (what hint distillation's teacher reads).
+      const auto prompt = Tokenizer::encode(t->prompt);
+      prompts.push_back(i % 2 ? hinted_prompt(prompt, t->hint) : prompt);
       completions.push_back(Tokenizer::encode(t->reference));
     }
     auto s = trainer.sft_step(prompts, completions);

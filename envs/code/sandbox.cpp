@@ -22,6 +22,8 @@
 
 #include <fmt/format.h>
 
+#include "core/child_process.hpp"
+
 namespace rlx {
 
 namespace fs = std::filesystem;
@@ -121,6 +123,7 @@ SandboxRun Sandbox::run_unsandboxed(const std::string& program, const std::strin
 }
 
 SandboxRun Sandbox::execute(const std::string& program, const std::string& input, bool sandboxed) const {
+  ignore_sigpipe();  // a program that exits before reading its input must not end this process
   SandboxRun r;
   const SandboxLimits& lim = options_.limits;
   const auto started = std::chrono::steady_clock::now();

@@ -1,5 +1,7 @@
 #include "envs/external/external_env.hpp"
 
+#include "core/child_process.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -46,10 +48,8 @@ ExternalEnv::ExternalEnv(ExternalEnvOptions options, std::uint64_t seed, std::ui
   RLX_REQUIRE(!options_.argv.empty());
   RLX_REQUIRE(num_envs_ > 0, num_envs_);
   if (!options_.log) options_.log = null_logger();
-  // A child that dies makes our next write raise SIGPIPE; the failure is
-  // handled as a value (EPIPE) instead.
-  static std::once_flag ignore_sigpipe;
-  std::call_once(ignore_sigpipe, [] { std::signal(SIGPIPE, SIG_IGN); });
+  // A child that dies makes our next write fail (EPIPE), handled as a value.
+  ignore_sigpipe();
   start();
   std::string why;
   while (!call_spec(why)) {

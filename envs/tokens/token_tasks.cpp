@@ -1,8 +1,10 @@
 #include "envs/tokens/token_tasks.hpp"
 
+#include <algorithm>
 #include <random>
 
 #include "envs/code/code_tasks.hpp"
+#include "envs/tokens/tokenizer.hpp"
 
 namespace rlx {
 
@@ -24,6 +26,7 @@ TokenTask arithmetic_task(std::uint64_t seed) {
   t.id = std::to_string(a) + (plus ? "+" : "-") + std::to_string(b);
   t.prompt = t.id + "=";
   t.reference = std::to_string(plus ? a + b : a - b);
+  t.hint = t.id + "=" + t.reference + "\n";
   return t;
 }
 
@@ -43,7 +46,18 @@ Result<TokenTask> make_token_task(std::string_view kind, std::uint64_t seed) {
   const auto& ex = task->examples.front();
   t.prompt = task->spec + "\n" + example_line(task->function, ex);
   t.reference = task->reference;
+  t.hint = example_line(task->function, task->examples.back());
   return t;
+}
+
+std::vector<std::int64_t> hinted_prompt(const std::vector<std::int64_t>& prompt, std::string_view hint) {
+  const std::int64_t newline = Tokenizer::encode("\n").front();
+  const auto h = Tokenizer::encode(hint);
+  auto after = std::find(prompt.rbegin(), prompt.rend(), newline).base();  // prompt.begin() when none
+  std::vector<std::int64_t> out(prompt.begin(), after);
+  out.insert(out.end(), h.begin(), h.end());
+  out.insert(out.end(), after, prompt.end());
+  return out;
 }
 
 }  // namespace rlx

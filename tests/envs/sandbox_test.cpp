@@ -57,6 +57,22 @@ TEST_CASE("a program's reward is the fraction of hidden tests it passes", "[envs
   CHECK(faker.reward == 0.0);
 }
 
+TEST_CASE("a program that exits without reading its input ends alone, with its own result", "[envs][sandbox][defensive]") {
+  // More input than a pipe holds: the writer is still writing when the
+  // program is gone (a program with a syntax error exits at once). Before
+  // SIGPIPE was ignored, that write ended the whole process, silently.
+  const Sandbox box = sandbox();
+  const std::string input(1 << 20, '\n');
+  for (int i = 0; i < 3; ++i) {
+    auto r = box.run("import sys\nsys.exit(3)\n", input);
+    CHECK(r.end == SandboxRun::End::exited);
+    CHECK(r.exit_code == 3);
+  }
+  auto broken = score_program(box, "def add(a, b) return a + b\n", "add", kAddTests);
+  CHECK(broken.reward == 0.0);
+  CHECK(broken.reason.find("SyntaxError") != std::string::npos);
+}
+
 TEST_CASE("a program cannot read the hidden tests or the host's files, nor write outside its tmp",
           "[envs][sandbox][defensive]") {
   const Sandbox box = sandbox();

@@ -5,6 +5,8 @@
 #include "tests/torch_catch.hpp"
 
 #include "envs/scorer.hpp"
+#include "envs/tokens/token_tasks.hpp"
+#include "envs/tokens/tokenizer.hpp"
 #include "explorers/deferred_rewards.hpp"
 #include "learner/token_trainer.hpp"
 #include "messages/codec.hpp"
@@ -45,6 +47,13 @@ TEST_CASE("the arithmetic scorer hints the answer of a task it marked wrong", "[
   CHECK(s.score({1, 0, "12+7", "18"}).hint == "12+7=19\n");
   CHECK(s.score({1, 0, "12+7", "nineteen"}).hint == "12+7=19\n");
   CHECK(s.score({1, 0, "12+7", "19"}).hint.empty());
+}
+
+TEST_CASE("the teacher sees a hint after the prompt's last line, or before a prompt of one line", "[envs][token][hint]") {
+  const auto code = Tokenizer::encode("def f(x): ...\n# f(*[1]) == 2\n");
+  CHECK(hinted_prompt(code, "# f(*[5]) == 10\n") == Tokenizer::encode("def f(x): ...\n# f(*[1]) == 2\n# f(*[5]) == 10\n"));
+  CHECK(hinted_prompt(Tokenizer::encode("12+7="), "12+7=19\n") == Tokenizer::encode("12+7=19\n12+7="));
+  CHECK(hinted_prompt(Tokenizer::encode("a\nb"), "h\n") == Tokenizer::encode("a\nh\nb"));
 }
 
 TEST_CASE("a failed row's hint rides its token segment to the learner's rows, and bad hints are rejected",
@@ -99,8 +108,8 @@ TEST_CASE("the hint loss pulls the policy without the hint towards the policy wi
     batch.group_size = 8;
     batch.sequences = sample(trainer, 8, 100 + static_cast<std::uint64_t>(it));
     batch.rewards.assign(8, 0.0f);
-    batch.hints.assign(8, {});
-    for (int b = 0; b < 8; b += 2) batch.hints[b] = {9, 9, 10, 2};  // every other row failed, with a hint
+    batch.teacher_prompts.assign(8, {});
+    for (int b = 0; b < 8; b += 2) batch.teacher_prompts[b] = {9, 9, 10, 2, 3, 4};  // every other row failed: hint + prompt
     auto st = trainer.rl_step(batch);
     CHECK(st.hinted_rows == 4);
     (it == 0 ? first : last) = st.hint_kl;
@@ -108,6 +117,20 @@ TEST_CASE("the hint loss pulls the policy without the hint towards the policy wi
   INFO("KL " << first << " -> " << last);
   CHECK(first > 0.01);
   CHECK(last < 0.3 * first);
+}
+
+TEST_CASE("a teacher shown the student's own prompt agrees with it exactly", "[learner][token][hint]") {
+  auto o = tiny();
+  o.hint_coef = 1.0;
+  TokenTrainer trainer(o);
+  TokenBatch batch;
+  batch.group_size = 4;
+  batch.sequences = sample(trainer, 4, 21);
+  batch.rewards.assign(4, 0.0f);
+  batch.teacher_prompts.assign(4, {3, 4});  // no hint in it: the same rows
+  auto st = trainer.rl_step(batch);
+  CHECK(st.hinted_rows == 4);
+  CHECK(st.hint_kl < 1e-6);
 }
 
 TEST_CASE("with the hint loss off, or a hint too long for the context, nothing is distilled", "[learner][token][hint]") {
@@ -119,7 +142,7 @@ TEST_CASE("with the hint loss off, or a hint too long for the context, nothing i
     batch.group_size = 2;
     batch.sequences = sample(trainer, 2, 7);
     batch.rewards = {0, 1};
-    batch.hints = {std::vector<std::int64_t>(coef > 0 ? 40 : 2, 9), {}};  // 40 + prompt > max_len 32
+    batch.teacher_prompts = {std::vector<std::int64_t>(coef > 0 ? 40 : 3, 9), {}};  // 40 > max_len 32
     auto st = trainer.rl_step(batch);
     CHECK(st.hinted_rows == 0);
     CHECK(st.hint_kl == 0.0);

@@ -91,6 +91,10 @@ TEST_CASE("token tasks are drawn from their seed and carry a correct reference",
   REQUIRE(c.ok());
   CHECK(c->prompt.find("def solve") == 0);
   CHECK(c->reference.find("def solve") == 0);
+  // Each carries a true hint in its scorer's form, other than what the prompt shows.
+  CHECK(a->hint == a->id + "=" + a->reference + "\n");
+  CHECK(c->hint.rfind("# solve(*", 0) == 0);
+  CHECK(c->prompt.find(c->hint) == std::string::npos);
   CHECK(scorer_for("code") == "code");
   CHECK_FALSE(make_token_task("chess", 1).ok());
 }
