@@ -63,6 +63,7 @@ struct AgentState {
   std::string run_id, incarnation;
   bool orphaned = false;                 // the head went away; reaching it again
   std::chrono::steady_clock::time_point reconnect_until;  // when an orphaned node gives up
+  gate_actor lost_gate;                  // the gate of the head it lost (never taken again)
   // Set when the agent ends: its reconnect helper stops retrying (the
   // actor system waits for it before the process can exit).
   std::shared_ptr<std::atomic<bool>> leaving = std::make_shared<std::atomic<bool>>(false);
@@ -158,7 +159,7 @@ void reconnect(Self self) {
   const double left = std::chrono::duration<double>(st.reconnect_until - std::chrono::steady_clock::now()).count();
   if (left <= 0) return end(self, RunOutcome::failed, "the head went away and did not come back");
   self->spawn([agent = node_actor{self}, local = st.local, host = st.options.head_host, port = st.options.head_port,
-               left, log = st.log, leaving = st.leaving, dead = st.gate](caf::blocking_actor* helper) {
+               left, log = st.log, leaving = st.leaving, dead = st.lost_gate](caf::blocking_actor* helper) {
     auto gate = connect_gate(helper->system(), local, host, port, left, log, leaving.get(), dead);
     if (gate) caf::anon_send(agent, rejoin_atom::value, caf::actor_cast<caf::actor>(*gate));
     else caf::anon_send(agent, rejoin_atom::value, gate.error().message);
@@ -170,6 +171,7 @@ void reconnect(Self self) {
 void orphan(Self self) {
   auto& st = self->state;
   st.orphaned = true;
+  st.lost_gate = st.gate;
   const double limit = st.config->launch.reconnect_s;
   st.reconnect_until =
       std::chrono::steady_clock::now() +

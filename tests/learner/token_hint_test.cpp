@@ -11,25 +11,13 @@
 #include "learner/token_trainer.hpp"
 #include "messages/codec.hpp"
 #include "policy/token_segment.hpp"
+#include "tests/learner/token_fixture.hpp"
 
 using namespace rlx;
 
 namespace {
 
-TokenTrainerOptions tiny() {
-  TokenTrainerOptions o;
-  o.model.vocab = 12;
-  o.model.d_model = 32;
-  o.model.heads = 2;
-  o.model.layers = 2;
-  o.model.max_len = 32;
-  o.model.experts = 4;
-  o.model.top_k = 2;
-  o.model.expert_hidden = 32;
-  o.lr = 3e-3;
-  o.seed = 11;
-  return o;
-}
+TokenTrainerOptions tiny() { return test::tiny_token_trainer(12); }
 
 Generation sample(TokenTrainer& trainer, std::size_t rows, std::uint64_t seed) {
   SampleOptions s;

@@ -6,26 +6,12 @@
 #include "learner/token_trainer.hpp"
 #include "messages/codec.hpp"
 #include "policy/token_segment.hpp"
+#include "tests/learner/token_fixture.hpp"
 
 using namespace rlx;
 
 namespace {
-
-TokenTrainerOptions tiny(std::int64_t vocab) {
-  TokenTrainerOptions o;
-  o.model.vocab = vocab;
-  o.model.d_model = 32;
-  o.model.heads = 2;
-  o.model.layers = 2;
-  o.model.max_len = 32;
-  o.model.experts = 4;
-  o.model.top_k = 2;
-  o.model.expert_hidden = 32;
-  o.lr = 3e-3;
-  o.seed = 11;
-  return o;
-}
-
+TokenTrainerOptions tiny(std::int64_t vocab) { return test::tiny_token_trainer(vocab); }
 }  // namespace
 
 TEST_CASE("GRPO advantages are the rewards standardised within each group", "[learner][token]") {
