@@ -15,6 +15,7 @@ struct LearnerState {
   UpdateStats last;
   std::uint64_t stale_tokens = 0;                          // token policy, over the run (this process)
   std::uint64_t hinted_rows = 0;                           // token policy, over the run (this process)
+  std::uint64_t skipped_rows = 0;                          // token policy, over the run (this process)
   Admission::Window window;
   ErrorCounts errors;
   std::chrono::steady_clock::time_point last_report;
@@ -52,6 +53,7 @@ struct LearnerState {
     m.stale_tokens = stale_tokens;
     m.hint_kl = static_cast<float>(last.hint_kl);
     m.hinted_rows = hinted_rows;
+    m.skipped_rows = skipped_rows;
     m.updates = core->updates();
     m.segments_by_explorer.assign(core->by_explorer().begin(), core->by_explorer().end());
     // Reports go out from inside the segment handler: its time so far counts.
@@ -118,6 +120,7 @@ void train(Self self) {
   st.last = std::move(r).value();
   st.stale_tokens += st.last.stale_tokens;
   st.hinted_rows += st.last.hinted_rows;
+  st.skipped_rows += st.last.skipped_rows;
   if (st.core->publish_due()) publish(self);
   if (st.options.checkpoint_every && st.core->updates() % st.options.checkpoint_every == 0) {
     auto saved = save_checkpoint(*st.core, st.options.checkpoint_dir, st.options.checkpoint_keep);

@@ -9,6 +9,16 @@ namespace rlx {
 struct RecorderState {
   RecorderOptions options;
   bool failed = false;
+  bool closed = false;  // flushed at the run's end
+
+  // After the final flush (an explorer that did not drain in time still
+  // sends): not written, said once, not an error of the log.
+  bool late() {
+    if (!closed) return false;
+    if (!failed) options.log->warn("rollout log: a record arrived after the run's final flush; not written");
+    failed = true;
+    return true;
+  }
 
   // False (and recording off) after the first failed write.
   void check(const Result<bool>& r) {
@@ -26,7 +36,7 @@ recorder_actor::behavior_type recorder_impl(recorder_actor::stateful_pointer<Rec
       [self](record_atom, const WireMsg& segment, std::uint8_t verdict, std::uint64_t version, std::uint64_t index,
              std::uint64_t lag, const std::string& reason) {
         auto& st = self->state;
-        if (st.failed || verdict > 2) return;
+        if (st.late() || st.failed || verdict > 2) return;
         RolloutRecordData r{static_cast<Verdict>(verdict), version, index, lag, reason};
         try {
           st.check(st.options.writer->write_rollout(r, segment.buf));
@@ -39,7 +49,7 @@ recorder_actor::behavior_type recorder_impl(recorder_actor::stateful_pointer<Rec
       [self](version_atom, std::uint64_t version, std::uint64_t checksum, std::uint64_t updates,
              std::uint64_t params) {
         auto& st = self->state;
-        if (st.failed) return;
+        if (st.late() || st.failed) return;
         const auto now = std::chrono::system_clock::now().time_since_epoch();
         st.check(st.options.writer->write_weights(WeightVersionData{
             version, checksum, updates,
@@ -47,7 +57,8 @@ recorder_actor::behavior_type recorder_impl(recorder_actor::stateful_pointer<Rec
       },
       [self](flush_atom) {
         auto& st = self->state;
-        st.check(st.options.writer->close());
+        if (!st.closed) st.check(st.options.writer->close());
+        st.closed = true;
         return st.options.writer->entries_written();
       },
   };

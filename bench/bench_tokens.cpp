@@ -1,10 +1,14 @@
 // The token policy (policy/moe_transformer.hpp): rollout sampling tokens/s
 // with the KV cache against recomputing the whole prefix every step (same
 // model, same batch, same samples), and the MoE layer's forward + backward
-// against a dense layer of the same active parameter count.
+// against a dense layer of the same active parameter count, and the
+// learner's GRPO step against the raw work of a step that computes every
+// row and makes a separate proximal pass.
 #include <fmt/format.h>
 
 #include "bench/common.hpp"
+#include "learner/token_losses.hpp"
+#include "learner/token_trainer.hpp"
 #include "policy/token_sampler.hpp"
 
 namespace rlx {
@@ -34,6 +38,51 @@ double fwd_bwd_s(F&& step, int rounds) {
     if (i > 0) s.push_back(seconds_since(t));  // the first is warm-up
   }
   return median(s);
+}
+
+// One GRPO update of 64 rows (8 groups of 8; 3 groups scored alike, about
+// the share a run from the supervised start sees) against the raw work of
+// the step that computed every row: a no-grad pass for the proximal
+// log-probs, then forward + backward, over the same microbatches.
+Row grpo_step_row() {
+  TokenTrainerOptions o;
+  o.model = TransformerOptions{};  // the code policy
+  const std::int64_t B = 64, G = 8, P = 96, T = 64;
+  SampleOptions so;
+  so.max_new_tokens = T;
+  so.eos = -1;
+  std::mt19937_64 rng(3);
+  std::vector<double> step_s, raw_s;
+  for (int round = 0; round < 4; ++round) {
+    TokenTrainer trainer(o);
+    TokenBatch batch;
+    batch.group_size = G;
+    batch.sequences = generate(trainer.model(), std::vector<std::vector<std::int64_t>>(B, std::vector<std::int64_t>(P, 5)),
+                               so, rng);
+    for (std::int64_t b = 0; b < B; ++b) batch.rewards.push_back(b < 3 * G ? 1.0F : static_cast<float>(b % 3) / 2);
+    auto t = Clock::now();
+    trainer.rl_step(batch);
+    const double step = seconds_since(t);
+    auto& model = trainer.model();
+    const auto& g = batch.sequences;
+    std::vector<std::int64_t> width(B, g.tokens.size(1));
+    t = Clock::now();
+    for (const auto& mb : pack_by_length(width, o.token_budget)) {
+      auto idx = torch::tensor(mb, torch::kLong);
+      auto tokens = g.tokens.index_select(0, idx), valid = g.valid.index_select(0, idx);
+      {
+        torch::NoGradGuard guard;
+        model->forward(tokens, valid);
+      }
+      torch::log_softmax(model->forward(tokens, valid).logits, -1).mean().backward();
+    }
+    const double raw = seconds_since(t);
+    if (round > 0) step_s.push_back(step), raw_s.push_back(raw);  // the first is warm-up
+  }
+  const double s = median(step_s), r = median(raw_s);
+  return {fmt::format("GRPO update ({} rows, {} groups of {}, 3 scored alike, {} tokens each)", B, B / G, G, P + T),
+          fmt::format("{:.0f} ms", s * 1e3), fmt::format("{:.0f} ms: every row, proximal pass apart", r * 1e3),
+          fmt::format("{:.2f}", s / r), "rows of zero advantage skipped; the proximal log-probs are epoch 0's own"};
 }
 
 }  // namespace
@@ -67,6 +116,7 @@ std::vector<Row> bench_tokens() {
                   fmt::format("{:.2f} ms", t_moe * 1e3),
                   fmt::format("{:.2f} ms dense, hidden {}", t_dense * 1e3, k * h), fmt::format("{:.2f}", t_moe / t_dense),
                   fmt::format("same active parameters per token; the MoE holds {}x the expert parameters", E / k)});
+  rows.push_back(grpo_step_row());
   return rows;
 }
 

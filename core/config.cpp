@@ -279,6 +279,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       r.integer("ranks", l.ranks, 1, 64);
       r.integer("batch_segments", l.batch_segments, 1, 1 << 20);
       r.number("lr", l.lr, 0.0, 10.0, true);
+      r.integer("warmup_updates", l.warmup_updates, 0, 1 << 20);
       r.integer("publish_every", l.publish_every, 1, 1 << 20);
       r.integer("epochs", l.epochs, 1, 1000);
       r.integer("minibatches", l.minibatches, 1, 1 << 20);

@@ -68,6 +68,7 @@ struct LearnerConfig {
   std::int64_t ranks = 1;            // data-parallel learner ranks (processes); rank 0 publishes
   std::int64_t batch_segments = 4;   // segments per update, per rank
   double lr = 3e-3;                  // Adam learning rate
+  std::int64_t warmup_updates = 0;   // the rate rises linearly to lr over the run's first N updates (0: none)
   std::int64_t publish_every = 1;    // publish weights every K updates
   std::int64_t epochs = 4;           // passes over a batch (ppo)
   std::int64_t minibatches = 4;      // minibatches per epoch (ppo)

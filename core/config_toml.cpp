@@ -59,7 +59,8 @@ std::string to_toml(const ClusterConfig& c) {
   const auto& l = c.learner;
   root.insert("learner", toml::table{{"algorithm", l.algorithm},   {"device", l.device},
                                      {"ranks", l.ranks},           {"batch_segments", l.batch_segments},
-                                     {"lr", l.lr},                 {"publish_every", l.publish_every},
+                                     {"lr", l.lr},                 {"warmup_updates", l.warmup_updates},
+                                     {"publish_every", l.publish_every},
                                      {"epochs", l.epochs},         {"minibatches", l.minibatches},
                                      {"gamma", l.gamma},           {"gae_lambda", l.gae_lambda},
                                      {"clip", l.clip},             {"rho_bar", l.rho_bar},

@@ -13,7 +13,10 @@ torch::Tensor grpo_advantages(const torch::Tensor& rewards, std::int64_t group_s
   auto r = rewards.to(torch::kFloat32).view({-1, group_size});
   auto centred = r - r.mean(1, true);
   if (scale_by_std && group_size > 1) centred = centred / (r.std(1, /*unbiased=*/true, true) + eps);
-  return centred.reshape({-1});
+  // Exactly 0 for a group of equal rewards (a float mean can miss them by
+  // an ulp, which the std scaling would blow up to ~1e-3).
+  auto equal = std::get<0>(r.max(1, true)) == std::get<0>(r.min(1, true));
+  return centred.masked_fill(equal, 0).reshape({-1});
 }
 
 torch::Tensor admit_tokens(const torch::Tensor& versions, const torch::Tensor& generated,

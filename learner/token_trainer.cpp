@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "learner/lr_schedule.hpp"
 #include "learner/token_losses.hpp"
 #include "policy/weights_io.hpp"
 
@@ -273,48 +274,74 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   s.stale_tokens = g.generated.sum().item<std::int64_t>() - total;
   s.tokens = total;
   if (total == 0) return s;  // nothing fresh enough: no step, the version stays
+  set_lr(*impl_->optimizer, warmup_lr(o.lr, o.warmup_updates, version_));
 
-  std::vector<std::int64_t> width(B);
-  for (std::int64_t b = 0; b < B; ++b) width[b] = g.prompt_width + g.lengths[b];
-  const auto micro = pack_by_length(width, o.token_budget);
   auto rewards = torch::tensor(batch.rewards, torch::kFloat32);
+  const bool grpo = o.algorithm == "grpo";
+  auto row_adv = grpo ? grpo_advantages(rewards, batch.group_size) : torch::Tensor();
+  // The rows that carry a policy gradient: under GRPO a row of advantage
+  // 0 (every row of a group whose samples scored alike) contributes none,
+  // so it is not computed. The surrogate stays averaged over every
+  // admitted token of the batch: skipping changes the cost, not the step's
+  // policy gradient.
+  std::vector<std::int64_t> kept, width;
+  for (std::int64_t b = 0; b < B; ++b) {
+    if (grpo && row_adv.data_ptr<float>()[b] == 0.0F) continue;
+    kept.push_back(b);
+    width.push_back(g.prompt_width + g.lengths[b]);
+  }
+  s.skipped_rows = B - static_cast<std::int64_t>(kept.size());
+  std::int64_t hint_tokens = 0;
+  const auto hinted = hint_parts(o, batch, admitted, hint_tokens);
+  for (const auto& h : hinted) s.hinted_rows += h.n;
+  if (kept.empty() && hinted.empty()) {
+    ++version_;  // trained on, with nothing to learn: the weights stay as they are
+    return s;
+  }
 
-  // The proximal policy (these weights, before any step of this update):
-  // log-probs, values and own routes, per microbatch.
   struct Part {
-    torch::Tensor idx, prox, adv, mask, tokens, valid, behaviour, routes;
-    std::int64_t width;
+    torch::Tensor idx, prox, adv, mask, tokens, valid, behaviour, routes, generated;
+    std::int64_t width = 0, n = 0;
   };
   std::vector<Part> parts;
-  auto row_adv = o.algorithm == "grpo" ? grpo_advantages(rewards, batch.group_size) : torch::Tensor();
-  {
+  std::int64_t kept_tokens = 0;
+  for (const auto& mb : pack_by_length(width, o.token_budget)) {
+    Part p;
+    std::vector<std::int64_t> idx;
+    for (auto i : mb) idx.push_back(kept[static_cast<std::size_t>(i)]), p.width = std::max(p.width, width[i]);
+    p.idx = torch::tensor(idx, torch::kLong);
+    p.tokens = rows(g.tokens, p.idx, p.width);
+    p.valid = rows(g.valid, p.idx, p.width);
+    p.mask = rows(admitted, p.idx, p.width);
+    p.generated = rows(g.generated, p.idx, p.width);
+    p.behaviour = rows(g.log_probs, p.idx, p.width);
+    p.routes = g.routes.index_select(1, p.idx).narrow(2, 0, p.width);
+    p.n = p.mask.sum().item<std::int64_t>();
+    kept_tokens += p.n;
+    if (grpo) p.adv = row_adv.index_select(0, p.idx).unsqueeze(1).expand({-1, p.width});
+    parts.push_back(std::move(p));
+  }
+
+  // The proximal policy is these weights before any step of this update:
+  // epoch 0's own forward pass, detached. A pass before training is needed
+  // only for what epoch 0 cannot give before its loss: PPO's advantages
+  // (values, normalised over the batch) and, under router replay, the
+  // log-probs and routes of the policy's own routing.
+  double mismatch = 0;
+  const auto rows_kept = static_cast<double>(std::max<std::size_t>(kept.size(), 1));
+  const bool pre_pass = !grpo || o.router_replay;
+  if (pre_pass) {
     torch::NoGradGuard guard;
-    double mismatch = 0;
-    for (const auto& mb : micro) {
-      Part p;
-      p.idx = torch::tensor(mb, torch::kLong);
-      p.width = 0;
-      for (auto i : mb) p.width = std::max(p.width, width[i]);
-      p.tokens = rows(g.tokens, p.idx, p.width);
-      p.valid = rows(g.valid, p.idx, p.width);
-      p.mask = rows(admitted, p.idx, p.width);
-      p.behaviour = rows(g.log_probs, p.idx, p.width);
-      p.routes = g.routes.index_select(1, p.idx).narrow(2, 0, p.width);
+    for (auto& p : parts) {
       auto out = model->forward(p.tokens, p.valid);
       p.prox = token_log_probs(out.logits, p.tokens, o.temperature).first;
-      mismatch += route_mismatch(out.routes, p.routes, rows(g.generated, p.idx, p.width)) *
-                  static_cast<double>(mb.size()) / static_cast<double>(B);
-      if (o.algorithm == "grpo") {
-        p.adv = row_adv.index_select(0, p.idx).unsqueeze(1).expand({-1, p.width});
-      } else {
-        // The value before token j (at column j - 1) predicts the row's reward.
+      mismatch += route_mismatch(out.routes, p.routes, p.generated) * static_cast<double>(p.idx.size(0)) / rows_kept;
+      if (!grpo) {  // the value before token j (at column j - 1) predicts the row's reward
         auto v_before = torch::cat({torch::zeros({p.tokens.size(0), 1}), out.values.narrow(1, 0, p.width - 1)}, 1);
         p.adv = rewards.index_select(0, p.idx).unsqueeze(1) - v_before;
       }
-      parts.push_back(std::move(p));
     }
-    s.route_mismatch = mismatch;
-    if (o.algorithm == "ppo") {  // normalised over the admitted tokens
+    if (!grpo) {  // normalised over the admitted tokens
       std::vector<torch::Tensor> picked;
       for (auto& p : parts) picked.push_back(p.adv.masked_select(p.mask));
       auto all = torch::cat(picked);
@@ -323,24 +350,27 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     }
   }
 
-  std::int64_t hint_tokens = 0;
-  const auto hinted = hint_parts(o, batch, admitted, hint_tokens);
-  for (const auto& h : hinted) s.hinted_rows += h.n;
-
   for (std::int64_t epoch = 0; epoch < o.epochs; ++epoch) {
     impl_->optimizer->zero_grad();
     for (auto& p : parts) {
       auto out = o.router_replay ? model->forward(p.tokens, p.valid, p.routes) : model->forward(p.tokens, p.valid);
       auto [logp, entropy] = token_log_probs(out.logits, p.tokens, o.temperature);
-      const auto n = p.mask.sum().item<std::int64_t>();
-      const double share = static_cast<double>(n) / static_cast<double>(total);
+      if (!p.prox.defined()) {
+        p.prox = logp.detach();
+        mismatch += route_mismatch(out.routes, p.routes, p.generated) * static_cast<double>(p.idx.size(0)) / rows_kept;
+      }
+      const auto n = p.n;
+      // pg_share keeps the surrogate a mean over all admitted tokens; share
+      // weighs the auxiliary terms and statistics over the rows computed.
+      const double pg_share = static_cast<double>(n) / static_cast<double>(total);
+      const double share = kept_tokens > 0 ? static_cast<double>(n) / static_cast<double>(kept_tokens) : 0.0;
       LossStats ls;
       auto pg = token_ppo_loss(logp, p.prox, p.behaviour, p.adv, p.mask, o.clip, o.rho_bar, epoch == 0 ? &ls : nullptr);
       auto maskf = p.mask.to(logp.dtype());
       auto ent = n > 0 ? (entropy * maskf).sum() / static_cast<double>(n) : entropy.sum() * 0;
-      auto loss = share * (pg - o.entropy_coef * ent) +
+      auto loss = pg_share * pg - share * o.entropy_coef * ent +
                   share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
-      if (o.algorithm == "ppo" && n > 0) {
+      if (!grpo && n > 0) {
         auto v_before = torch::cat({torch::zeros({p.tokens.size(0), 1}), out.values.narrow(1, 0, p.width - 1)}, 1);
         auto target = rewards.index_select(0, p.idx).unsqueeze(1);
         auto vl = 0.5 * ((v_before - target).pow(2) * maskf).sum() / static_cast<double>(n);
@@ -349,7 +379,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
       }
       loss.backward();
       const double e = static_cast<double>(o.epochs);
-      s.policy_loss += share * pg.item<double>() / e;
+      s.policy_loss += pg_share * pg.item<double>() / e;
       s.entropy += share * ent.item<double>() / e;
       s.load_balance += share * out.load_balance.item<double>() / e;
       s.router_z += share * out.router_z.item<double>() / e;
@@ -366,6 +396,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     if (epoch == 0 && hint_tokens > 0) s.hint_kl = kl / static_cast<double>(hint_tokens);
     impl_->finish_step(o);
   }
+  s.route_mismatch = mismatch;
   ++version_;
   return s;
 }

@@ -23,6 +23,7 @@ struct TokenTrainerOptions {
   TransformerOptions model;
   std::string algorithm = "grpo";   // "grpo" | "ppo"
   double lr = 3e-4;
+  std::int64_t warmup_updates = 0;  // the rate rises linearly to lr over these first updates
   std::int64_t epochs = 1;          // passes over each batch (one optimizer step each)
   double clip = 0.2;
   double rho_bar = 2.0;             // truncation of the behaviour ratio
@@ -65,6 +66,7 @@ struct TokenUpdateStats {
   std::int64_t tokens = 0;          // tokens trained on
   std::int64_t stale_tokens = 0;    // generated tokens past the staleness bound (not trained)
   std::int64_t microbatches = 0;
+  std::int64_t skipped_rows = 0;    // rows of zero advantage (GRPO), not computed
   double hint_kl = 0;               // mean KL(teacher with hint || student) per hinted token, before the step
   std::int64_t hinted_rows = 0;     // rows distilled from their hint
   LossStats correction;

@@ -10,6 +10,7 @@
 #include "learner/learner_group.hpp"
 #include "learner/losses.hpp"
 #include "learner/returns.hpp"
+#include "learner/lr_schedule.hpp"
 #include "learner/token_trainer.hpp"
 #include "policy/token_segment.hpp"
 #include "envs/tokens/token_tasks.hpp"
@@ -97,6 +98,7 @@ TokenTrainerOptions token_options(const TrainerOptions& o) {
   t.model = transformer_options(o.policy, Tokenizer::vocab);
   t.algorithm = o.learner.algorithm;
   t.lr = o.learner.lr;
+  t.warmup_updates = o.learner.warmup_updates;
   t.epochs = o.learner.epochs;
   t.clip = o.learner.clip;
   t.rho_bar = o.learner.rho_bar;
@@ -291,11 +293,13 @@ Result<UpdateStats> Trainer::update(const std::vector<const Segment*>& segments)
       s.stale_tokens = static_cast<std::uint64_t>(t.stale_tokens);
       s.hint_kl = t.hint_kl;
       s.hinted_rows = static_cast<std::uint64_t>(t.hinted_rows);
+      s.skipped_rows = static_cast<std::uint64_t>(t.skipped_rows);
       for (const Segment* x : segments) s.steps += x->env_steps();
       ++version_;  // even when every token was stale: the learner's contract is one version per batch
       return s;
     }
     Batch b = impl_->make_batch(segments);
+    set_lr(*impl_->optimizer, warmup_lr(options_.learner.lr, options_.learner.warmup_updates, version_));
     UpdateStats s = options_.learner.algorithm == "vtrace" ? impl_->update_vtrace(b) : impl_->update_ppo(b);
     s.steps = b.steps;
     ++version_;

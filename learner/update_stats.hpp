@@ -28,6 +28,7 @@ struct UpdateStats {
   // Textual feedback: the hint distillation's KL and the rows it used.
   double hint_kl = 0;
   std::uint64_t hinted_rows = 0;
+  std::uint64_t skipped_rows = 0;  // rows of zero advantage, not computed (GRPO)
 };
 
 }  // namespace rlx

@@ -111,6 +111,7 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     m.setStaleTokens(x.stale_tokens);
     m.setHintKl(x.hint_kl);
     m.setHintedRows(x.hinted_rows);
+    m.setSkippedRows(x.skipped_rows);
     auto u = m.initExpertUtilisation(static_cast<unsigned>(x.expert_utilisation.size()));
     for (unsigned i = 0; i < x.expert_utilisation.size(); ++i) u.set(i, x.expert_utilisation[i]);
     m.setUpdates(x.updates);
@@ -152,6 +153,7 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.stale_tokens = m.getStaleTokens();
     x.hint_kl = m.getHintKl();
     x.hinted_rows = m.getHintedRows();
+    x.skipped_rows = m.getSkippedRows();
     for (auto v : m.getExpertUtilisation()) x.expert_utilisation.push_back(v);
     x.updates = m.getUpdates();
     x.weight_swap_mean_us = m.getWeightSwapMeanUs();

@@ -71,6 +71,7 @@ struct MetricsReport {
   staleTokens @25 :UInt64;        # token policy: generated tokens past the staleness bound (not trained), cumulative
   hintKl @26 :Float32;            # token policy: KL(teacher with hint || student) per hinted token, last update
   hintedRows @27 :UInt64;         # token policy: rows distilled from their scorer's hint, cumulative
+  skippedRows @28 :UInt64;        # token policy: rows of zero advantage not computed (GRPO), cumulative
 }
 
 struct ExplorerSegments {

@@ -196,6 +196,7 @@ struct MetricsData {
   std::uint64_t stale_tokens = 0;    // token policy, cumulative
   float hint_kl = 0;                 // token policy, last update
   std::uint64_t hinted_rows = 0;     // token policy, cumulative
+  std::uint64_t skipped_rows = 0;    // token policy, cumulative
 };
 
 struct ScaleCommandData {

@@ -261,6 +261,12 @@ envs_per_explorer = 16
   auto negative = with("[learner]", "[tokens]\nhint_coef = -1.0\n[learner]");
   REQUIRE_FALSE(negative.ok());
   CHECK(negative.error().message.find("hint_coef") != std::string::npos);
+  auto warm = with("[learner]", "[learner]\nwarmup_updates = 10");
+  REQUIRE(warm.ok());
+  CHECK(warm->learner.warmup_updates == 10);
+  auto cold = with("[learner]", "[learner]\nwarmup_updates = -1");
+  REQUIRE_FALSE(cold.ok());
+  CHECK(cold.error().message.find("warmup_updates") != std::string::npos);
 }
 
 TEST_CASE("grpo is refused for a policy that does not sample groups", "[config][token]") {

@@ -2,6 +2,7 @@
 
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
+#include "learner/lr_schedule.hpp"
 #include "learner/token_losses.hpp"
 #include "learner/token_trainer.hpp"
 #include "messages/codec.hpp"
@@ -217,4 +218,115 @@ TEST_CASE("a token segment that does not add up is rejected at decoding", "[mess
   CHECK_FALSE(broken([](Segment& x) { x.tokens->task_ids.pop_back(); }).ok());
   CHECK_FALSE(broken([](Segment& x) { x.episode_lengths[0] = x.num_steps; }).ok());
   CHECK_FALSE(broken([](Segment& x) { x.tokens->routes.pop_back(); }).ok());
+}
+
+TEST_CASE("a group of equal rewards gets advantages of exactly zero, whatever the value", "[learner][token][grpo]") {
+  // 0.7f eight times: a float mean can miss it by an ulp, which the std
+  // scaling would turn into advantages of ~1e-3.
+  auto adv = grpo_advantages(torch::full({8}, 0.7f), 8);
+  CHECK(adv.abs().max().item<float>() == 0.0f);
+  auto thirds = grpo_advantages(torch::tensor({0.1f, 0.1f, 0.1f, 1.0f / 3, 1.0f / 3, 1.0f / 3}), 3);
+  CHECK(thirds.abs().max().item<float>() == 0.0f);
+}
+
+namespace {
+
+// Rows [from, from + n) of a generation, as a generation of their own.
+Generation slice_rows(const Generation& g, std::int64_t from, std::int64_t n) {
+  Generation r = g;
+  r.tokens = g.tokens.narrow(0, from, n);
+  r.valid = g.valid.narrow(0, from, n);
+  r.generated = g.generated.narrow(0, from, n);
+  r.log_probs = g.log_probs.narrow(0, from, n);
+  r.versions = g.versions.narrow(0, from, n);
+  r.routes = g.routes.narrow(1, from, n);
+  r.lengths.assign(g.lengths.begin() + from, g.lengths.begin() + from + n);
+  r.ended.assign(g.ended.begin() + from, g.ended.begin() + from + n);
+  return r;
+}
+
+std::vector<torch::Tensor> parameters_of(TokenTrainer& t) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : t.model()->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+// The largest change of any parameter element between two snapshots.
+double largest_change(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, (a[i] - b[i]).abs().max().item<double>());
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("rows of a group that scored alike are not computed and do not change the step", "[learner][token][grpo]") {
+  auto o = tiny(12);
+  o.load_balance_coef = 0;  // the step is the policy gradient's alone
+  o.router_z_coef = 0;
+  TokenTrainer with_group(o), without(o);
+  const auto before = parameters_of(with_group);
+  SampleOptions s;
+  s.max_new_tokens = 4;
+  std::mt19937_64 rng(9);
+  TokenBatch full;
+  full.group_size = 4;
+  full.sequences = generate(with_group.model(), {{3, 4}, {3, 4}, {3, 4}, {3, 4}, {5}, {5}, {5}, {5}}, s, rng,
+                            [](std::int64_t) { return 0u; });
+  full.rewards = {1, 0, 0, 1, 0.5f, 0.5f, 0.5f, 0.5f};
+  TokenBatch informative;
+  informative.group_size = 4;
+  informative.sequences = slice_rows(full.sequences, 0, 4);
+  informative.rewards = {1, 0, 0, 1};
+
+  const auto a = with_group.rl_step(full);
+  const auto b = without.rl_step(informative);
+  CHECK(a.skipped_rows == 4);
+  CHECK(b.skipped_rows == 0);
+  CHECK(a.microbatches == b.microbatches);  // the equal group cost no forward or backward pass
+  CHECK(a.tokens > b.tokens);               // its tokens still count as trained on
+  // The equal group only rescales the surrogate (its mean runs over more
+  // tokens); Adam's first step does not see the scale, so both trainers
+  // moved alike: up to Adam's epsilon, far below the step itself.
+  const auto after_a = parameters_of(with_group), after_b = parameters_of(without);
+  CHECK(largest_change(after_a, before) > 0.9 * o.lr);
+  CHECK(largest_change(after_a, after_b) < 0.3 * o.lr);
+
+  // A batch with nothing to learn makes no step, but counts as trained.
+  TokenBatch flat = full;
+  flat.rewards.assign(8, 1.0f);
+  const auto v = with_group.version();
+  const auto c = with_group.rl_step(flat);
+  CHECK(c.skipped_rows == 8);
+  CHECK(c.microbatches == 0);
+  CHECK(with_group.version() == v + 1);
+  CHECK(largest_change(parameters_of(with_group), after_a) == 0.0);
+}
+
+TEST_CASE("the learning rate warms up linearly over the first updates", "[learner][token]") {
+  CHECK(warmup_lr(1e-3, 0, 0) == 1e-3);
+  CHECK(warmup_lr(1e-3, 1, 0) == 1e-3);
+  CHECK(warmup_lr(1e-3, 4, 0) == Approx(0.25e-3));
+  CHECK(warmup_lr(1e-3, 4, 2) == Approx(0.75e-3));
+  CHECK(warmup_lr(1e-3, 4, 3) == Approx(1e-3));
+  CHECK(warmup_lr(1e-3, 4, 100) == Approx(1e-3));
+
+  // A warming trainer's first step is a quarter of a plain one's.
+  auto o = tiny(12);
+  TokenTrainer plain(o);
+  o.warmup_updates = 4;
+  TokenTrainer warming(o);
+  const auto start = parameters_of(plain);
+  SampleOptions s;
+  s.max_new_tokens = 3;
+  std::mt19937_64 rng(4);
+  TokenBatch batch;
+  batch.group_size = 4;
+  batch.sequences = generate(plain.model(), {{3, 4}, {3, 4}, {3, 4}, {3, 4}}, s, rng, [](std::int64_t) { return 0u; });
+  batch.rewards = {1, 0, 0, 1};
+  plain.rl_step(batch);
+  warming.rl_step(batch);
+  const double step_plain = largest_change(parameters_of(plain), start);
+  const double step_warm = largest_change(parameters_of(warming), start);
+  CHECK(step_warm == Approx(step_plain / 4).epsilon(0.02));
 }
