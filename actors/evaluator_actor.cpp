@@ -40,8 +40,8 @@ void evaluate(Self self, const WeightSetData& w) {
   const TokenEvaluation ev = evaluate_tokens(st.model, *st.options.scorer, eo);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.last = w.version;
-  st.options.log->info("evaluator: v{} held-out pass@1 {:.3f} (tests passed {:.3f}, {} tasks, {:.1f} s){}", w.version,
-                       ev.pass_at_1, ev.mean_score, ev.tasks, s,
+  st.options.log->info("evaluator: v{} held-out pass@1 {:.3f} (tests passed {:.3f}, {} tasks, {:.1f} s; {}){}",
+                       w.version, ev.pass_at_1, ev.mean_score, ev.tasks, s, family_summary(ev),
                        ev.samples.empty() ? "" : "; e.g. " + ev.samples.front());
   self->send(st.options.coordinator, eval_atom::value, w.version, ev.pass_at_1, ev.mean_score,
              static_cast<std::uint32_t>(ev.tasks));

@@ -40,6 +40,10 @@ TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, con
       const double score = r.ok ? r.score : 0.0;
       ev.mean_score += score;
       ev.pass_at_1 += score >= 1.0 ? 1.0 : 0.0;
+      const auto colon = tasks[b].id.find(':');  // code ids are FAMILY:SEED; other kinds have one family
+      auto& fam = ev.by_family[colon == std::string::npos ? o.kind : tasks[b].id.substr(0, colon)];
+      fam.first += score >= 1.0 ? 1 : 0;
+      ++fam.second;
       if (ev.samples.size() < 3) ev.samples.push_back(tasks[b].id + " -> " + text + " (" + r.reason + ")");
     }
   }
@@ -48,6 +52,13 @@ TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, con
     ev.mean_score /= ev.tasks;
   }
   return ev;
+}
+
+std::string family_summary(const TokenEvaluation& ev) {
+  std::string out;
+  for (const auto& [family, counts] : ev.by_family)
+    out += (out.empty() ? "" : ", ") + family + " " + std::to_string(counts.first) + "/" + std::to_string(counts.second);
+  return out;
 }
 
 }  // namespace rlx

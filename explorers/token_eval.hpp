@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,13 @@ struct TokenEvaluation {
   int tasks = 0;
   int unscored = 0;                 // the scorer could not score (counted as 0)
   std::vector<std::string> samples; // the first few completions, for the log
+  // Tasks passed and scored per family (a code task id's part before
+  // ':'; the kind's name for kinds of one family).
+  std::map<std::string, std::pair<int, int>> by_family;
 };
+
+// "add_k 17/19, clamp 3/18, ...": by_family for a log line.
+std::string family_summary(const TokenEvaluation& ev);
 
 TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, const TokenEvalOptions& options);
 

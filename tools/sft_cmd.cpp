@@ -22,8 +22,26 @@ double since(std::chrono::steady_clock::time_point t) {
 void report(const char* when, int step, const TokenEvaluation& ev) {
   std::printf("%s step %d: held-out pass@1 %.3f (mean tests passed %.3f, %d tasks%s)\n", when, step, ev.pass_at_1,
               ev.mean_score, ev.tasks, ev.unscored ? ", some unscored" : "");
+  std::printf("  by family: %s\n", family_summary(ev).c_str());
   for (const auto& s : ev.samples) std::printf("  e.g. %s\n", s.c_str());
   std::fflush(stdout);
+}
+
+// Writes the model to `path` through a temporary file, so that the file
+// is always a whole checkpoint (a run stopped while writing keeps the
+// previous one).
+bool save(TokenTrainer& trainer, const std::string& path) {
+  try {
+    const std::filesystem::path out(path);
+    if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+    const std::string partial = path + ".partial";
+    torch::save(trainer.model(), partial);
+    std::filesystem::rename(partial, out);
+    return true;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rlx sft: could not write %s: %s\n", path.c_str(), e.what());
+    return false;
+  }
 }
 
 }  // namespace
@@ -70,18 +88,15 @@ int sft_command(const SftArgs& a) {
                   static_cast<double>(tokens) / since(start), since(start));
       std::fflush(stdout);
     }
-    if (a.eval_every > 0 && step % a.eval_every == 0 && step != a.steps)
+    if (a.eval_every > 0 && step % a.eval_every == 0 && step != a.steps) {
+      // The checkpoint so far goes with each evaluation: a run stopped
+      // early keeps the progress it reported.
+      if (!save(trainer, a.out)) return 2;
       report("at", step, evaluate_tokens(trainer.model(), **scorer, eo));
+    }
   }
   report("after training,", a.steps, evaluate_tokens(trainer.model(), **scorer, eo));
-  try {
-    const std::filesystem::path out(a.out);
-    if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
-    torch::save(trainer.model(), a.out);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rlx sft: could not write %s: %s\n", a.out.c_str(), e.what());
-    return 2;
-  }
+  if (!save(trainer, a.out)) return 2;
   std::printf("weights written to %s\n", a.out.c_str());
   return 0;
 }

@@ -251,6 +251,21 @@ std::vector<torch::Tensor> parameters_of(TokenTrainer& t) {
   return out;
 }
 
+// `prompts` sampled by `trainer`'s policy at version 0 (`new_tokens` each,
+// seeded), with `rewards` in groups of `group_size`.
+TokenBatch sampled_batch(TokenTrainer& trainer, const std::vector<std::vector<std::int64_t>>& prompts,
+                         std::vector<float> rewards, std::int64_t group_size, std::int64_t new_tokens,
+                         std::uint64_t seed) {
+  SampleOptions s;
+  s.max_new_tokens = new_tokens;
+  std::mt19937_64 rng(seed);
+  TokenBatch batch;
+  batch.group_size = group_size;
+  batch.sequences = generate(trainer.model(), prompts, s, rng, [](std::int64_t) { return 0u; });
+  batch.rewards = std::move(rewards);
+  return batch;
+}
+
 // The largest change of any parameter element between two snapshots.
 double largest_change(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   double m = 0;
@@ -266,14 +281,8 @@ TEST_CASE("rows of a group that scored alike are not computed and do not change 
   o.router_z_coef = 0;
   TokenTrainer with_group(o), without(o);
   const auto before = parameters_of(with_group);
-  SampleOptions s;
-  s.max_new_tokens = 4;
-  std::mt19937_64 rng(9);
-  TokenBatch full;
-  full.group_size = 4;
-  full.sequences = generate(with_group.model(), {{3, 4}, {3, 4}, {3, 4}, {3, 4}, {5}, {5}, {5}, {5}}, s, rng,
-                            [](std::int64_t) { return 0u; });
-  full.rewards = {1, 0, 0, 1, 0.5f, 0.5f, 0.5f, 0.5f};
+  const TokenBatch full = sampled_batch(with_group, {{3, 4}, {3, 4}, {3, 4}, {3, 4}, {5}, {5}, {5}, {5}},
+                                        {1, 0, 0, 1, 0.5f, 0.5f, 0.5f, 0.5f}, 4, 4, 9);
   TokenBatch informative;
   informative.group_size = 4;
   informative.sequences = slice_rows(full.sequences, 0, 4);
@@ -317,13 +326,7 @@ TEST_CASE("the learning rate warms up linearly over the first updates", "[learne
   o.warmup_updates = 4;
   TokenTrainer warming(o);
   const auto start = parameters_of(plain);
-  SampleOptions s;
-  s.max_new_tokens = 3;
-  std::mt19937_64 rng(4);
-  TokenBatch batch;
-  batch.group_size = 4;
-  batch.sequences = generate(plain.model(), {{3, 4}, {3, 4}, {3, 4}, {3, 4}}, s, rng, [](std::int64_t) { return 0u; });
-  batch.rewards = {1, 0, 0, 1};
+  const TokenBatch batch = sampled_batch(plain, {{3, 4}, {3, 4}, {3, 4}, {3, 4}}, {1, 0, 0, 1}, 4, 3, 4);
   plain.rl_step(batch);
   warming.rl_step(batch);
   const double step_plain = largest_change(parameters_of(plain), start);
