@@ -59,7 +59,9 @@ int main(int argc, char** argv) {
   sft_cmd->add_option("--batch", sft_args.batch, "(task, reference) pairs per step")->check(CLI::Range(1, 65536));
   sft_cmd->add_option("--lr", sft_args.lr, "Adam learning rate")->check(CLI::Range(1e-7, 1.0));
   sft_cmd->add_option("--seed", sft_args.seed, "initialisation and task draws");
-  sft_cmd->add_option("--eval-every", sft_args.eval_every, "steps between held-out evaluations, each with the checkpoint so far written to --out (0: at the end only)")
+  sft_cmd->add_option("--eval-every", sft_args.eval_every,
+                      "steps between held-out evaluations, each with the checkpoint so far written to --out "
+                      "(0: at the end only)")
       ->check(CLI::Range(0, 10000000));
   sft_cmd->add_option("--eval-tasks", sft_args.eval_tasks, "held-out tasks scored")->check(CLI::Range(1, 100000));
   sft_cmd->add_option("--threads", sft_args.threads, "compute threads")->check(CLI::Range(1, 1024));
