@@ -9,15 +9,6 @@
 namespace rlx {
 using namespace codec_detail;
 
-std::uint64_t WeightSetData::compute_checksum() const {
-  XXH64_state_t* state = XXH64_createState();
-  XXH64_reset(state, 0);
-  for (const auto& t : tensors) XXH64_update(state, t.values.data(), t.values.size() * sizeof(float));
-  std::uint64_t h = XXH64_digest(state);
-  XXH64_freeState(state);
-  return h;
-}
-
 WireBuffer encode(const WeightSetData& x, std::string_view sender) {
   std::size_t words = 64;
   for (const auto& t : x.tensors) words += (t.values.size() * 4 + t.name.size()) / 8 + 16;
