@@ -11,12 +11,12 @@
 #include <vector>
 
 #include <fcntl.h>
-#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,6 +75,50 @@ std::uint64_t processes_of(uid_t uid) {
     }
   }
   return n;
+}
+
+// What the child needs, all of it built before it exists.
+struct ChildSetup {
+  int in, out, err;
+  rlim_t cpu, bytes, file, nproc;
+  bool root;
+  uid_t uid;
+  char* const* argv;
+  sigset_t mask;  // the parent thread's, restored before exec
+};
+
+// The child of vfork: it runs in this process's memory, on the stack of
+// the thread that called vfork (suspended until the exec), so it makes
+// system calls only, never returns, and changes its ids with raw system
+// calls (glibc's setuid/setgid/setgroups would signal every thread of the
+// process to change theirs too).
+[[noreturn]] void start_child(const ChildSetup& s) {
+  // The child has its own table of handlers: those of this process would
+  // run on its memory, so they go back to the default (ignored stay so).
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa {};
+    if (sigaction(sig, nullptr, &sa) != 0 || sa.sa_handler == SIG_IGN || sa.sa_handler == SIG_DFL) continue;
+    sa = {};
+    sa.sa_handler = SIG_DFL;
+    sigaction(sig, &sa, nullptr);
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  dup2(s.in, 0);
+  dup2(s.out, 1);
+  dup2(s.err, 2);
+  set_limit(RLIMIT_CPU, s.cpu, s.cpu + 1);
+  set_limit(RLIMIT_AS, s.bytes, s.bytes);
+  set_limit(RLIMIT_FSIZE, s.file, s.file);
+  set_limit(RLIMIT_NOFILE, 64, 64);
+  set_limit(RLIMIT_CORE, 0, 0);
+  if (s.root) {  // root is exempt from RLIMIT_NPROC: run as the fresh uid
+    if (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setgid, s.uid) != 0 || syscall(SYS_setuid, s.uid) != 0)
+      _exit(126);
+  }
+  set_limit(RLIMIT_NPROC, s.nproc, s.nproc);
+  pthread_sigmask(SIG_SETMASK, &s.mask, nullptr);
+  execv(s.argv[0], s.argv);
+  _exit(127);
 }
 
 double since(std::chrono::steady_clock::time_point t) {
@@ -176,28 +220,19 @@ SandboxRun Sandbox::execute(const std::string& program, const std::string& input
   const auto cpu = static_cast<rlim_t>(std::max(1.0, std::ceil(lim.cpu_s)));
   const auto bytes = static_cast<rlim_t>(lim.memory_mb << 20);
   const auto file = static_cast<rlim_t>(lim.file_mb << 20);
-  const pid_t pid = fork();
+  ChildSetup setup{in.fd[0], out.fd[1], err.fd[1], cpu, bytes, file, nproc, root, uid, argv.data(), {}};
+  // Signals stay blocked from before vfork until the child has reset its
+  // handlers: no handler of this process runs in the child.
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &setup.mask);
+  const pid_t pid = options_.copy_on_fork ? fork() : vfork();
+  if (pid == 0) start_child(setup);
+  const int spawn_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &setup.mask, nullptr);
   if (pid < 0) {
-    r.err = std::string("fork: ") + std::strerror(errno);
+    r.err = std::string("fork: ") + std::strerror(spawn_errno);
     return r;
-  }
-  if (pid == 0) {  // the child: only async-signal-safe calls until exec
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    dup2(in.fd[0], 0);
-    dup2(out.fd[1], 1);
-    dup2(err.fd[1], 2);
-    set_limit(RLIMIT_CPU, cpu, cpu + 1);
-    set_limit(RLIMIT_AS, bytes, bytes);
-    set_limit(RLIMIT_FSIZE, file, file);
-    set_limit(RLIMIT_NOFILE, 64, 64);
-    set_limit(RLIMIT_CORE, 0, 0);
-    if (root) {  // root is exempt from RLIMIT_NPROC: run as the fresh uid
-      setgroups(0, nullptr);
-      if (setgid(uid) != 0 || setuid(uid) != 0) _exit(126);
-    }
-    set_limit(RLIMIT_NPROC, nproc, nproc);
-    execv(argv[0], argv.data());
-    _exit(127);
   }
   in.close_end(0);
   out.close_end(1);

@@ -29,6 +29,12 @@ struct SandboxOptions {
   std::string bwrap = "/usr/bin/bwrap";
   std::string python = "/usr/bin/python3";
   SandboxLimits limits;
+  // How the run's process starts. vfork (the default) costs the same
+  // whatever this process's size; fork copies its page tables and makes
+  // its memory copy-on-write for each run, which in a learner's process
+  // of 1.5 GB took half of a 2-core machine (docs/sandbox.md). fork is
+  // kept for the benchmark's baseline.
+  bool copy_on_fork = false;
 };
 
 struct SandboxRun {

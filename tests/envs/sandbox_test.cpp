@@ -57,6 +57,23 @@ TEST_CASE("a program's reward is the fraction of hidden tests it passes", "[envs
   CHECK(faker.reward == 0.0);
 }
 
+TEST_CASE("a program's process starts alike by vfork and by fork, limits and fresh uid included", "[envs][sandbox]") {
+  // vfork is the sandbox's way (its cost does not grow with this process's
+  // size); fork is the benchmark's baseline. Both must run the same child.
+  for (const bool copy_on_fork : {false, true}) {
+    SandboxOptions o;
+    o.copy_on_fork = copy_on_fork;
+    o.limits.wall_s = 5.0;
+    auto box = Sandbox::open(o);
+    REQUIRE(box.ok());
+    CHECK(score_program(*box, "def add(a, b):\n    return a + b\n", "add", kAddTests).reward == 1.0);
+    const auto r = box->run("import os, resource\nprint(os.getuid() != 0, resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n",
+                            "");
+    CHECK(r.ok());
+    CHECK(r.out == "True 64\n");  // never root inside; the open-files limit set in the child
+  }
+}
+
 TEST_CASE("a program that exits without reading its input ends alone, with its own result", "[envs][sandbox][defensive]") {
   // More input than a pipe holds: the writer is still writing when the
   // program is gone (a program with a syntax error exits at once). Before
