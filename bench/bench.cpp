@@ -243,11 +243,6 @@ ClusterConfig bench_config(const EnvRegistry& envs) {
   return *c;
 }
 
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  return xs[xs.size() / 2];
-}
-
 int run_benchmarks(const BenchOptions& o) {
   configure_compute_threads(1);  // as run_cluster does for the default topology: baselines get the same
   EnvRegistry envs = builtin_envs();

@@ -8,6 +8,7 @@
 
 #include "core/config.hpp"
 #include "envs/env.hpp"
+#include "bench/timing.hpp"
 
 namespace rlx {
 
@@ -15,12 +16,9 @@ struct Row {
   std::string name, measured, baseline, ratio, note;
 };
 
-using Clock = std::chrono::steady_clock;
-inline double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // The embedded cluster.toml, recording off, logging to /tmp/rlx-bench.
 ClusterConfig bench_config(const EnvRegistry& envs);
-double median(std::vector<double> xs);
 
 // bench_replay.cpp: recording overhead and log size; replay speed.
 std::vector<Row> bench_recording(const EnvRegistry& envs, int rounds);

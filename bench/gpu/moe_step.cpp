@@ -6,14 +6,12 @@
 
 #include <torch/cuda.h>
 
+#include "bench/timing.hpp"
 #include "policy/weights_io.hpp"
 
 namespace rlx {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Kernels on a GPU run asynchronously: a timer reads them only after this.
 void sync(const torch::Device& device) {
@@ -27,11 +25,6 @@ torch::Device checked_device(const std::string& name) {
   TORCH_CHECK(!device.is_cuda() || device.index() < static_cast<int>(torch::cuda::device_count()), "device \"", name,
               "\": only ", torch::cuda::device_count(), " GPU(s) visible");
   return device;
-}
-
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  return xs.empty() ? 0.0 : xs[xs.size() / 2];
 }
 
 // TFLOP/s of an n x n x n product in `dtype` on `device` (mean of 10
