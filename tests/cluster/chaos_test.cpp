@@ -1,9 +1,13 @@
 // Chaos: a split CartPole run while a seeded schedule restarts the head
 // (learner, store, coordinator: kill -9, then --resume), kills, restarts,
 // stops and adds member nodes and scales explorers and reward workers. The member
-// nodes outlive the head and rejoin the restarted one. The run still
-// reaches its target, every segment is accounted for, and no process is
-// left behind.
+// nodes outlive the head and rejoin the restarted one. The run learns
+// through all of it, and when the schedule is over and it is stopped,
+// every segment is accounted for and no process is left behind.
+//
+// The run has no reachable target: a run that solved CartPole before the
+// schedule was over (as one did on a faster machine) would refuse the
+// schedule's last requests, rightly, and fail the test for it.
 #include <csignal>
 #include <random>
 
@@ -14,14 +18,13 @@ using namespace rlx::test;
 using namespace std::chrono_literals;
 
 TEST_CASE("a run under a seeded schedule of a head restart, node kills and restarts, stops, joins and rescaling "
-          "reaches its target with every segment accounted for",
+          "learns through it and ends with every segment accounted for",
           "[cluster][chaos][slow]") {
   TempDir t("rlx-chaos");
   fs::create_directories(t.path / "cli");
   SplitSpec spec;
   spec.log_dir = t.path;
-  spec.mean_return = 450;  // far enough that the schedule is over long before
-  spec.max_env_steps = 3'000'000;
+  spec.max_env_steps = 3'000'000;  // bounds only: the test stops the run by SIGTERM
   spec.max_seconds = 600;
   spec.envs = 16;
   spec.extra = "[launch]\nheartbeat_s = 0.2\nevict_after_s = 2.0\nreconnect_s = 120\n";
@@ -113,13 +116,18 @@ TEST_CASE("a run under a seeded schedule of a head restart, node kills and resta
   scale("--explorers 2 --rewards 0");
   progress();
 
-  const int code = exit_code_within(head, 600s);
+  // Learning went on through the schedule (a fresh policy's mean return is ~20).
+  const auto learned =
+      wait_for_metrics(t.path, [](const std::string& l) { return json_number(l, "mean_return") >= 250; }, 180s);
+  INFO(read_text(t.path / "out.txt"));
+  CHECK(learned);
+  kill(head, SIGTERM);
+  const int code = exit_code_within(head, 120s);
   const std::string out = read_text(t.path / "out.txt");
   INFO(out);
-  CHECK(code == 0);  // solved, through all of it
+  CHECK(code == 130);  // stopped on request, drained
   const std::string line = last_metrics_line(t.path);
   INFO(line);
-  CHECK(json_number(line, "mean_return") >= 250);  // the end-of-run window may dip below the target that stopped it
   CHECK(json_number(line, "nodes_evicted") == 1);
   CHECK(json_number(line, "explorers_lost") >= 2);  // the killed node's and the evicted node's
   CHECK(json_number(line, "explorers_rejoined") >= 4);  // the members' and the scaled ones, after the restart
