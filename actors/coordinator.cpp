@@ -15,6 +15,7 @@
 #include "actors/evaluator_actor.hpp"
 #include "actors/recorder.hpp"
 #include "actors/weight_store.hpp"
+#include "core/free_memory.hpp"
 #include "envs/batch_env.hpp"
 #include "envs/tokens/token_env.hpp"
 #include "envs/tokens/token_tasks.hpp"
@@ -82,7 +83,7 @@ void write_metrics_line(Self self) {
       "\"joins_refused\":{},\"nodes_evicted\":{},\"segments_produced\":{},\"segments_lost\":{},"
       "\"segments_in_flight\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
       "\"autoscale_changes\":{},\"explorers_rejoined\":{},\"route_mismatch\":{},\"stale_tokens\":{},"
-      "\"hint_kl\":{},\"hinted_rows\":{},\"skipped_rows\":{}{}}}\n",
+      "\"hint_kl\":{},\"hinted_rows\":{},\"skipped_rows\":{},\"rss_mb\":{}{}}}\n",
       json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
       json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
@@ -91,7 +92,7 @@ void write_metrics_line(Self self) {
       st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused, st.nodes_evicted,
       a.produced, a.lost, a.in_flight, reward_workers(st), st.explorers_retired, json_number(m.busy_s),
       st.autoscale_changes, st.lost_with_head.size(), json_number(m.route_mismatch), m.stale_tokens,
-      json_number(m.hint_kl), m.hinted_rows, m.skipped_rows,
+      json_number(m.hint_kl), m.hinted_rows, m.skipped_rows, resident_bytes() >> 20,
       st.eval.any ? fmt::format(",\"eval_version\":{},\"pass_at_1\":{},\"eval_mean_score\":{},\"eval_tasks\":{}",
                                 st.eval.version, json_number(st.eval.pass_at_1), json_number(st.eval.mean_score),
                                 st.eval.tasks)

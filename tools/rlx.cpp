@@ -3,7 +3,10 @@
 // replay and inspect rollout logs, plot metrics, run the benchmarks.
 #include <CLI/CLI.hpp>
 
+#include <optional>
+
 #include "bench/bench.hpp"
+#include "core/free_memory.hpp"
 #include "envs/env.hpp"
 #include "tools/launch_cmd.hpp"
 #include "tools/learner_rank.hpp"
@@ -93,6 +96,11 @@ int main(int argc, char** argv) {
   serve_cmd->add_option("name", serve_name, "built-in env name");
   serve_cmd->add_option("--protocol", serve_protocol, "json | capnp")->check(CLI::IsMember({"json", "capnp"}));
   CLI11_PARSE(app, argc, argv);
+  // The processes that train or sample give the heap's freed pages back
+  // every 2 s (core/free_memory.hpp): without it their resident memory
+  // climbs with every update. Not the benchmarks, whose timings it would blur.
+  std::optional<rlx::FreeMemoryReturner> returner;
+  if (*launch_cmd || *node_cmd || *rank_cmd || *sft_cmd || *replay_cmd) returner.emplace(std::chrono::seconds(2));
   if (*serve_cmd) return rlx::serve_env(serve_name, serve_protocol, rlx::builtin_envs());
   if (*launch_cmd) return rlx::launch_command(launch_args);
   if (*node_cmd) return rlx::node_command(node_args);

@@ -80,6 +80,7 @@ TEST_CASE("rlx scale grows and shrinks the explorers and reward workers of a run
   CHECK(json_number(line, "explorers_retired") == 2);
   CHECK(json_number(line, "joins_refused") == 1);
   check_segment_identity(line);
+  CHECK(json_number(line, "rss_mb") > 0);  // the head process's resident memory
   CHECK(json_number(line, "segments_lost") == 0);
 }
 
