@@ -476,6 +476,10 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       if (c.learner.ranks != 1)
         top.fail(Errc::config_range, root.get("learner"), "learner.ranks",
                  "the token policy trains on one learner rank (data-parallel token training is not built yet)");
+      if (c.learner.device != "cpu")
+        top.fail(Errc::config_range, root.get("learner"), "learner.device",
+                 "the token policy's learner runs on the CPU for now (\"" + c.learner.device +
+                     "\" is for the moe_mlp learner; bench/gpu measures the token policy's step on a GPU)");
       for (const auto& node : c.nodes)
         if (node.explorers > 0 && node.envs_per_explorer % c.tokens.group_size != 0)
           top.fail(Errc::config_range, root.get("tokens"), "tokens.group_size",

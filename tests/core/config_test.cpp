@@ -223,7 +223,7 @@ TEST_CASE("a configuration written back as TOML parses to the same configuration
   CHECK(back->nodes.size() == c.nodes.size());
 }
 
-TEST_CASE("a token run needs the token policy, a dividing group and room for its prompts", "[config][token]") {
+TEST_CASE("a token run needs the token policy, a dividing group, room for its prompts and a CPU learner", "[config][token]") {
   const std::string base = R"(
 [run]
 env = "tokens:arithmetic"
@@ -267,6 +267,8 @@ envs_per_explorer = 16
   REQUIRE(warm.ok());
   CHECK(warm->learner.warmup_updates == 10);
   CHECK(refused_naming(with("[learner]", "[learner]\nwarmup_updates = -1"), "warmup_updates"));
+  // Its learner runs on the CPU: a GPU asked of it is refused, not ignored.
+  CHECK(refused_naming(with("[learner]", "[learner]\ndevice = \"cuda\""), "learner.device"));
 }
 
 TEST_CASE("grpo is refused for a policy that does not sample groups", "[config][token]") {
