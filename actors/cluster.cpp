@@ -79,10 +79,10 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
       log->debug("replayed {} entries, {} updates", entries, updates);
     };
     // The newest checkpoint that agrees with the log, then the log's tail;
-    // else the whole log. (Ranks > 1 write no checkpoints yet.)
+    // else the whole log. Data-parallel ranks take the state of whichever
+    // core trains through them (LearnerCore::train).
     Result<ExactReplay> r = make_error(Errc::not_found, "");
     for (const auto& file : list_checkpoints(fs::path(config.run.log_dir) / "checkpoints")) {
-      if (p.ranks) break;
       auto loaded = load_checkpoint(file, core);
       if (!loaded) {
         log->warn("checkpoint skipped: {}", loaded.error().message);

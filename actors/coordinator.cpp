@@ -235,11 +235,11 @@ void spawn_cluster(Self self) {
   lo.core = learner_core_options(cfg, spec);
   lo.core.trainer.group = st.options.learner_group;
   lo.resumed = st.options.resumed;
-  if (cfg.learner.ranks == 1) {  // with ranks > 1 a resume replays the whole log (docs/replay.md)
-    lo.checkpoint_dir = std::filesystem::path(cfg.run.log_dir) / "checkpoints";
-    lo.checkpoint_every = static_cast<std::uint64_t>(cfg.learner.checkpoint_every);
-    lo.checkpoint_keep = static_cast<int>(cfg.learner.checkpoint_keep);
-  }
+  // Rank 0's core is the whole learner: the other ranks hold copies of its
+  // state, which they take again from a core loaded from a checkpoint.
+  lo.checkpoint_dir = std::filesystem::path(cfg.run.log_dir) / "checkpoints";
+  lo.checkpoint_every = static_cast<std::uint64_t>(cfg.learner.checkpoint_every);
+  lo.checkpoint_keep = static_cast<int>(cfg.learner.checkpoint_keep);
   lo.weight_store = st.weight_store;
   lo.recorder = st.recorder;
   lo.coordinator = me;

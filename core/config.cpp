@@ -277,6 +277,10 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       if (!valid_device_name(l.device))
         r.fail(Errc::config_range, r.find("device"), "device", "allowed: \"cpu\", \"cuda\" or \"cuda:N\"");
       r.integer("ranks", l.ranks, 1, 64);
+      r.string("collectives", l.collectives, {"auto", "gloo", "nccl"}, Errc::config_unknown_name);
+      if (l.collectives == "nccl" && l.device == "cpu")
+        r.fail(Errc::config_range, r.find("collectives"), "collectives",
+               "nccl carries GPU tensors: it needs device = \"cuda\" or \"cuda:N\"");
       r.integer("batch_segments", l.batch_segments, 1, 1 << 20);
       r.number("lr", l.lr, 0.0, 10.0, true);
       r.integer("warmup_updates", l.warmup_updates, 0, 1 << 20);

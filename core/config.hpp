@@ -66,6 +66,7 @@ struct LearnerConfig {
   std::string algorithm = "ppo";     // ppo | vtrace | grpo (token policy)
   std::string device = "cpu";        // cpu | cuda | cuda:N (checked against the build and machine at start)
   std::int64_t ranks = 1;            // data-parallel learner ranks (processes); rank 0 publishes
+  std::string collectives = "auto";  // the ranks' all-reduce: auto (nccl on a GPU when built, else gloo) | gloo | nccl
   std::int64_t batch_segments = 4;   // segments per update, per rank
   double lr = 3e-3;                  // Adam learning rate
   std::int64_t warmup_updates = 0;   // the rate rises linearly to lr over the run's first N updates (0: none)

@@ -58,7 +58,8 @@ std::string to_toml(const ClusterConfig& c) {
                                     {"hint_coef", k.hint_coef}});
   const auto& l = c.learner;
   root.insert("learner", toml::table{{"algorithm", l.algorithm},   {"device", l.device},
-                                     {"ranks", l.ranks},           {"batch_segments", l.batch_segments},
+                                     {"ranks", l.ranks},           {"collectives", l.collectives},
+                                     {"batch_segments", l.batch_segments},
                                      {"lr", l.lr},                 {"warmup_updates", l.warmup_updates},
                                      {"publish_every", l.publish_every},
                                      {"epochs", l.epochs},         {"minibatches", l.minibatches},

@@ -7,6 +7,23 @@
 
 namespace rlx {
 
+namespace {
+
+// What rank 0 broadcasts to the other ranks: a tag byte, then the body.
+// An empty message releases them (release_learner_ranks).
+constexpr std::uint8_t kBatchMessage = 1;  // pack_segments of the whole batch
+constexpr std::uint8_t kStateMessage = 2;  // Trainer::save_state: take it as yours
+
+std::vector<std::uint8_t> tagged(std::uint8_t tag, const std::vector<std::uint8_t>& body) {
+  std::vector<std::uint8_t> out;
+  out.reserve(body.size() + 1);
+  out.push_back(tag);
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
+}  // namespace
+
 LearnerCore::LearnerCore(const LearnerCoreOptions& options)
     : options_(options), trainer_(std::make_unique<Trainer>(options.trainer)), admission_(options.max_staleness) {}
 
@@ -59,8 +76,17 @@ Result<UpdateStats> LearnerCore::train() {
   std::vector<const Segment*> ptrs;
   try {
     if (world() > 1) {
-      auto bytes = pack_segments(batch_);
-      options_.trainer.group->broadcast_bytes(bytes);
+      // The ranks first take this core's state if they hold another (a
+      // fresh run, a checkpoint loaded, a replay that started over), so
+      // the ranks' updates are this trainer's whatever came before.
+      LearnerGroup& group = *options_.trainer.group;
+      if (group.synced_state() != trainer_->state_id()) {
+        auto state = tagged(kStateMessage, trainer_->save_state());
+        group.broadcast_bytes(state);
+        group.set_synced_state(trainer_->state_id());
+      }
+      auto bytes = tagged(kBatchMessage, pack_segments(batch_));
+      group.broadcast_bytes(bytes);
       for (std::size_t i = 0; i < options_.batch_segments; ++i) ptrs.push_back(&batch_[i]);  // rank 0's slice
     } else {
       for (const auto& s : batch_) ptrs.push_back(&s);
@@ -125,6 +151,16 @@ Result<std::uint64_t> run_learner_rank(const TrainerOptions& options, std::size_
       std::vector<std::uint8_t> bytes;
       options.group->broadcast_bytes(bytes);
       if (bytes.empty()) return updates;  // released by rank 0
+      const std::uint8_t tag = bytes[0];
+      bytes.erase(bytes.begin());
+      if (tag == kStateMessage) {
+        auto loaded = trainer.load_state(bytes);
+        if (!loaded) return make_error(Errc::invalid_field, "rank " + std::to_string(rank) +
+                                                                " cannot take rank 0's state: " + loaded.error().message);
+        continue;
+      }
+      if (tag != kBatchMessage)
+        return make_error(Errc::invalid_field, "rank " + std::to_string(rank) + ": unknown message " + std::to_string(tag));
       auto batch = unpack_segments(bytes);
       if (!batch) return batch.error();
       if (batch->size() < batch_segments * (rank + 1))

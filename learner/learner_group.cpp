@@ -7,6 +7,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
+#include "learner/nccl_comm.hpp"
+
 namespace rlx {
 
 struct RendezvousStore::Impl {
@@ -38,7 +40,8 @@ Result<std::unique_ptr<RendezvousStore>> RendezvousStore::serve(const std::strin
 
 struct LearnerGroup::Impl {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;  // segments' bytes, and tensors when nccl is null
+  std::unique_ptr<NcclComm> nccl;                  // tensors on GPUs
 };
 
 LearnerGroup::LearnerGroup(const GroupOptions& options, std::unique_ptr<Impl> impl)
@@ -63,11 +66,71 @@ void collective(const char* name, F&& f) {
   }
 }
 
+bool is_gpu(const std::string& device) { return device.rfind("cuda", 0) == 0; }
+
+int device_index(const std::string& device) {
+  const auto colon = device.find(':');
+  return colon == std::string::npos ? 0 : std::stoi(device.substr(colon + 1));
+}
+
+NcclType nccl_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat: return NcclType::f32;
+    case torch::kDouble: return NcclType::f64;
+    case torch::kHalf: return NcclType::f16;
+    case torch::kBFloat16: return NcclType::bf16;
+    case torch::kLong: return NcclType::i64;
+    case torch::kByte: return NcclType::u8;
+    default: throw GroupError(std::string("learner group: NCCL does not carry ") + c10::toString(t.scalar_type()));
+  }
+}
+
+// The NCCL communicator of this rank: rank 0 makes the unique id, the
+// store hands it to the others (a get waits up to the store's timeout).
+Result<std::unique_ptr<NcclComm>> join_nccl(const GroupOptions& o, c10d::Store& store) {
+  std::vector<std::uint8_t> id;
+  try {
+    if (o.rank == 0) {
+      auto made = nccl_unique_id();
+      if (!made) return made.error();
+      id = std::move(*made);
+      store.set("nccl-unique-id", id);
+    } else {
+      id = store.get("nccl-unique-id");
+    }
+  } catch (const std::exception& e) {
+    return make_error(Errc::timeout, "rank " + std::to_string(o.rank) + " got no NCCL id through the store: " +
+                                         first_line(e.what()));
+  }
+  return NcclComm::create(id, o.rank, o.world, device_index(device_for_rank(o.device, o.rank)), o.timeout);
+}
+
 }  // namespace
+
+Result<bool> uses_nccl(const GroupOptions& o) {
+  if (o.collectives == "gloo") return false;
+  if (o.collectives == "auto") return is_gpu(o.device) && nccl_built();
+  if (o.collectives != "nccl")
+    return make_error(Errc::config_unknown_name, "collectives \"" + o.collectives + "\": allowed: auto, gloo, nccl");
+  if (!is_gpu(o.device))
+    return make_error(Errc::config_range, "collectives = \"nccl\" carries GPU tensors, but device is \"" + o.device + "\"");
+  if (auto v = nccl_version(); !v) return v.error();
+  return true;
+}
+
+std::string device_for_rank(const std::string& device, int rank) {
+  if (device != "cuda") return device;
+  const auto gpus = static_cast<int>(torch::cuda::device_count());
+  return gpus > 0 ? "cuda:" + std::to_string(rank % gpus) : device;
+}
+
+const char* LearnerGroup::transport() const { return impl_->nccl ? "nccl" : "gloo"; }
 
 Result<std::unique_ptr<LearnerGroup>> LearnerGroup::join(const GroupOptions& o, RendezvousStore* local) {
   if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
     return make_error(Errc::config_range, "rank " + std::to_string(o.rank) + " of " + std::to_string(o.world));
+  auto nccl = uses_nccl(o);
+  if (!nccl) return nccl.error();
   auto impl = std::make_unique<Impl>();
   try {
     c10::intrusive_ptr<c10d::Store> base;
@@ -90,6 +153,11 @@ Result<std::unique_ptr<LearnerGroup>> LearnerGroup::join(const GroupOptions& o, 
                                          " could not join the learner group at " + o.host + ":" +
                                          std::to_string(o.port) + ": " + first_line(e.what()));
   }
+  if (o.world > 1 && *nccl) {
+    auto comm = join_nccl(o, *impl->store);
+    if (!comm) return comm.error();
+    impl->nccl = std::move(*comm);
+  }
   return std::unique_ptr<LearnerGroup>(new LearnerGroup(o, std::move(impl)));
 }
 
@@ -100,7 +168,7 @@ void LearnerGroup::average(const std::vector<at::Tensor>& tensors) {
     for (const auto& t : tensors) v.push_back(t.reshape({-1}));
     return v;
   }())};
-  collective("all-reduce", [&] { impl_->pg->allreduce(flat)->wait(); });
+  all_reduce(flat[0]);
   flat[0].div_(options_.world);
   std::int64_t at = 0;
   for (const auto& t : tensors) {
@@ -111,16 +179,39 @@ void LearnerGroup::average(const std::vector<at::Tensor>& tensors) {
 
 void LearnerGroup::sum(at::Tensor& t) {
   if (options_.world == 1) return;
-  std::vector<at::Tensor> v{t};
-  collective("all-reduce", [&] { impl_->pg->allreduce(v)->wait(); });
+  if (t.is_contiguous()) return all_reduce(t);
+  at::Tensor c = t.contiguous();
+  all_reduce(c);
+  t.copy_(c);
 }
 
 void LearnerGroup::broadcast(const std::vector<at::Tensor>& tensors) {
   if (options_.world == 1) return;
   for (const auto& t : tensors) {
+    if (impl_->nccl && t.is_cuda() && t.is_contiguous()) {
+      collective("broadcast", [&] {
+        torch::cuda::synchronize(t.device().index());
+        impl_->nccl->broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), nccl_type(t), 0);
+      });
+      continue;
+    }
     std::vector<at::Tensor> v{t};
     collective("broadcast", [&] { impl_->pg->broadcast(v)->wait(); });
   }
+}
+
+void LearnerGroup::all_reduce(at::Tensor& t) {
+  if (impl_->nccl && t.is_cuda()) {
+    // NCCL runs on its own stream: the values must be ready on the
+    // device first, and are when it returns (NcclComm waits).
+    collective("all-reduce", [&] {
+      torch::cuda::synchronize(t.device().index());
+      impl_->nccl->all_reduce_sum(t.data_ptr(), static_cast<std::size_t>(t.numel()), nccl_type(t));
+    });
+    return;
+  }
+  std::vector<at::Tensor> v{t};
+  collective("all-reduce", [&] { impl_->pg->allreduce(v)->wait(); });
 }
 
 void LearnerGroup::broadcast_bytes(std::vector<std::uint8_t>& bytes) {

@@ -1,4 +1,5 @@
-// The data-parallel group of learner ranks (LibTorch c10d over Gloo).
+// The data-parallel group of learner ranks (LibTorch c10d over Gloo; NCCL
+// for the tensors of ranks on GPUs, learner/nccl_comm.hpp).
 // Rendezvous goes through a c10d TCPStore that the coordinator serves and
 // whose address it hands to every rank; each update, rank 0 broadcasts
 // the batch's segments, every rank trains on its own slice, and the
@@ -46,7 +47,18 @@ struct GroupOptions {
   std::string host = "127.0.0.1";     // the rendezvous store's address
   std::uint16_t port = 0;
   std::chrono::milliseconds timeout{60'000};  // for the rendezvous and for every collective
+  std::string device = "cpu";         // where the trainer's tensors live ([learner] device, this rank's)
+  std::string collectives = "auto";   // [learner] collectives: auto | gloo | nccl
 };
+
+// Whether a group of `options` carries its tensors over NCCL: nccl asked
+// for, or auto with a GPU device and NCCL built. An error for nccl that
+// cannot be had (a CPU device, a build without NCCL).
+Result<bool> uses_nccl(const GroupOptions& options);
+
+// This rank's GPU: "cuda" (no index) becomes "cuda:<rank mod visible
+// GPUs>", so ranks on one node spread over its GPUs; anything else stays.
+std::string device_for_rank(const std::string& device, int rank);
 
 class LearnerGroup {
  public:
@@ -58,6 +70,9 @@ class LearnerGroup {
 
   int rank() const { return options_.rank; }
   int world() const { return options_.world; }
+  // "gloo" or "nccl": what carries average, sum and broadcast of tensors
+  // (segments' bytes always go over Gloo).
+  const char* transport() const;
 
   // Averages each tensor in place over the ranks (one all-reduce over
   // their concatenation). Every rank must pass tensors of the same shapes.
@@ -70,11 +85,20 @@ class LearnerGroup {
   void broadcast_bytes(std::vector<std::uint8_t>& bytes);
 
   // The collectives above throw GroupError when a rank is gone.
+
+  // Which trainer state (Trainer::state_id) ranks 1..N-1 hold a copy of:
+  // rank 0's LearnerCore sends its state when it differs (learner_core.cpp).
+  std::uint64_t synced_state() const { return synced_state_; }
+  void set_synced_state(std::uint64_t id) { synced_state_ = id; }
+
  private:
+  void all_reduce(at::Tensor& t);  // sums a contiguous tensor in place
+
   struct Impl;
   LearnerGroup(const GroupOptions& options, std::unique_ptr<Impl> impl);
   GroupOptions options_;
   std::unique_ptr<Impl> impl_;
+  std::uint64_t synced_state_ = 0;
 };
 
 // A collective failed: a rank died, hung past the timeout or disagreed.

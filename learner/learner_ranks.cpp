@@ -18,6 +18,10 @@ Result<pid_t> spawn_rank(const LearnerRanksOptions& o, int rank, std::uint16_t p
 }  // namespace
 
 Result<std::unique_ptr<LearnerRanks>> LearnerRanks::start(const LearnerRanksOptions& o, const Logger& log) {
+  GroupOptions wanted;
+  wanted.device = o.device;
+  wanted.collectives = o.collectives;
+  if (auto nccl = uses_nccl(wanted); !nccl) return nccl.error();  // before any process is started
   std::unique_ptr<LearnerRanks> r(new LearnerRanks());
   r->log_ = log;
   auto store = RendezvousStore::serve(o.host, 0, o.timeout);
@@ -33,12 +37,14 @@ Result<std::unique_ptr<LearnerRanks>> LearnerRanks::start(const LearnerRanksOpti
     }
     r->pids_.push_back(*pid);
   }
-  auto group = LearnerGroup::join(GroupOptions{0, o.world, o.host, port, o.timeout}, r->store_.get());
+  auto group =
+      LearnerGroup::join(GroupOptions{0, o.world, o.host, port, o.timeout, o.device, o.collectives}, r->store_.get());
   if (!group) {
     r->stop(std::chrono::milliseconds(0));
     return group.error();
   }
   r->group_ = std::move(*group);
+  log->info("learner group formed: {} ranks, tensors over {}", o.world, r->group_->transport());
   return r;
 }
 
@@ -57,6 +63,8 @@ Result<std::unique_ptr<LearnerRanks>> LearnerRanks::start_for(const ClusterConfi
   o.world = static_cast<int>(config.learner.ranks);
   o.binary = binary.empty() ? std::filesystem::read_symlink("/proc/self/exe", ec).string() : binary;
   o.config_file = config_file;
+  o.device = config.learner.device;
+  o.collectives = config.learner.collectives;
   return start(o, log);
 }
 

@@ -25,6 +25,8 @@ struct LearnerRanksOptions {
   std::filesystem::path config_file;        // the run's TOML, for the ranks
   std::string host = "127.0.0.1";           // where the store listens
   std::chrono::milliseconds timeout{30'000};  // rendezvous and every collective
+  std::string device = "cpu";               // [learner] device
+  std::string collectives = "auto";         // [learner] collectives
 };
 
 class LearnerRanks {

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -43,10 +44,6 @@ struct Trainer::Impl {
     policy = make_seeded_policy(
         PolicyOptions{o.obs_dim, o.num_actions, o.policy.hidden, o.policy.experts, o.policy.top_k}, o.seed);
     policy->to(device);
-    if (o.group) {
-      torch::NoGradGuard guard;
-      o.group->broadcast(policy->parameters());  // every rank starts from rank 0's weights
-    }
     optimizer = std::make_unique<torch::optim::Adam>(policy->parameters(),
                                                      torch::optim::AdamOptions(o.learner.lr).eps(1e-5));
     generator = at::make_generator<at::CPUGeneratorImpl>(o.seed + 7919);
@@ -126,6 +123,7 @@ Result<bool> check_policy_init(const PolicyConfig& policy) {
 }
 
 Trainer::Trainer(const TrainerOptions& o) : options_(o) {
+  renew_state_id();
   if (o.policy.kind != "moe_transformer") {
     impl_ = std::make_unique<Impl>(o);
     return;
@@ -164,13 +162,19 @@ Result<bool> Trainer::load_state(const std::vector<std::uint8_t>& bytes) {
   try {
     std::istringstream is(std::string(bytes.begin(), bytes.end()));
     torch::serialize::InputArchive a;
-    a.load_from(is);
+    // Onto this trainer's device: the optimizer's moments must live with its parameters.
+    if (impl_) {
+      a.load_from(is, impl_->device);
+    } else {
+      a.load_from(is);
+    }
     torch::NoGradGuard guard;
     if (tokens_) {
       tokens_->load_state(a);
       torch::Tensor v;
       a.read("version", v);
       version_ = static_cast<std::uint64_t>(v.item<std::int64_t>());
+      renew_state_id();
       return true;
     }
     for (auto& p : impl_->policy->named_parameters(true)) {
@@ -185,15 +189,21 @@ Result<bool> Trainer::load_state(const std::vector<std::uint8_t>& bytes) {
     impl_->optimizer->load(opt);
     torch::Tensor g, v;
     a.read("generator", g);
-    impl_->generator.set_state(g);
+    impl_->generator.set_state(g.cpu());  // a CPU generator, whatever the device
     a.read("version", v);
     version_ = static_cast<std::uint64_t>(v.item<std::int64_t>());
+    renew_state_id();
     return true;
   } catch (const c10::Error& e) {
     return make_error(Errc::invalid_field, std::string("checkpoint: ") + e.what_without_backtrace());
   }
 }
 Trainer::~Trainer() = default;
+
+void Trainer::renew_state_id() {
+  static std::atomic<std::uint64_t> next{1};
+  state_id_ = next.fetch_add(1);
+}
 
 WeightSetData Trainer::weights() const {
   if (tokens_) {

@@ -25,7 +25,8 @@ struct TrainerOptions {
   std::int64_t num_actions = 2;
   std::uint64_t seed = 1;
   // Data-parallel ranks (learner/learner_group.hpp); null when alone. The
-  // ranks start from rank 0's weights, average gradients before every
+  // ranks are given rank 0's whole state before their first update
+  // together (LearnerCore::train, state_id below), average gradients before every
   // optimizer step and normalise advantages with statistics over all
   // ranks, so each stays identical. Not owned.
   LearnerGroup* group = nullptr;
@@ -57,7 +58,15 @@ class Trainer {
 
   std::uint64_t version() const { return version_; }
   // Sets the version counter (resume from a checkpoint).
-  void set_version(std::uint64_t v) { version_ = v; }
+  void set_version(std::uint64_t v) {
+    version_ = v;
+    renew_state_id();
+  }
+  // Names this trainer's state as it stands: unique in the process, new
+  // when the trainer is made and whenever its state is set from outside
+  // (load_state, set_version), unchanged by update(), which every rank
+  // makes alike. Data-parallel ranks hold a copy of the state so named.
+  std::uint64_t state_id() const { return state_id_; }
   WeightSetData weights() const;
   const TrainerOptions& options() const { return options_; }
 
@@ -74,6 +83,8 @@ class Trainer {
   std::unique_ptr<Impl> impl_;           // the MLP policy
   std::unique_ptr<TokenTrainer> tokens_;  // or the token policy
   std::uint64_t version_ = 0;
+  std::uint64_t state_id_ = 0;
+  void renew_state_id();
 };
 
 }  // namespace rlx

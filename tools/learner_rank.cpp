@@ -43,12 +43,15 @@ int learner_rank_command(const LearnerRankArgs& a) {
     return 2;
   }
   GroupOptions go{a.rank, a.world, a.store.substr(0, colon), static_cast<std::uint16_t>(port)};
+  go.device = config->learner.device;
+  go.collectives = config->learner.collectives;
   auto group = LearnerGroup::join(go);
   if (!group) {
     std::fprintf(stderr, "%s: %s\n", me.c_str(), group.error().message.c_str());
     return 4;
   }
   auto options = learner_core_options(*config, spec);
+  options.trainer.learner.device = device_for_rank(config->learner.device, a.rank);  // ranks spread over GPUs
   options.trainer.group = group->get();
   auto done = run_learner_rank(options.trainer, options.batch_segments);
   if (!done) {

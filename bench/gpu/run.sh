@@ -33,6 +33,14 @@ if command -v nvcc > /dev/null; then
 fi
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv | tee "$out/gpu.txt" || true
 
+# NCCL: PyTorch's nvidia-nccl wheel (nvidia/**/nccl.h), for rlx-nccl-check.
+if [ -z "${NCCL_ROOT:-}" ]; then
+  site=$(python3 -c 'import site; print(site.getsitepackages()[0])')
+  nccl_h=$(find "$site/nvidia" -name nccl.h 2>/dev/null | head -1 || true)
+  if [ -n "$nccl_h" ]; then export NCCL_ROOT=$(dirname "$(dirname "$nccl_h")"); fi
+fi
+echo "run.sh: NCCL_ROOT=${NCCL_ROOT:-none}"
+
 cmake -S "$root/bench/gpu" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
   -DRLX_XXHASH_INCLUDE="$inc" "${cuda_hint[@]}"
 ninja -C "$build"
@@ -46,4 +54,11 @@ bench=$build/rlx-gpu-bench
 "$bench" --device cuda --dtype bf16 --shape gpu --steps 20 --warmup 3 --matmul-n 8192 --peak-tflops "$peak" --md "$md"
 "$bench" --device cuda --dtype bf16 --shape code --steps 20 --warmup 3 --matmul-n 8192 --peak-tflops "$peak" --md "$md"
 "$bench" --device cuda --dtype fp32 --shape gpu --steps 10 --warmup 2 --matmul-n 8192 --md "$md"
+# The learner's NCCL communicator: values, its bounded wait against raw
+# NCCL, and a rank whose peer never comes (it must fail, not hang).
+if [ -x "$build/rlx-nccl-check" ]; then
+  "$build/rlx-nccl-check" --md "$md" || echo "run.sh: rlx-nccl-check FAILED ($?)"
+else
+  echo "run.sh: no NCCL found: rlx-nccl-check not built"
+fi
 cat "$md"

@@ -2,12 +2,15 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <spdlog/sinks/ostream_sink.h>
 
 #include "actors/cluster.hpp"
+#include "learner/checkpoint.hpp"
 #include "tests/helpers.hpp"
 
 using namespace rlx;
@@ -38,6 +41,14 @@ int processes_matching(const std::string& pattern) {
   return std::system(cmd.c_str()) == 0 ? 1 : 0;
 }
 
+// `rlx replay DIR`: its exit status and what it printed.
+std::pair<int, std::string> replay(const std::filesystem::path& dir) {
+  const std::string cmd = std::string(RLX_BINARY) + " replay " + dir.string() + " > " + (dir / "replay.txt").string();
+  const int status = std::system(cmd.c_str());
+  std::ifstream in(dir / "replay.txt");
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, std::string((std::istreambuf_iterator<char>(in)), {})};
+}
+
 }  // namespace
 
 TEST_CASE("a run with two learner rank processes learns, replays exactly and leaves no process behind",
@@ -52,13 +63,43 @@ TEST_CASE("a run with two learner rank processes learns, replays exactly and lea
   CHECK(r.outcome == RunOutcome::solved);
   CHECK(processes_matching("[l]earner-rank --config " + dir.string()) == 0);
   // The log replays bit for bit, with two ranks again.
-  const std::string cmd = std::string(RLX_BINARY) + " replay " + dir.string() + " > " + (dir / "replay.txt").string();
-  const int status = std::system(cmd.c_str());
-  std::ifstream in(dir / "replay.txt");
-  std::string out((std::istreambuf_iterator<char>(in)), {});
+  auto [status, out] = replay(dir);
   INFO(out);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(status == 0);
+  CHECK(out.find("identical") != std::string::npos);
+}
+
+TEST_CASE("a two-rank run resumes from its newest checkpoint, not the start of its log, and replays exactly",
+          "[actors][dp][e2e][resume][checkpoint][slow]") {
+  std::filesystem::path dir;
+  auto cfg = two_ranks("rlx-dp-resume", &dir);
+  cfg.run.stop.mean_return = 1e9;  // a budget run: stopped by steps, twice
+  cfg.run.stop.max_env_steps = 20'000;
+  cfg.run.stop.max_seconds = 0;
+  cfg.learner.checkpoint_every = 2;
+  cfg.learner.checkpoint_keep = 2;
+  RunResult first = run_cluster(cfg, builtin_envs(), {}, null_logger(), binary_options());
+  INFO(first.summary);
+  REQUIRE(first.outcome == RunOutcome::budget);
+  REQUIRE(list_checkpoints(dir / "checkpoints").size() == 2);
+
+  std::ostringstream lines;
+  auto log = std::make_shared<spdlog::logger>("resume", std::make_shared<spdlog::sinks::ostream_sink_mt>(lines));
+  cfg.run.stop.max_env_steps = 40'000;
+  RunOptions resume = binary_options();
+  resume.resume = true;
+  RunResult resumed = run_cluster(cfg, builtin_envs(), {}, log, resume);
+  INFO(resumed.summary);
+  INFO(lines.str());
+  CHECK(resumed.outcome == RunOutcome::budget);
+  CHECK(lines.str().find("resuming from checkpoint") != std::string::npos);
+  CHECK(lines.str().find("does not match the rollout log") == std::string::npos);
+  CHECK(lines.str().find("differs from the recorded one") == std::string::npos);
+  CHECK(processes_matching("[l]earner-rank --config " + dir.string()) == 0);
+  // Both runs' versions, through two ranks again, bit for bit.
+  auto [status, out] = replay(dir);
+  INFO(out);
+  CHECK(status == 0);
   CHECK(out.find("identical") != std::string::npos);
 }
 

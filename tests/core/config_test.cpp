@@ -200,6 +200,8 @@ TEST_CASE("a configuration written back as TOML parses to the same configuration
   auto c = test::default_config();
   c.run.seed = 77;
   c.learner.ranks = 3;
+  c.learner.device = "cuda:1";
+  c.learner.collectives = "nccl";
   c.learner.lr = 0.00125;
   c.record.compress = "zstd";
   c.external.args = {"--level", "two words"};
@@ -215,6 +217,7 @@ TEST_CASE("a configuration written back as TOML parses to the same configuration
   CHECK(to_toml(*back) == text);
   CHECK(back->run.seed == 77);
   CHECK(back->learner.ranks == 3);
+  CHECK(back->learner.collectives == "nccl");
   CHECK(back->learner.lr == 0.00125);
   CHECK(back->external.env == c.external.env);
   CHECK(back->external.args == c.external.args);
@@ -275,4 +278,19 @@ TEST_CASE("grpo is refused for a policy that does not sample groups", "[config][
   auto c = test::parse("[learner]\nalgorithm = \"grpo\"\n" + valid_nodes());
   REQUIRE_FALSE(c.ok());
   CHECK(c.error().message.find("grpo") != std::string::npos);
+}
+
+TEST_CASE("the learner's collectives are auto, gloo or nccl, and nccl needs a GPU device", "[core][config][dp]") {
+  auto with = [](const std::string& learner) {
+    return test::parse("[learner]\n" + learner + "\n" + valid_nodes());
+  };
+  auto plain = with("ranks = 2");
+  REQUIRE(plain.ok());
+  CHECK(plain->learner.collectives == "auto");
+  CHECK(with("ranks = 2\ncollectives = \"gloo\"").ok());
+  CHECK(with("ranks = 2\ndevice = \"cuda\"\ncollectives = \"nccl\"").ok());  // the build is checked at start
+  auto cpu = with("ranks = 2\ncollectives = \"nccl\"");
+  CHECK(refused_naming(cpu, "learner.collectives"));
+  CHECK(refused_naming(cpu, "needs device"));
+  CHECK(refused_naming(with("collectives = \"mpi\""), "learner.collectives"));
 }

@@ -52,6 +52,28 @@ std::unique_ptr<RendezvousStore> store() {
   return std::move(*s);
 }
 
+// Rank 1 of 2 in a thread: the learner loop of a rank process, until released.
+std::future<Result<std::uint64_t>> loop_rank1(std::uint16_t port, TrainerOptions o) {
+  return std::async(std::launch::async, [port, o]() mutable {
+    auto group = LearnerGroup::join(GroupOptions{1, 2, "127.0.0.1", port, 20s});
+    if (!group) return Result<std::uint64_t>(group.error());
+    o.group = group->get();
+    return run_learner_rank(o, 2);
+  });
+}
+
+// Rank 0's core options (2 segments per rank) and one rank's with the whole batch (4).
+std::pair<LearnerCoreOptions, LearnerCoreOptions> core_options(const TrainerOptions& trainer, LearnerGroup* group) {
+  LearnerCoreOptions co;
+  co.trainer = trainer;
+  co.trainer.group = group;
+  co.batch_segments = 2;
+  LearnerCoreOptions single = co;
+  single.trainer.group = nullptr;
+  single.batch_segments = 4;
+  return {co, single};
+}
+
 }  // namespace
 
 TEST_CASE("two ranks with B segments each train the same weights as one rank with 2B", "[learner][dp][gloo]") {
@@ -74,9 +96,12 @@ TEST_CASE("two ranks with B segments each train the same weights as one rank wit
       auto group = LearnerGroup::join(GroupOptions{r, 2, "127.0.0.1", s->port(), 20s}, r == 0 ? s.get() : nullptr);
       if (!group) throw std::runtime_error(group.error().message);
       auto o = trainer_options(algorithm);
-      o.seed += static_cast<std::uint64_t>(r);  // rank 1 starts elsewhere: the broadcast must fix it
+      o.seed += static_cast<std::uint64_t>(r);  // rank 1 starts elsewhere: taking rank 0's state must fix it
       o.group = group->get();
       Trainer t(o);
+      std::vector<std::uint8_t> state = r == 0 ? t.save_state() : std::vector<std::uint8_t>{};
+      (*group)->broadcast_bytes(state);  // what LearnerCore sends before the ranks' first update
+      if (r != 0 && !t.load_state(state)) throw std::runtime_error("rank 1 cannot take rank 0's state");
       for (int k = 0; k < kUpdates; ++k) {
         std::vector<const Segment*> slice;
         for (int i = 0; i < kB; ++i) slice.push_back(&segments[k * 2 * kB + r * kB + i]);
@@ -98,23 +123,13 @@ TEST_CASE("two ranks with B segments each train the same weights as one rank wit
 TEST_CASE("the learner loop spreads each batch over the ranks and releases them at the end", "[learner][dp][gloo]") {
   auto s = store();
   auto opts = trainer_options("ppo");
-  auto rank1 = std::async(std::launch::async, [&] {
-    auto group = LearnerGroup::join(GroupOptions{1, 2, "127.0.0.1", s->port(), 20s});
-    if (!group) return Result<std::uint64_t>(group.error());
-    auto o = opts;
-    o.group = group->get();
-    return run_learner_rank(o, 2);
-  });
+  auto other = opts;
+  other.seed += 1;  // another start: rank 0's core sends its state before the first batch
+  auto rank1 = loop_rank1(s->port(), other);
   auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s}, s.get());
   REQUIRE(group.ok());
-  LearnerCoreOptions co;
-  co.trainer = opts;
-  co.trainer.group = group->get();
-  co.batch_segments = 2;
+  auto [co, single] = core_options(opts, group->get());
   LearnerCore core(co);
-  LearnerCoreOptions single = co;
-  single.trainer.group = nullptr;
-  single.batch_segments = 4;
   LearnerCore alone(single);
   for (std::uint32_t i = 0; i < 8; ++i) {
     core.admit(random_segment(7 + i), "");
@@ -131,6 +146,46 @@ TEST_CASE("the learner loop spreads each batch over the ranks and releases them 
   CHECK(*done == 2);
   CHECK(core.updates() == 2);
   CHECK(max_diff(core.weights(), alone.weights()) < 2e-5);
+}
+
+TEST_CASE("the ranks take the state of whichever learner core trains next, such as one loaded from a checkpoint",
+          "[learner][dp][gloo][checkpoint]") {
+  auto s = store();
+  auto opts = trainer_options("ppo");
+  auto rank1 = loop_rank1(s->port(), opts);
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s}, s.get());
+  REQUIRE(group.ok());
+  auto [co, single] = core_options(opts, group->get());
+  auto feed = [](LearnerCore& core, std::uint32_t from) {
+    for (std::uint32_t i = 0; i < 4; ++i) core.admit(random_segment(from + i), "");
+    REQUIRE(core.batch_full());
+    REQUIRE(core.train().ok());
+  };
+  // Two updates on one core: the ranks hold its state after them.
+  LearnerCore first(co);
+  feed(first, 20);
+  feed(first, 30);
+  const auto saved = first.trainer().save_state();
+  // A second core starts from the state after one update (as a resume
+  // from an older checkpoint would): the ranks must drop what they hold.
+  LearnerCore alone(single);
+  feed(alone, 20);
+  LearnerCore second(co);
+  REQUIRE(second.trainer().load_state(alone.trainer().save_state()).ok());
+  feed(second, 40);
+  feed(alone, 40);
+  CHECK(max_diff(second.weights(), alone.weights()) < 2e-5);
+  CHECK(second.trainer().version() == 2);
+  // And back to the first core, which goes on from its own state.
+  LearnerCore again(single);
+  REQUIRE(again.trainer().load_state(saved).ok());
+  feed(first, 50);
+  feed(again, 50);
+  CHECK(max_diff(first.weights(), again.weights()) < 2e-5);
+  release_learner_ranks(**group);
+  auto done = rank1.get();
+  REQUIRE(done.ok());
+  CHECK(*done == 4);
 }
 
 TEST_CASE("a rank that dies fails the group with a clear error, not a hang", "[learner][dp][gloo][defensive]") {
