@@ -26,9 +26,9 @@ one_run() {  # $1: checkpoint_every; prints: rebuild seconds, updates replayed, 
   "$rlx" launch "$dir/run.toml" --resume > "$dir/resume.txt" 2>&1 || [[ $? == 3 ]]
   line=$(grep -o "resumed at policy v[0-9]* after [0-9]* entries ([0-9]* env steps) in [0-9.]* s" "$dir/resume.txt")
   local from_ckpt=full
-  grep -q "resuming from checkpoint" "$dir/resume.txt" && from_ckpt=$(grep -o "resuming from checkpoint [^ ]* (v[0-9]*)" "$dir/resume.txt" | grep -o "v[0-9]*")
+  grep -q "resuming from checkpoint" "$dir/resume.txt" && from_ckpt=$(grep -o "resuming from checkpoint [^ ]* (v[0-9]*)" "$dir/resume.txt" | grep -o "v[0-9][0-9]*")
   "$rlx" replay "$dir" > "$dir/replay.txt" 2>&1
-  echo "$(echo "$line" | grep -o "in [0-9.]* s" | grep -o "[0-9.]*") $from_ckpt $(echo "$line" | grep -o "v[0-9]*") $(grep -o "[0-9]* recorded, [0-9]* identical" "$dir/replay.txt" | tr -d ,)"
+  echo "$(echo "$line" | grep -o "in [0-9.]* s" | grep -o "[0-9.]*") $from_ckpt $(echo "$line" | grep -o "v[0-9][0-9]*") $(grep -o "[0-9]* recorded, [0-9]* identical" "$dir/replay.txt" | tr -d ,)"
   rm -rf "$dir"
 }
 
