@@ -85,6 +85,13 @@ NcclType nccl_type(const at::Tensor& t) {
   }
 }
 
+// Whether each rank gets a GPU of its own (NCCL refuses two ranks on one):
+// "cuda" spreads the ranks over the visible GPUs (device_for_rank), "cuda:N"
+// puts them all on N.
+bool gpu_per_rank(const GroupOptions& o) {
+  return o.world <= 1 || (o.device == "cuda" && static_cast<int>(torch::cuda::device_count()) >= o.world);
+}
+
 // The NCCL communicator of this rank: rank 0 makes the unique id, the
 // store hands it to the others (a get waits up to the store's timeout).
 Result<std::unique_ptr<NcclComm>> join_nccl(const GroupOptions& o, c10d::Store& store) {
@@ -102,14 +109,20 @@ Result<std::unique_ptr<NcclComm>> join_nccl(const GroupOptions& o, c10d::Store& 
     return make_error(Errc::timeout, "rank " + std::to_string(o.rank) + " got no NCCL id through the store: " +
                                          first_line(e.what()));
   }
-  return NcclComm::create(id, o.rank, o.world, device_index(device_for_rank(o.device, o.rank)), o.timeout);
+  auto comm = NcclComm::create(id, o.rank, o.world, device_index(device_for_rank(o.device, o.rank)), o.timeout);
+  if (!comm && !gpu_per_rank(o))
+    return make_error(comm.error().code, comm.error().message + " (NCCL takes a GPU per rank: " +
+                                             std::to_string(o.world) + " ranks on device \"" + o.device + "\" with " +
+                                             std::to_string(torch::cuda::device_count()) +
+                                             " GPU(s) visible; collectives = \"gloo\" shares them)");
+  return comm;
 }
 
 }  // namespace
 
 Result<bool> uses_nccl(const GroupOptions& o) {
   if (o.collectives == "gloo") return false;
-  if (o.collectives == "auto") return is_gpu(o.device) && nccl_built();
+  if (o.collectives == "auto") return is_gpu(o.device) && nccl_built() && gpu_per_rank(o);
   if (o.collectives != "nccl")
     return make_error(Errc::config_unknown_name, "collectives \"" + o.collectives + "\": allowed: auto, gloo, nccl");
   if (!is_gpu(o.device))

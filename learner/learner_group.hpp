@@ -52,8 +52,10 @@ struct GroupOptions {
 };
 
 // Whether a group of `options` carries its tensors over NCCL: nccl asked
-// for, or auto with a GPU device and NCCL built. An error for nccl that
-// cannot be had (a CPU device, a build without NCCL).
+// for, or auto with a GPU device, NCCL built and a GPU for each rank
+// (device "cuda" with at least `world` visible; else Gloo, which lets
+// ranks share a GPU). An error for nccl that cannot be had (a CPU
+// device, a build without NCCL).
 Result<bool> uses_nccl(const GroupOptions& options);
 
 // This rank's GPU: "cuda" (no index) becomes "cuda:<rank mod visible

@@ -86,6 +86,11 @@ TEST_CASE("a group's collectives are chosen from its device and the build", "[le
   o.device = "cuda:0";
   REQUIRE(uses_nccl(o).ok());
   CHECK(*uses_nccl(o) == nccl_built());
+  const auto gpus = static_cast<int>(torch::cuda::device_count());
+  o.world = 2;  // two ranks on one GPU: NCCL would refuse them, auto takes Gloo
+  CHECK_FALSE(*uses_nccl(o));
+  o.device = "cuda";
+  CHECK(*uses_nccl(o) == (nccl_built() && gpus >= 2));
   o.collectives = "gloo";
   CHECK_FALSE(*uses_nccl(o));
   o.collectives = "nccl";
@@ -99,7 +104,6 @@ TEST_CASE("a group's collectives are chosen from its device and the build", "[le
 
   CHECK(device_for_rank("cpu", 3) == "cpu");
   CHECK(device_for_rank("cuda:1", 3) == "cuda:1");
-  const auto gpus = static_cast<int>(torch::cuda::device_count());
   CHECK(device_for_rank("cuda", 3) == (gpus > 0 ? "cuda:" + std::to_string(3 % gpus) : "cuda"));
 }
 
