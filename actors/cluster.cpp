@@ -61,7 +61,8 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
   if (auto device = check_device(config.learner.device); !device) return device.error();
   if (auto init = check_policy_init(config.policy); !init) return init.error();
   // Ranks 1..N-1 start, and this process joins as rank 0, when [learner] ranks > 1.
-  auto ranks = LearnerRanks::start_for(config, fs::path(config.run.log_dir) / "learner-ranks.toml", options.binary, log);
+  auto ranks = LearnerRanks::start_for(config, fs::path(config.run.log_dir) / "learner-ranks.toml", options.binary, log,
+                                       options.start_remote_rank);
   if (!ranks) return ranks.error();
   p.ranks = std::move(*ranks);
   if (!config.run.record) return p;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "actors/coordinator.hpp"
+#include "learner/learner_ranks.hpp"
 
 namespace rlx {
 
@@ -36,6 +37,9 @@ struct RunOptions {
   // The rlx executable, for learner rank processes ([learner] ranks > 1);
   // empty: this process's own executable.
   std::string binary;
+  // Starts a learner rank on a node of its own host ([[node]] learner_ranks
+  // with launcher = "ssh"; rlx launch sets it): learner/learner_ranks.hpp.
+  RemoteStarter start_remote_rank;
   // Multi-node head: spawn only the head node's fleet and publish the gate
   // on the head's host and port, for member nodes that prove `secret`.
   bool serve = false;

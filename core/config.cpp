@@ -428,7 +428,12 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
         r.integer("explorers", node.explorers, 0, 4096);
         r.integer("envs_per_explorer", node.envs_per_explorer, 1, 1 << 16);
         r.integer("rewards", node.rewards, 0, 4096);
+        r.integer("learner_ranks", node.learner_ranks, 0, 63);
         r.string("launcher", node.launcher, {"local", "ssh", "slurm"});
+        if (node.learner_ranks > 0 && node.launcher == "slurm")
+          r.fail(Errc::config_range, nt.get("learner_ranks"), "learner_ranks",
+                 "learner ranks start with the run (every rank must join within the group timeout), which a Slurm "
+                 "queue cannot promise: place them on a node started by ssh or locally");
         r.reject_unknown(seen_list(r));
         c.nodes.push_back(node);
       }
@@ -458,6 +463,14 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
                  "head); found only some of them on this one");
     if (c.total_explorers() < 1)
       top.fail(Errc::config_range, node_at, "node", "the topology needs at least one explorer");
+    std::int64_t placed = 0;
+    for (const auto& node : c.nodes) placed += node.learner_ranks;
+    if (placed > 0 && placed != c.learner.ranks - 1)
+      top.fail(Errc::config_range, node_at, "node.learner_ranks",
+               "the nodes' learner_ranks add up to " + std::to_string(placed) + ", but [learner] ranks = " +
+                   std::to_string(c.learner.ranks) + " makes " + std::to_string(c.learner.ranks - 1) +
+                   " rank processes (rank 0 is the head's learner actor); without learner_ranks they all run on "
+                   "the head");
     if (c.run.mode == "sync" && c.autoscale.enabled)
       top.fail(Errc::config_range, root.get("autoscale"), "autoscale.enabled",
                "a sync run has a fixed set of explorers (batch_segments x ranks): autoscaling is for async runs");

@@ -162,6 +162,7 @@ struct NodeConfig {
   std::int64_t explorers = 0;        // explorer actors on this node
   std::int64_t envs_per_explorer = 16;  // B
   std::int64_t rewards = 0;          // reward workers on this node
+  std::int64_t learner_ranks = 0;    // data-parallel learner rank processes on this node (docs/data-parallel.md)
   std::string launcher = "local";    // local | ssh | slurm: how `rlx launch` starts this node
 };
 

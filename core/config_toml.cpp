@@ -120,6 +120,7 @@ std::string to_toml(const ClusterConfig& c) {
                                 {"explorers", n.explorers},
                                 {"envs_per_explorer", n.envs_per_explorer},
                                 {"rewards", n.rewards},
+                                {"learner_ranks", n.learner_ranks},
                                 {"launcher", n.launcher}});
   root.insert("node", nodes);
   std::ostringstream os;

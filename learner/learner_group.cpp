@@ -158,7 +158,7 @@ Result<std::unique_ptr<LearnerGroup>> LearnerGroup::join(const GroupOptions& o, 
     }
     impl->store = c10::make_intrusive<c10d::PrefixStore>("rlx-learners", base);
     auto opts = c10d::ProcessGroupGloo::Options::create(o.timeout);
-    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.host));
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.bind_host.empty() ? o.host : o.bind_host));
     opts->threads = 1;
     impl->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(impl->store, o.rank, o.world, opts);
   } catch (const std::exception& e) {

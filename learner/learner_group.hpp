@@ -49,6 +49,7 @@ struct GroupOptions {
   std::chrono::milliseconds timeout{60'000};  // for the rendezvous and for every collective
   std::string device = "cpu";         // where the trainer's tensors live ([learner] device, this rank's)
   std::string collectives = "auto";   // [learner] collectives: auto | gloo | nccl
+  std::string bind_host = {};         // this rank's own address, for its Gloo pairs (empty: `host`)
 };
 
 // Whether a group of `options` carries its tensors over NCCL: nccl asked

@@ -1,13 +1,17 @@
 // The processes of a data-parallel learner: the rendezvous store (served
 // by the head, the address handed to every rank), ranks 1..N-1 started as
-// `rlx learner-rank` processes on this node, and rank 0's membership
-// (rank 0 lives in the learner actor). Rank processes die with the head
-// (PR_SET_PDEATHSIG), ignore the terminal's Ctrl-C (the head drains and
-// releases them), and are waited for at the end: no orphans.
+// `rlx learner-rank` processes on this node or on the nodes whose
+// [[node]] learner_ranks place them (through that node's launcher), and
+// rank 0's membership (rank 0 lives in the learner actor). Local rank
+// processes die with the head (PR_SET_PDEATHSIG), ignore the terminal's
+// Ctrl-C (the head drains and releases them), and are waited for at the
+// end: no orphans. A rank on another host whose head died fails its next
+// collective within the group timeout and exits.
 #pragma once
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -19,11 +23,20 @@
 
 namespace rlx {
 
+// Starts `argv` on `node`, a host of its own (the ssh launcher:
+// tools/node_launcher.hpp); the pid is of what runs here (the ssh client).
+using RemoteStarter = std::function<Result<pid_t>(const NodeConfig& node, const std::vector<std::string>& argv)>;
+
 struct LearnerRanksOptions {
   int world = 2;
   std::string binary;                       // the rlx executable
-  std::filesystem::path config_file;        // the run's TOML, for the ranks
-  std::string host = "127.0.0.1";           // where the store listens
+  std::filesystem::path config_file;        // the run's TOML, for the ranks (the same path on every host)
+  std::string host = "127.0.0.1";           // where the store listens: the head's address
+  // The node of each rank 1..world-1 (none: all on this one, at `host`).
+  // A rank runs at its node's host; one whose launcher is not local is
+  // started through `remote`.
+  std::vector<NodeConfig> places;
+  RemoteStarter remote;
   std::chrono::milliseconds timeout{30'000};  // rendezvous and every collective
   std::string device = "cpu";               // [learner] device
   std::string collectives = "auto";         // [learner] collectives
@@ -39,7 +52,8 @@ class LearnerRanks {
   // `binary` empty: this process's own executable.
   static Result<std::unique_ptr<LearnerRanks>> start_for(const ClusterConfig& config,
                                                          const std::filesystem::path& config_file,
-                                                         const std::string& binary, const Logger& log);
+                                                         const std::string& binary, const Logger& log,
+                                                         const RemoteStarter& remote = {});
   ~LearnerRanks();
 
   LearnerGroup* group() { return group_.get(); }

@@ -123,6 +123,13 @@ int run_head(const ClusterConfig& config, const EnvRegistry& envs, const Logger&
   return static_cast<int>(r.outcome);
 }
 
+// Learner ranks placed on ssh nodes start through the ssh_command template.
+RemoteStarter remote_rank_starter(const ClusterConfig& config, const Logger& log) {
+  return [&config, log](const NodeConfig& node, const std::vector<std::string>& argv) {
+    return start_on_node(config, node, argv, log);
+  };
+}
+
 }  // namespace
 
 std::optional<ClusterConfig> config_or_report(const std::string& path, const EnvRegistry& envs) {
@@ -141,6 +148,7 @@ int launch_command(const LaunchArgs& args) {
   Logger log = root_logger(*config, args.log_level);
   RunOptions options;
   options.resume = args.resume;
+  options.start_remote_rank = remote_rank_starter(*config, log);
   if (!config->multi_node() && !config->launch.listen) return run_head(*config, envs, log, signals, options, nullptr);
 
   // Several nodes (or [launch] listen): this process is the head and
@@ -258,6 +266,7 @@ int node_command(const NodeArgs& args) {
     options.resume = args.resume;
     options.serve = true;
     options.secret = *secret;
+    options.start_remote_rank = remote_rank_starter(*config, log);
     return run_head(*config, envs, log, signals, options, nullptr);
   }
   std::string head = args.head;

@@ -45,6 +45,7 @@ int learner_rank_command(const LearnerRankArgs& a) {
   GroupOptions go{a.rank, a.world, a.store.substr(0, colon), static_cast<std::uint16_t>(port)};
   go.device = config->learner.device;
   go.collectives = config->learner.collectives;
+  go.bind_host = a.host;
   auto group = LearnerGroup::join(go);
   if (!group) {
     std::fprintf(stderr, "%s: %s\n", me.c_str(), group.error().message.c_str());

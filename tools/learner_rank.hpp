@@ -11,6 +11,7 @@ struct LearnerRankArgs {
   int rank = 1;
   int world = 2;
   std::string store;   // HOST:PORT of the rendezvous store
+  std::string host;    // this rank's own address, for its Gloo pairs (empty: the store's host)
 };
 
 // 0: released by rank 0; 2: bad arguments or config; 4: the group broke.

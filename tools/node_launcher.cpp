@@ -33,7 +33,24 @@ std::string substitute(std::string text, const std::string& key, const std::stri
   return text;
 }
 
+// The [launch] ssh_command line that runs `words` on `node`.
+std::string ssh_line(const ClusterConfig& config, const NodeConfig& node, const std::vector<std::string>& words) {
+  return substitute(substitute(substitute(config.launch.ssh_command, "{host}", shell_quote(node.host)), "{node}",
+                               shell_quote(node.name)),
+                    "{command}", shell_quote(joined(words)));
+}
+
 }  // namespace
+
+Result<pid_t> start_on_node(const ClusterConfig& config, const NodeConfig& node, std::vector<std::string> argv,
+                            const Logger& log) {
+  if (node.launcher != "ssh")
+    return make_error(Errc::config_range, "node '" + node.name + "': only ssh starts a learner rank on another host");
+  if (!config.launch.rlx_binary.empty() && !argv.empty()) argv[0] = config.launch.rlx_binary;
+  const std::string line = ssh_line(config, node, argv);
+  log->info("starting on node '{}' (ssh): {}", node.name, line);
+  return spawn_child({"/bin/sh", "-c", line});
+}
 
 std::vector<std::string> node_command(const ClusterConfig& config, const NodeConfig& node,
                                       const NodeLaunchOptions& o, bool local) {
@@ -84,9 +101,7 @@ Result<std::unique_ptr<NodeLauncher>> NodeLauncher::start(const ClusterConfig& c
                               "environment");
       std::string line;
       if (node.launcher == "ssh") {
-        line = substitute(substitute(substitute(config.launch.ssh_command, "{host}", shell_quote(node.host)), "{node}",
-                                     shell_quote(node.name)),
-                          "{command}", shell_quote(joined(node_command(config, node, o, false))));
+        line = ssh_line(config, node, node_command(config, node, o, false));
       } else {
         const fs::path script = fs::absolute(fs::path(config.run.log_dir) / "launch" / (node.name + ".sbatch"));
         std::error_code ec;

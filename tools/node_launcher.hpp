@@ -33,6 +33,12 @@ std::string shell_quote(const std::string& word);
 std::vector<std::string> node_command(const ClusterConfig& config, const NodeConfig& node,
                                       const NodeLaunchOptions& options, bool local);
 
+// Runs `argv` (an rlx command; argv[0] becomes [launch] rlx_binary when
+// set) on an ssh `node` through the ssh_command template: a learner rank
+// placed there (learner/learner_ranks.hpp). The pid is the ssh client's.
+Result<pid_t> start_on_node(const ClusterConfig& config, const NodeConfig& node, std::vector<std::string> argv,
+                            const Logger& log);
+
 // The sbatch script for a slurm node.
 std::string slurm_script(const ClusterConfig& config, const NodeConfig& node, const NodeLaunchOptions& options);
 

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   rank_cmd->add_option("--rank", rank_args.rank, "this rank, 1..world-1")->required();
   rank_cmd->add_option("--world", rank_args.world, "number of ranks")->required();
   rank_cmd->add_option("--store", rank_args.store, "HOST:PORT of the rendezvous store")->required();
+  rank_cmd->add_option("--host", rank_args.host, "this rank's own address for the group's traffic (default: the store's host)");
   std::string plot_dir, plot_out;
   auto* plot_cmd = app.add_subcommand("plot", "draw a run's metrics.jsonl curves (gnuplot)");
   plot_cmd->add_option("log_dir", plot_dir, "the run's log_dir")->required();

@@ -41,20 +41,24 @@ struct SplitSpec {
   std::string launcher = "local";
   std::string extra;                      // more TOML tables ([launch], [tls])
   int envs = 8;
+  int ranks = 1;                          // [learner] ranks
+  std::vector<int> member_ranks;          // learner_ranks of each member node (default 0)
 };
 
 inline std::string split_toml(const SplitSpec& s) {
   std::ostringstream t;
   t << "[run]\nname = \"split-test\"\nseed = 1\nenv = \"cartpole\"\nmax_staleness = 4\nlog_dir = \"" << s.log_dir.string()
     << "\"\nreport_interval_s = 0.25\nstop = { mean_return = " << s.mean_return << ", max_env_steps = " << s.max_env_steps
-    << ", max_seconds = " << s.max_seconds << " }\n\n[learner]\nbatch_segments = 2\nlr = 1e-3\n\n[explorer]\nsegment_steps = 64\n\n"
+    << ", max_seconds = " << s.max_seconds << " }\n\n[learner]\nbatch_segments = 2\nlr = 1e-3\nranks = " << s.ranks
+    << "\n\n[explorer]\nsegment_steps = 64\n\n"
     << s.extra << "\n\n[[node]]\nname = \"head\"\nhost = \"" << s.head_host
     << "\"\nport = 0\nactors = [\"coordinator\", \"learner\", \"weight_store\", \"recorder\"]\nexplorers = "
     << s.head_explorers << "\nenvs_per_explorer = " << s.envs << "\n";
   for (std::size_t i = 0; i < s.members.size(); ++i)
     t << "\n[[node]]\nname = \"" << s.members[i] << "\"\nhost = \""
       << (i < s.member_hosts.size() ? s.member_hosts[i] : std::string("127.0.0.1")) << "\"\nlauncher = \"" << s.launcher
-      << "\"\nexplorers = 1\nenvs_per_explorer = " << s.envs << "\n";
+      << "\"\nexplorers = 1\nenvs_per_explorer = " << s.envs
+      << "\nlearner_ranks = " << (i < s.member_ranks.size() ? s.member_ranks[i] : 0) << "\n";
   return t.str();
 }
 

@@ -56,22 +56,22 @@ struct Hosts {
   }
 };
 
-}  // namespace
+bool can_make_namespaces() {
+  if (geteuid() == 0 && std::system("command -v ip > /dev/null") == 0) return true;
+  WARN("needs root and iproute2 (ip netns): not run here");
+  return false;
+}
 
-TEST_CASE("a run split across network namespaces learns and its traffic crosses the virtual wires",
-          "[cluster][net][slow]") {
-  if (geteuid() != 0 || std::system("command -v ip > /dev/null") != 0) {
-    WARN("needs root and iproute2 (ip netns): not run here");
-    return;
-  }
-  TempDir t("rlx-netns");
-  Hosts hosts({"rollout-a", "rollout-b"});
-  if (!hosts.ok) {
-    // Root without CAP_SYS_ADMIN (an unprivileged container) cannot make namespaces.
-    WARN("cannot create network namespaces here: " + read_text("/tmp/rlx-netns-setup.log"));
-    return;
-  }
-  const auto secret = write_text(t.path / "secret", "netns-test-secret-0123456789\n");
+bool made(const Hosts& hosts) {
+  // Root without CAP_SYS_ADMIN (an unprivileged container) cannot make namespaces.
+  if (!hosts.ok) WARN("cannot create network namespaces here: " + read_text("/tmp/rlx-netns-setup.log"));
+  return hosts.ok;
+}
+
+// The split CartPole run with its head at 10.231.0.1 and rollout-a, -b at
+// .2 and .3, each member "ssh"ed into its namespace (it runs with that
+// namespace's address only), to a mean return of 150.
+SplitSpec spec_in(const Hosts& hosts, const TempDir& t) {
   SplitSpec spec;
   spec.log_dir = t.path / "run";
   spec.head_host = "10.231.0.1";
@@ -80,11 +80,29 @@ TEST_CASE("a run split across network namespaces learns and its traffic crosses 
   spec.mean_return = 150;
   spec.max_env_steps = 600'000;
   spec.envs = 16;
-  // "ssh" into a namespace: the node runs with that namespace's address only.
   spec.extra = "[launch]\nssh_command = \"ip netns exec {node}-" + hosts.suffix + " sh -c {command}\"\nconnect_timeout_s = 30.0\n";
-  const auto config = write_text(t.path / "split.toml", split_toml(spec));
-  const Ran r = run_rlx("launch --secret-file " + secret.string() + " " + config.string(), t.path,
-                        "ip netns exec " + hosts.ns("head") + " ");
+  return spec;
+}
+
+// `rlx launch` of `spec` inside the head's namespace.
+Ran launch_in(const Hosts& hosts, const TempDir& t, const SplitSpec& spec, fs::path* config_out) {
+  const auto secret = write_text(t.path / "secret", "netns-test-secret-0123456789\n");
+  *config_out = write_text(t.path / "split.toml", split_toml(spec));
+  return run_rlx("launch --secret-file " + secret.string() + " " + config_out->string(), t.path,
+                 "ip netns exec " + hosts.ns("head") + " ");
+}
+
+}  // namespace
+
+TEST_CASE("a run split across network namespaces learns and its traffic crosses the virtual wires",
+          "[cluster][net][slow]") {
+  if (!can_make_namespaces()) return;
+  TempDir t("rlx-netns");
+  Hosts hosts({"rollout-a", "rollout-b"});
+  if (!made(hosts)) return;
+  const SplitSpec spec = spec_in(hosts, t);
+  fs::path config;
+  const Ran r = launch_in(hosts, t, spec, &config);
   INFO(r.out);
   CHECK(r.code == 0);  // solved
   CHECK(r.out.find("head listening on 10.231.0.1:") != std::string::npos);
@@ -102,5 +120,26 @@ TEST_CASE("a run split across network namespaces learns and its traffic crosses 
     CHECK(hosts.counter(i, "tx_bytes") > 100'000);
     CHECK(hosts.counter(i, "rx_bytes") > 1'000'000);
   }
+  CHECK(node_processes(config) == 0);
+}
+
+TEST_CASE("a learner rank on another host trains with the head's rank across the virtual wire",
+          "[cluster][net][dp][slow]") {
+  if (!can_make_namespaces()) return;
+  TempDir t("rlx-netns-ranks");
+  Hosts hosts({"rollout-a", "rollout-b"});
+  if (!made(hosts)) return;
+  SplitSpec spec = spec_in(hosts, t);
+  spec.ranks = 2;
+  spec.member_ranks = {1, 0};  // rank 1 on rollout-a's host, through its ssh launcher
+  fs::path config;
+  const Ran r = launch_in(hosts, t, spec, &config);
+  INFO(r.out);
+  CHECK(r.code == 0);  // solved
+  CHECK(r.out.find("learner rank 1 on node 'rollout-a' (10.231.0.2)") != std::string::npos);
+  // Its Gloo pairs bind 10.231.0.2, an address only rollout-a's namespace has.
+  CHECK(r.out.find("learner group formed: 2 ranks") != std::string::npos);
+  CHECK(json_number(last_metrics_line(spec.log_dir), "mean_return") >= 150);
+  CHECK(std::system(("pgrep -f '[l]earner-rank --config " + spec.log_dir.string() + "' > /dev/null").c_str()) != 0);
   CHECK(node_processes(config) == 0);
 }

@@ -294,3 +294,25 @@ TEST_CASE("the learner's collectives are auto, gloo or nccl, and nccl needs a GP
   CHECK(refused_naming(cpu, "needs device"));
   CHECK(refused_naming(with("collectives = \"mpi\""), "learner.collectives"));
 }
+
+TEST_CASE("learner ranks placed on nodes must add up to the ranks beside rank 0, and not on Slurm nodes",
+          "[core][config][dp]") {
+  auto topology = [](int ranks, int on_a, const std::string& launcher) {
+    return test::parse("[learner]\nranks = " + std::to_string(ranks) + "\n" + valid_nodes() +
+                       "\n[[node]]\nname = \"a\"\nhost = \"10.0.0.2\"\nexplorers = 1\nlauncher = \"" + launcher +
+                       "\"\nlearner_ranks = " + std::to_string(on_a) + "\n");
+  };
+  auto placed = topology(3, 2, "ssh");
+  REQUIRE(placed.ok());
+  CHECK(placed->nodes[1].learner_ranks == 2);
+  CHECK(topology(3, 0, "ssh").ok());  // none placed: all on the head
+  auto short_by_one = topology(4, 2, "ssh");
+  CHECK(refused_naming(short_by_one, "learner_ranks"));
+  CHECK(refused_naming(short_by_one, "add up to 2"));
+  CHECK(refused_naming(topology(2, 2, "local"), "learner_ranks"));
+  CHECK(refused_naming(topology(2, 1, "slurm"), "Slurm"));
+  // Written back and read again, the placement stays.
+  auto back = test::parse(to_toml(*placed));
+  REQUIRE(back.ok());
+  CHECK(back->nodes[1].learner_ranks == 2);
+}
