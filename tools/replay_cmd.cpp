@@ -81,7 +81,13 @@ int replay_command(const ReplayArgs& a) {
     const auto rank_file = std::filesystem::temp_directory_path() / ("rlx-replay-" + std::to_string(::getpid()) + ".toml");
     LogOptions quiet;
     quiet.level = "warn";
-    auto started = LearnerRanks::start_for(*config, rank_file, "", make_root_logger(quiet));
+    // Every rank runs here, whichever hosts the run placed them on.
+    ClusterConfig here = *config;
+    for (auto& node : here.nodes) {
+      node.learner_ranks = 0;
+      node.host = "127.0.0.1";
+    }
+    auto started = LearnerRanks::start_for(here, rank_file, "", make_root_logger(quiet));
     if (!started) {
       std::fprintf(stderr, "rlx: %s\n", started.error().message.c_str());
       return 2;

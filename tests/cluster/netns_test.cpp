@@ -142,4 +142,8 @@ TEST_CASE("a learner rank on another host trains with the head's rank across the
   CHECK(json_number(last_metrics_line(spec.log_dir), "mean_return") >= 150);
   CHECK(std::system(("pgrep -f '[l]earner-rank --config " + spec.log_dir.string() + "' > /dev/null").c_str()) != 0);
   CHECK(node_processes(config) == 0);
+  // Replayed here, outside the namespaces, with both ranks on this host: bit for bit.
+  const Ran replayed = run_rlx("replay " + spec.log_dir.string(), t.path);
+  INFO(replayed.out);
+  CHECK(replayed.code == 0);
 }
