@@ -198,21 +198,6 @@ void LearnerGroup::sum(at::Tensor& t) {
   t.copy_(c);
 }
 
-void LearnerGroup::broadcast(const std::vector<at::Tensor>& tensors) {
-  if (options_.world == 1) return;
-  for (const auto& t : tensors) {
-    if (impl_->nccl && t.is_cuda() && t.is_contiguous()) {
-      collective("broadcast", [&] {
-        torch::cuda::synchronize(t.device().index());
-        impl_->nccl->broadcast(t.data_ptr(), static_cast<std::size_t>(t.numel()), nccl_type(t), 0);
-      });
-      continue;
-    }
-    std::vector<at::Tensor> v{t};
-    collective("broadcast", [&] { impl_->pg->broadcast(v)->wait(); });
-  }
-}
-
 void LearnerGroup::all_reduce(at::Tensor& t) {
   if (impl_->nccl && t.is_cuda()) {
     // NCCL runs on its own stream: the values must be ready on the

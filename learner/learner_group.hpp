@@ -73,7 +73,7 @@ class LearnerGroup {
 
   int rank() const { return options_.rank; }
   int world() const { return options_.world; }
-  // "gloo" or "nccl": what carries average, sum and broadcast of tensors
+  // "gloo" or "nccl": what carries average and sum of tensors
   // (segments' bytes always go over Gloo).
   const char* transport() const;
 
@@ -82,8 +82,6 @@ class LearnerGroup {
   void average(const std::vector<at::Tensor>& tensors);
   // Sums `t` in place over the ranks.
   void sum(at::Tensor& t);
-  // Copies rank 0's tensors into every rank's.
-  void broadcast(const std::vector<at::Tensor>& tensors);
   // Rank 0 sends `bytes`; the others receive them (any length).
   void broadcast_bytes(std::vector<std::uint8_t>& bytes);
 
