@@ -490,9 +490,6 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       if (c.learner.algorithm == "vtrace")
         top.fail(Errc::config_range, root.get("learner"), "learner.algorithm",
                  "the token policy trains with \"grpo\" or \"ppo\"");
-      if (c.learner.ranks != 1)
-        top.fail(Errc::config_range, root.get("learner"), "learner.ranks",
-                 "the token policy trains on one learner rank (data-parallel token training is not built yet)");
       if (c.learner.device != "cpu")
         top.fail(Errc::config_range, root.get("learner"), "learner.device",
                  "the token policy's learner runs on the CPU for now (\"" + c.learner.device +

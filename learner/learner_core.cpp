@@ -92,6 +92,10 @@ Result<UpdateStats> LearnerCore::train() {
       for (const auto& s : batch_) ptrs.push_back(&s);
     }
     auto r = trainer_->update(ptrs);
+    if (r && world() > 1) {  // the whole batch's, not rank 0's slice
+      r->steps = 0;
+      for (const auto& seg : batch_) r->steps += seg.env_steps();
+    }
     batch_.clear();
     if (r) ++updates_;
     return r;

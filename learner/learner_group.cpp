@@ -174,7 +174,11 @@ Result<std::unique_ptr<LearnerGroup>> LearnerGroup::join(const GroupOptions& o, 
   return std::unique_ptr<LearnerGroup>(new LearnerGroup(o, std::move(impl)));
 }
 
-void LearnerGroup::average(const std::vector<at::Tensor>& tensors) {
+void LearnerGroup::average(const std::vector<at::Tensor>& tensors) { reduce_flat(tensors, 1.0 / options_.world); }
+
+void LearnerGroup::sum(const std::vector<at::Tensor>& tensors) { reduce_flat(tensors, 1.0); }
+
+void LearnerGroup::reduce_flat(const std::vector<at::Tensor>& tensors, double scale) {
   if (options_.world == 1 || tensors.empty()) return;
   std::vector<at::Tensor> flat{torch::cat([&] {
     std::vector<at::Tensor> v;
@@ -182,7 +186,7 @@ void LearnerGroup::average(const std::vector<at::Tensor>& tensors) {
     return v;
   }())};
   all_reduce(flat[0]);
-  flat[0].div_(options_.world);
+  if (scale != 1.0) flat[0].mul_(scale);
   std::int64_t at = 0;
   for (const auto& t : tensors) {
     t.copy_(flat[0].narrow(0, at, t.numel()).view(t.sizes()));

@@ -80,6 +80,8 @@ class LearnerGroup {
   // Averages each tensor in place over the ranks (one all-reduce over
   // their concatenation). Every rank must pass tensors of the same shapes.
   void average(const std::vector<at::Tensor>& tensors);
+  // Sums each tensor in place over the ranks (one all-reduce, as average).
+  void sum(const std::vector<at::Tensor>& tensors);
   // Sums `t` in place over the ranks.
   void sum(at::Tensor& t);
   // Rank 0 sends `bytes`; the others receive them (any length).
@@ -94,6 +96,7 @@ class LearnerGroup {
 
  private:
   void all_reduce(at::Tensor& t);  // sums a contiguous tensor in place
+  void reduce_flat(const std::vector<at::Tensor>& tensors, double scale);  // sum x scale, in place
 
   struct Impl;
   LearnerGroup(const GroupOptions& options, std::unique_ptr<Impl> impl);

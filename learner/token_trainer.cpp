@@ -1,8 +1,11 @@
 #include "learner/token_trainer.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "core/error.hpp"
+#include "learner/learner_group.hpp"
 #include "learner/lr_schedule.hpp"
 #include "learner/token_losses.hpp"
 #include "policy/weights_io.hpp"
@@ -175,6 +178,17 @@ struct TokenTrainer::Impl {
     optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(o.lr).eps(1e-6));
   }
   void finish_step(const TokenTrainerOptions& o) {
+    if (o.group && o.group->world() > 1) {
+      // Every rank's loss is its share of the batch's: the gradients add
+      // up. An expert no token reached here may have been reached
+      // elsewhere: zeros keep every rank's all-reduce the same shape.
+      std::vector<torch::Tensor> grads;
+      for (auto& p : model->parameters()) {
+        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+        grads.push_back(p.grad());
+      }
+      o.group->sum(grads);
+    }
     if (o.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), o.max_grad_norm);
     optimizer->step();
   }
@@ -270,11 +284,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
               batch.rewards.size(), batch.group_size);
   TokenUpdateStats s;
   auto admitted = admit_tokens(g.versions, g.generated, version_, o.max_lag);
-  const auto total = admitted.sum().item<std::int64_t>();
-  s.stale_tokens = g.generated.sum().item<std::int64_t>() - total;
-  s.tokens = total;
-  if (total == 0) return s;  // nothing fresh enough: no step, the version stays
-  set_lr(*impl_->optimizer, warmup_lr(o.lr, o.warmup_updates, version_));
+  const auto local_admitted = admitted.sum().item<std::int64_t>();
 
   auto rewards = torch::tensor(batch.rewards, torch::kFloat32);
   const bool grpo = o.algorithm == "grpo";
@@ -285,19 +295,14 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   // admitted token of the batch: skipping changes the cost, not the step's
   // policy gradient.
   std::vector<std::int64_t> kept, width;
-  for (std::int64_t b = 0; b < B; ++b) {
-    if (grpo && row_adv.data_ptr<float>()[b] == 0.0F) continue;
-    kept.push_back(b);
-    width.push_back(g.prompt_width + g.lengths[b]);
-  }
-  s.skipped_rows = B - static_cast<std::int64_t>(kept.size());
+  if (local_admitted > 0)
+    for (std::int64_t b = 0; b < B; ++b) {
+      if (grpo && row_adv.data_ptr<float>()[b] == 0.0F) continue;
+      kept.push_back(b);
+      width.push_back(g.prompt_width + g.lengths[b]);
+    }
   std::int64_t hint_tokens = 0;
-  const auto hinted = hint_parts(o, batch, admitted, hint_tokens);
-  for (const auto& h : hinted) s.hinted_rows += h.n;
-  if (kept.empty() && hinted.empty()) {
-    ++version_;  // trained on, with nothing to learn: the weights stay as they are
-    return s;
-  }
+  const auto hinted = local_admitted > 0 ? hint_parts(o, batch, admitted, hint_tokens) : std::vector<HintPart>{};
 
   struct Part {
     torch::Tensor idx, prox, adv, mask, tokens, valid, behaviour, routes, generated;
@@ -322,13 +327,36 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     parts.push_back(std::move(p));
   }
 
+  // The whole batch's counts (over every rank when data-parallel): each
+  // rank weighs its microbatches by their share of these.
+  std::int64_t hinted_rows = 0;
+  for (const auto& h : hinted) hinted_rows += h.n;
+  const auto counts = sum_over_ranks({static_cast<double>(local_admitted), static_cast<double>(kept_tokens),
+                                      static_cast<double>(hint_tokens), static_cast<double>(kept.size()),
+                                      static_cast<double>(g.generated.sum().item<std::int64_t>() - local_admitted),
+                                      static_cast<double>(local_admitted > 0 ? B - static_cast<std::int64_t>(kept.size()) : 0),
+                                      static_cast<double>(hinted_rows)});
+  const auto total = static_cast<std::int64_t>(counts[0]);
+  const auto all_kept_tokens = static_cast<std::int64_t>(counts[1]);
+  const auto all_hint_tokens = static_cast<std::int64_t>(counts[2]);
+  const double rows_kept = std::max(counts[3], 1.0);
+  s.tokens = total;
+  s.stale_tokens = static_cast<std::int64_t>(counts[4]);
+  s.skipped_rows = static_cast<std::int64_t>(counts[5]);
+  s.hinted_rows = static_cast<std::int64_t>(counts[6]);
+  if (total == 0) return s;  // nothing fresh enough: no step, the version stays
+  set_lr(*impl_->optimizer, warmup_lr(o.lr, o.warmup_updates, version_));
+  if (counts[3] == 0 && s.hinted_rows == 0) {
+    ++version_;  // trained on, with nothing to learn: the weights stay as they are
+    return s;
+  }
+
   // The proximal policy is these weights before any step of this update:
   // epoch 0's own forward pass, detached. A pass before training is needed
   // only for what epoch 0 cannot give before its loss: PPO's advantages
   // (values, normalised over the batch) and, under router replay, the
   // log-probs and routes of the policy's own routing.
   double mismatch = 0;
-  const auto rows_kept = static_cast<double>(std::max<std::size_t>(kept.size(), 1));
   const bool pre_pass = !grpo || o.router_replay;
   if (pre_pass) {
     torch::NoGradGuard guard;
@@ -341,15 +369,21 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
         p.adv = rewards.index_select(0, p.idx).unsqueeze(1) - v_before;
       }
     }
-    if (!grpo) {  // normalised over the admitted tokens
-      std::vector<torch::Tensor> picked;
-      for (auto& p : parts) picked.push_back(p.adv.masked_select(p.mask));
-      auto all = torch::cat(picked);
-      const double mean = all.mean().item<double>(), sd = all.numel() > 1 ? all.std().item<double>() : 1.0;
+    if (!grpo) {  // normalised over the admitted tokens (of every rank)
+      double sum = 0, squares = 0;
+      for (auto& p : parts) {
+        auto a = p.adv.masked_select(p.mask).to(torch::kFloat64);
+        sum += a.sum().item<double>();
+        squares += a.pow(2).sum().item<double>();
+      }
+      const auto m = sum_over_ranks({sum, squares, static_cast<double>(kept_tokens)});
+      const double n = m[2], mean = m[0] / n;
+      const double sd = n > 1 ? std::sqrt(std::max(0.0, (m[1] - n * mean * mean) / (n - 1))) : 1.0;
       for (auto& p : parts) p.adv = (p.adv - mean) / (sd + 1e-8);
     }
   }
 
+  double hint_kl_sum = 0;
   for (std::int64_t epoch = 0; epoch < o.epochs; ++epoch) {
     impl_->optimizer->zero_grad();
     for (auto& p : parts) {
@@ -363,7 +397,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
       // pg_share keeps the surrogate a mean over all admitted tokens; share
       // weighs the auxiliary terms and statistics over the rows computed.
       const double pg_share = static_cast<double>(n) / static_cast<double>(total);
-      const double share = kept_tokens > 0 ? static_cast<double>(n) / static_cast<double>(kept_tokens) : 0.0;
+      const double share = all_kept_tokens > 0 ? static_cast<double>(n) / static_cast<double>(all_kept_tokens) : 0.0;
       LossStats ls;
       auto pg = token_ppo_loss(logp, p.prox, p.behaviour, p.adv, p.mask, o.clip, o.rho_bar, epoch == 0 ? &ls : nullptr);
       auto maskf = p.mask.to(logp.dtype());
@@ -392,13 +426,41 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
       ++s.microbatches;
     }
     double kl = 0;
-    for (const auto& h : hinted) kl += distil(model, o, h, hint_tokens);
-    if (epoch == 0 && hint_tokens > 0) s.hint_kl = kl / static_cast<double>(hint_tokens);
+    for (const auto& h : hinted) kl += distil(model, o, h, all_hint_tokens);
+    if (epoch == 0) hint_kl_sum = kl;
     impl_->finish_step(o);
   }
   s.route_mismatch = mismatch;
+  gather_stats(s, hint_kl_sum);
+  if (all_hint_tokens > 0) s.hint_kl = hint_kl_sum / static_cast<double>(all_hint_tokens);
   ++version_;
   return s;
+}
+
+std::vector<double> TokenTrainer::sum_over_ranks(std::vector<double> values) const {
+  if (!options_.group || options_.group->world() == 1) return values;
+  auto t = torch::tensor(values, torch::kFloat64);
+  options_.group->sum(t);
+  std::memcpy(values.data(), t.data_ptr<double>(), values.size() * sizeof(double));
+  return values;
+}
+
+void TokenTrainer::gather_stats(TokenUpdateStats& s, double& hint_kl_sum) const {
+  if (!options_.group || options_.group->world() == 1) return;
+  // Each rank's share-weighted terms add up to the batch's; the largest
+  // ratio is the largest of the ranks' (each puts its own in its slot).
+  const auto world = static_cast<std::size_t>(options_.group->world());
+  std::vector<double> v{s.policy_loss, s.value_loss, s.entropy, s.load_balance, s.router_z, s.dropped_fraction,
+                        s.correction.ratio_mean, s.correction.truncated_fraction, s.route_mismatch, hint_kl_sum,
+                        static_cast<double>(s.microbatches)};
+  const std::size_t slots = v.size();
+  v.resize(slots + world, 0.0);
+  v[slots + static_cast<std::size_t>(options_.group->rank())] = s.correction.ratio_max;
+  v = sum_over_ranks(std::move(v));
+  s.policy_loss = v[0], s.value_loss = v[1], s.entropy = v[2], s.load_balance = v[3], s.router_z = v[4];
+  s.dropped_fraction = v[5], s.correction.ratio_mean = v[6], s.correction.truncated_fraction = v[7];
+  s.route_mismatch = v[8], hint_kl_sum = v[9], s.microbatches = static_cast<std::int64_t>(v[10]);
+  s.correction.ratio_max = *std::max_element(v.begin() + static_cast<std::ptrdiff_t>(slots), v.end());
 }
 
 }  // namespace rlx

@@ -19,6 +19,8 @@
 
 namespace rlx {
 
+class LearnerGroup;
+
 struct TokenTrainerOptions {
   TransformerOptions model;
   std::string algorithm = "grpo";   // "grpo" | "ppo"
@@ -41,6 +43,12 @@ struct TokenTrainerOptions {
   // (TokenBatch::teacher_prompts), the student without it (0: off).
   double hint_coef = 0.0;
   std::uint64_t seed = 1;
+  // Data-parallel ranks (learner/learner_group.hpp); null when alone. Each
+  // rank's loss is its share of the whole batch's (token counts and PPO's
+  // advantage statistics are summed over the ranks first) and the ranks'
+  // gradients are summed before each optimizer step, so N ranks with B
+  // rows train as one rank with N x B would. Not owned.
+  LearnerGroup* group = nullptr;
 };
 
 // Sampled sequences with their rewards: a Generation (policy/token_sampler.hpp)
@@ -83,6 +91,8 @@ class TokenTrainer {
                             const std::vector<std::vector<std::int64_t>>& completions);
 
   // `epochs` optimizer steps on the batch; the version then grows by 1.
+  // Data-parallel: every rank calls it with its own slice of the batch;
+  // the statistics returned are the whole batch's.
   TokenUpdateStats rl_step(const TokenBatch& batch);
 
   MoETransformer& model();
@@ -99,6 +109,11 @@ class TokenTrainer {
   Result<bool> load_model_file(const std::string& path);
 
  private:
+  // Data-parallel: `values` summed over the ranks (as they are when alone).
+  std::vector<double> sum_over_ranks(std::vector<double> values) const;
+  // The rank's statistics of an rl_step (and its hint KL sum) made the batch's.
+  void gather_stats(TokenUpdateStats& s, double& hint_kl_sum) const;
+
   struct Impl;
   TokenTrainerOptions options_;
   std::unique_ptr<Impl> impl_;

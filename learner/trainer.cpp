@@ -109,6 +109,7 @@ TokenTrainerOptions token_options(const TrainerOptions& o) {
   t.max_grad_norm = o.learner.max_grad_norm;
   t.hint_coef = o.tokens.hint_coef;
   t.seed = o.seed;
+  t.group = o.group;
   return t;
 }
 
@@ -128,9 +129,11 @@ Trainer::Trainer(const TrainerOptions& o) : options_(o) {
     impl_ = std::make_unique<Impl>(o);
     return;
   }
-  RLX_REQUIRE(o.group == nullptr);  // config validation: one rank
   tokens_ = std::make_unique<TokenTrainer>(token_options(o));
-  if (!o.policy.init.empty()) {
+  // Ranks 1..N-1 take rank 0's whole state before their first update
+  // (LearnerCore::train): only rank 0 reads the start's file.
+  const bool other_rank = o.group != nullptr && o.group->rank() > 0;
+  if (!o.policy.init.empty() && !other_rank) {
     auto ok = tokens_->load_model_file(o.policy.init);
     RLX_REQUIRE(ok.ok(), ok.error().message);  // checked at start (check_policy_init)
   }

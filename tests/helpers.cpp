@@ -1,5 +1,12 @@
 #include "tests/helpers.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <random>
+
 #include "tests/torch_catch.hpp"
 
 #include "policy/moe_mlp_policy.hpp"
@@ -47,6 +54,21 @@ ClusterConfig default_config() {
   auto c = parse_config(embedded_cluster_toml(), "<embedded>", builtin_envs().names(), policy_kinds());
   REQUIRE(c.ok());
   return *c;
+}
+
+void send_garbage(std::uint16_t port, std::size_t n, std::uint32_t seed) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  std::mt19937 rng(seed);
+  std::vector<char> bytes(n);
+  for (auto& b : bytes) b = static_cast<char>(rng());
+  CHECK(write(fd, bytes.data(), bytes.size()) > 0);
+  close(fd);
 }
 
 }  // namespace rlx::test

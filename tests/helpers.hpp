@@ -21,4 +21,7 @@ ClusterConfig default_config();
 // Parses TOML text as "test.toml" with the built-in registries.
 Result<ClusterConfig> parse(const std::string& text);
 
+// Connects to 127.0.0.1:port, writes `n` random bytes (from `seed`), closes.
+void send_garbage(std::uint16_t port, std::size_t n, std::uint32_t seed = 7);
+
 }  // namespace rlx::test

@@ -12,6 +12,7 @@
 #include "actors/cluster.hpp"
 #include "learner/checkpoint.hpp"
 #include "tests/helpers.hpp"
+#include "tests/metrics_fixture.hpp"
 
 using namespace rlx;
 
@@ -121,4 +122,61 @@ TEST_CASE("killing a learner rank fails the run with a clear error instead of a 
   CHECK(r.outcome == RunOutcome::failed);
   CHECK(r.summary.find("learner group") != std::string::npos);
   CHECK(processes_matching(pattern) == 0);
+}
+
+TEST_CASE("a token-policy run trains on two learner rank processes, accounts for every segment and replays exactly",
+          "[actors][dp][e2e][token][slow]") {
+  const auto dir = std::filesystem::temp_directory_path() / "rlx-dp-tokens";
+  std::filesystem::remove_all(dir);
+  auto cfg = test::parse(R"(
+[run]
+name = "dp-tokens"
+seed = 5
+env = "tokens:arithmetic"
+max_staleness = 4
+log_dir = ")" + dir.string() + R"("
+report_interval_s = 0.2
+stop = { mean_return = 2.0, max_env_steps = 2000, max_seconds = 0.0 }
+[policy]
+kind = "moe_transformer"
+d_model = 32
+layers = 1
+heads = 2
+experts = 4
+top_k = 2
+expert_hidden = 32
+max_len = 24
+[tokens]
+group_size = 4
+max_new_tokens = 4
+eval_tasks = 0
+[learner]
+algorithm = "grpo"
+ranks = 2
+batch_segments = 1
+lr = 1e-3
+[[node]]
+name = "head"
+host = "127.0.0.1"
+port = 0
+actors = ["coordinator", "learner", "weight_store", "recorder"]
+explorers = 2
+envs_per_explorer = 16
+rewards = 0
+)");
+  INFO((cfg ? "" : cfg.error().message));
+  REQUIRE(cfg.ok());
+  RunResult r = run_cluster(*cfg, builtin_envs(), {}, null_logger(), binary_options());
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::budget);
+  const auto line = test::last_metrics_line(dir);
+  INFO(line);
+  test::check_segment_identity(line);
+  CHECK(test::json_number(line, "segments_lost") == 0);
+  CHECK(test::json_number(line, "policy_version") >= 2);
+  CHECK(processes_matching("[l]earner-rank --config " + dir.string()) == 0);
+  auto [status, out] = replay(dir);
+  INFO(out);
+  CHECK(status == 0);
+  CHECK(out.find("identical") != std::string::npos);
 }

@@ -1,10 +1,5 @@
 // The head's gate, attacked and then joined, in one process: the head and
 // a member node each with their own actor system and middleman, over TCP.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <future>
 #include <condition_variable>
 #include <mutex>
@@ -25,22 +20,6 @@ using namespace rlx::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-// Connects to 127.0.0.1:port and writes `n` random bytes.
-void send_garbage(std::uint16_t port, std::size_t n) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  std::mt19937 rng(7);
-  std::vector<char> bytes(n);
-  for (auto& b : bytes) b = static_cast<char>(rng());
-  CHECK(write(fd, bytes.data(), bytes.size()) > 0);
-  close(fd);
-}
 
 // One join attempt: the gate's answer ("" = accepted).
 std::string try_enter(caf::scoped_actor& self, const gate_actor& gate, const std::string& node,

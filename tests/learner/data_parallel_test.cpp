@@ -210,6 +210,28 @@ TEST_CASE("a rank that never comes is a join error after the timeout", "[learner
   CHECK(group.error().message.find("could not join the learner group") != std::string::npos);
 }
 
+TEST_CASE("garbage sent to the rendezvous store does not stop the ranks from forming and training",
+          "[learner][dp][gloo][defensive][net]") {
+  auto s = store();
+  // Random bytes, each lot on a connection of its own: some start with one
+  // of the store's command bytes and so name absurd lengths. (The store
+  // listens on every interface of the head: docs/data-parallel.md.)
+  for (std::uint32_t i = 0; i < 40; ++i) test::send_garbage(s->port(), 1 + (i * 37) % 300, i);
+  auto rank1 = std::async(std::launch::async, [&] {
+    auto group = LearnerGroup::join(GroupOptions{1, 2, "127.0.0.1", s->port(), 20s});
+    if (!group) return -1.0f;
+    auto t = torch::full({3}, 2.0f);
+    (*group)->sum(t);
+    return t[0].item<float>();
+  });
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s}, s.get());
+  REQUIRE(group.ok());
+  auto t = torch::full({3}, 1.0f);
+  (*group)->sum(t);
+  CHECK(t[0].item<float>() == 3.0f);
+  CHECK(rank1.get() == 3.0f);
+}
+
 TEST_CASE("a packed batch unpacks to the same segments and garbage is refused", "[learner][dp]") {
   std::vector<Segment> in{random_segment(1), random_segment(2)};
   auto bytes = pack_segments(in);
