@@ -10,7 +10,9 @@
 #include "actors/cluster.hpp"
 #include "bench/common.hpp"
 #include "learner/learner_group.hpp"
+#include "learner/token_trainer.hpp"
 #include "learner/trainer.hpp"
+#include "policy/token_segment.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "policy/threads.hpp"
 
@@ -81,6 +83,70 @@ Segment random_segment(std::uint32_t seed, std::uint32_t T, std::uint32_t B) {
   s.policy_versions.assign(T, 0);
   s.bootstrap_observations.assign(std::size_t{B} * 4, 0.0f);
   return s;
+}
+
+// The token learner (the code policy's shape): GRPO updates of 64 rows of
+// 160 tokens (8 groups of 8, 3 scored alike, as bench_tokens' row), as
+// 1 rank x 64 rows and as 2 ranks x 32 (two threads over Gloo). Returns
+// {2 ranks, 1 rank} tokens trained per second, and the gradient bytes.
+struct TokenDp {
+  double two = 0, one = 0;
+  std::int64_t params = 0;
+};
+
+TokenDp token_data_parallel(int updates) {
+  TokenTrainerOptions o;  // the code policy
+  const std::int64_t P = 96, T = 64, G = 8, half = 32;
+  SampleOptions so;
+  so.max_new_tokens = T;
+  so.eos = -1;  // every row exactly T new tokens
+  std::mt19937_64 rng(3);
+  std::vector<Segment> segs;  // two per update: rank 0's rows, rank 1's
+  {
+    TokenTrainer sampler(o);
+    for (int k = 0; k < updates + 1; ++k)
+      for (int part = 0; part < 2; ++part) {
+        auto g = generate(sampler.model(), std::vector<std::vector<std::int64_t>>(half, std::vector<std::int64_t>(P, 5)),
+                          so, rng);
+        std::vector<float> rewards;
+        for (std::int64_t b = 0; b < half; ++b)
+          rewards.push_back(b < (part == 0 ? G : 2 * G) ? 1.0F : static_cast<float>(b % 3) / 2);
+        std::vector<std::string> tasks;
+        for (std::int64_t b = 0; b < half; ++b) tasks.push_back(std::to_string(b / G));
+        segs.push_back(token_segment(g, rewards, tasks, G, 0, segs.size()));
+      }
+  }
+  auto batch_of = [&](std::vector<const Segment*> s) {
+    auto r = token_rows(s, o.model.layers, o.model.top_k);
+    return TokenBatch{std::move(r.rows), std::move(r.rewards), r.group_size, {}};
+  };
+  // Update 0 is the warm-up; tokens/s over the rest.
+  auto train = [&](TokenTrainer& t, int rank, int world) {
+    Clock::time_point t0;
+    std::int64_t tokens = 0;
+    for (int k = 0; k <= updates; ++k) {
+      if (k == 1) t0 = Clock::now();
+      std::vector<const Segment*> mine;
+      for (int part = 0; part < 2; ++part)
+        if (world == 1 || part == rank) mine.push_back(&segs[static_cast<std::size_t>(2 * k + part)]);
+      const auto st = t.rl_step(batch_of(mine));
+      if (k > 0) tokens += st.tokens;
+    }
+    return static_cast<double>(tokens) / seconds_since(t0);
+  };
+  TokenDp r;
+  {
+    TokenTrainer alone(o);
+    for (const auto& p : alone.model()->parameters()) r.params += p.numel();
+    r.one = train(alone, 0, 1);
+  }
+  r.two = on_two_ranks([&](int rank, LearnerGroup& g) {
+    auto ro = o;
+    ro.group = &g;
+    TokenTrainer t(ro);
+    return train(t, rank, 2);
+  });
+  return r;
 }
 
 }  // namespace
@@ -160,6 +226,13 @@ std::vector<Row> bench_data_parallel(const EnvRegistry& envs) {
   rows.push_back({fmt::format("learner samples/s, 2 ranks x {} segments", B), fmt::format("{:.0f}", two),
                   fmt::format("{:.0f} 1 rank x {} segments", one_2b, 2 * B), fmt::format("{:.2f}", two / one_2b),
                   fmt::format("same samples per update; 1 rank x {} segments: {:.0f}/s", B, one_b)});
+  const auto tok = token_data_parallel(6);
+  std::fprintf(stderr, "  token learner: 1 rank %.0f, 2 ranks %.0f tokens/s\n", tok.one, tok.two);
+  rows.push_back({"token learner tokens/s (code policy, GRPO), 2 ranks x 32 rows", fmt::format("{:.0f}", tok.two),
+                  fmt::format("{:.0f} 1 rank x 64 rows", tok.one), fmt::format("{:.2f}", tok.two / tok.one),
+                  fmt::format("6 updates of 64 rows x 160 tokens, 3 of 8 groups scored alike; gradients {:.1f} MB summed "
+                              "once per update",
+                              static_cast<double>(tok.params) * 4 / 1e6)});
   return rows;
 }
 
