@@ -490,10 +490,6 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       if (c.learner.algorithm == "vtrace")
         top.fail(Errc::config_range, root.get("learner"), "learner.algorithm",
                  "the token policy trains with \"grpo\" or \"ppo\"");
-      if (c.learner.device != "cpu")
-        top.fail(Errc::config_range, root.get("learner"), "learner.device",
-                 "the token policy's learner runs on the CPU for now (\"" + c.learner.device +
-                     "\" is for the moe_mlp learner; bench/gpu measures the token policy's step on a GPU)");
       for (const auto& node : c.nodes)
         if (node.explorers > 0 && node.envs_per_explorer % c.tokens.group_size != 0)
           top.fail(Errc::config_range, root.get("tokens"), "tokens.group_size",

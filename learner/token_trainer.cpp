@@ -93,7 +93,7 @@ struct HintPart {
 // The batch's hinted rows whose teacher row fits the context, in
 // microbatches by teacher width; `tokens`: the completion tokens they train.
 std::vector<HintPart> hint_parts(const TokenTrainerOptions& o, const TokenBatch& batch, const torch::Tensor& admitted,
-                                 std::int64_t& tokens) {
+                                 const torch::Device& device, std::int64_t& tokens) {
   const auto& g = batch.sequences;
   std::vector<HintPart> parts;
   tokens = 0;
@@ -113,6 +113,8 @@ std::vector<HintPart> hint_parts(const TokenTrainerOptions& o, const TokenBatch&
     for (auto i : mb) rows_of.push_back(picked[i]);
     HintPart p;
     p.rows = hint_rows(g, admitted, batch.teacher_prompts, rows_of);
+    for (auto* t : {&p.rows.student, &p.rows.student_valid, &p.rows.teacher, &p.rows.teacher_valid, &p.rows.mask})
+      *t = t->to(device);
     p.n = static_cast<std::int64_t>(rows_of.size());
     tokens += p.rows.mask.sum().item<std::int64_t>();
     parts.push_back(std::move(p));
@@ -174,7 +176,8 @@ SupervisedRows supervised_rows(const std::vector<std::vector<std::int64_t>>& pro
 }
 
 struct TokenTrainer::Impl {
-  explicit Impl(const TokenTrainerOptions& o) : model(make_seeded_transformer(o.model, o.seed)) {
+  explicit Impl(const TokenTrainerOptions& o) : device(o.device), model(make_seeded_transformer(o.model, o.seed)) {
+    model->to(device);  // before the optimizer takes the parameters
     optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(o.lr).eps(1e-6));
   }
   void finish_step(const TokenTrainerOptions& o) {
@@ -192,6 +195,7 @@ struct TokenTrainer::Impl {
     if (o.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), o.max_grad_norm);
     optimizer->step();
   }
+  torch::Device device;
   MoETransformer model;
   std::unique_ptr<torch::optim::Adam> optimizer;
 };
@@ -199,6 +203,7 @@ struct TokenTrainer::Impl {
 TokenTrainer::TokenTrainer(const TokenTrainerOptions& o) : options_(o), impl_(std::make_unique<Impl>(o)) {}
 TokenTrainer::~TokenTrainer() = default;
 MoETransformer& TokenTrainer::model() { return impl_->model; }
+torch::Device TokenTrainer::device() const { return impl_->device; }
 
 WeightSetData TokenTrainer::weights() const { return export_weights(*impl_->model, version_, "moe_transformer"); }
 Result<bool> TokenTrainer::load_weights(const WeightSetData& w) { return import_weights(*impl_->model, w); }
@@ -254,7 +259,7 @@ TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64
     auto idx = torch::tensor(mb, torch::kLong);
     std::int64_t w = 0;
     for (auto i : mb) w = std::max(w, width[i]);
-    auto cut = [&](const torch::Tensor& t) { return t.index_select(0, idx).narrow(1, W - w, w); };
+    auto cut = [&](const torch::Tensor& t) { return t.index_select(0, idx).narrow(1, W - w, w).to(impl_->device); };
     auto tokens = cut(r.tokens);
     auto out = model->forward(tokens, cut(r.valid));
     auto [logp, entropy] = token_log_probs(out.logits, tokens, 1.0);
@@ -302,10 +307,14 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
       width.push_back(g.prompt_width + g.lengths[b]);
     }
   std::int64_t hint_tokens = 0;
-  const auto hinted = local_admitted > 0 ? hint_parts(o, batch, admitted, hint_tokens) : std::vector<HintPart>{};
+  const auto& device = impl_->device;
+  const auto hinted =
+      local_admitted > 0 ? hint_parts(o, batch, admitted, device, hint_tokens) : std::vector<HintPart>{};
 
+  // A microbatch's rows, cut to its width, on the trainer's device
+  // (idx, the rows' places in the batch, stays on the CPU).
   struct Part {
-    torch::Tensor idx, prox, adv, mask, tokens, valid, behaviour, routes, generated;
+    torch::Tensor idx, prox, adv, mask, tokens, valid, behaviour, routes, generated, reward;
     std::int64_t width = 0, n = 0;
   };
   std::vector<Part> parts;
@@ -315,15 +324,16 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     std::vector<std::int64_t> idx;
     for (auto i : mb) idx.push_back(kept[static_cast<std::size_t>(i)]), p.width = std::max(p.width, width[i]);
     p.idx = torch::tensor(idx, torch::kLong);
-    p.tokens = rows(g.tokens, p.idx, p.width);
-    p.valid = rows(g.valid, p.idx, p.width);
-    p.mask = rows(admitted, p.idx, p.width);
-    p.generated = rows(g.generated, p.idx, p.width);
-    p.behaviour = rows(g.log_probs, p.idx, p.width);
-    p.routes = g.routes.index_select(1, p.idx).narrow(2, 0, p.width);
+    p.tokens = rows(g.tokens, p.idx, p.width).to(device);
+    p.valid = rows(g.valid, p.idx, p.width).to(device);
+    p.mask = rows(admitted, p.idx, p.width).to(device);
+    p.generated = rows(g.generated, p.idx, p.width).to(device);
+    p.behaviour = rows(g.log_probs, p.idx, p.width).to(device);
+    p.routes = g.routes.index_select(1, p.idx).narrow(2, 0, p.width).to(device);
+    p.reward = rewards.index_select(0, p.idx).unsqueeze(1).to(device);  // [n, 1]
     p.n = p.mask.sum().item<std::int64_t>();
     kept_tokens += p.n;
-    if (grpo) p.adv = row_adv.index_select(0, p.idx).unsqueeze(1).expand({-1, p.width});
+    if (grpo) p.adv = row_adv.index_select(0, p.idx).unsqueeze(1).expand({-1, p.width}).to(device);
     parts.push_back(std::move(p));
   }
 
@@ -365,8 +375,9 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
       p.prox = token_log_probs(out.logits, p.tokens, o.temperature).first;
       mismatch += route_mismatch(out.routes, p.routes, p.generated) * static_cast<double>(p.idx.size(0)) / rows_kept;
       if (!grpo) {  // the value before token j (at column j - 1) predicts the row's reward
-        auto v_before = torch::cat({torch::zeros({p.tokens.size(0), 1}), out.values.narrow(1, 0, p.width - 1)}, 1);
-        p.adv = rewards.index_select(0, p.idx).unsqueeze(1) - v_before;
+        auto v_before =
+            torch::cat({torch::zeros({p.tokens.size(0), 1}, out.values.options()), out.values.narrow(1, 0, p.width - 1)}, 1);
+        p.adv = p.reward - v_before;
       }
     }
     if (!grpo) {  // normalised over the admitted tokens (of every rank)
@@ -405,9 +416,9 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
       auto loss = pg_share * pg - share * o.entropy_coef * ent +
                   share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
       if (!grpo && n > 0) {
-        auto v_before = torch::cat({torch::zeros({p.tokens.size(0), 1}), out.values.narrow(1, 0, p.width - 1)}, 1);
-        auto target = rewards.index_select(0, p.idx).unsqueeze(1);
-        auto vl = 0.5 * ((v_before - target).pow(2) * maskf).sum() / static_cast<double>(n);
+        auto v_before =
+            torch::cat({torch::zeros({p.tokens.size(0), 1}, out.values.options()), out.values.narrow(1, 0, p.width - 1)}, 1);
+        auto vl = 0.5 * ((v_before - p.reward).pow(2) * maskf).sum() / static_cast<double>(n);
         loss = loss + share * o.value_coef * vl;
         s.value_loss += share * vl.item<double>() / static_cast<double>(o.epochs);
       }

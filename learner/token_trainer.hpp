@@ -43,6 +43,10 @@ struct TokenTrainerOptions {
   // (TokenBatch::teacher_prompts), the student without it (0: off).
   double hint_coef = 0.0;
   std::uint64_t seed = 1;
+  // Where the model, its optimizer and every batch's tensors live ("cpu",
+  // "cuda", "cuda:N"; checked by check_device before). Batches arrive on
+  // the CPU and are moved per microbatch; weights are exported to the CPU.
+  std::string device = "cpu";
   // Data-parallel ranks (learner/learner_group.hpp); null when alone. Each
   // rank's loss is its share of the whole batch's (token counts and PPO's
   // advantage statistics are summed over the ranks first) and the ranks'
@@ -102,7 +106,9 @@ class TokenTrainer {
   Result<bool> load_weights(const WeightSetData& weights);
   const TokenTrainerOptions& options() const { return options_; }
 
+  torch::Device device() const;
   // Parameters and optimizer moments (the version is the caller's).
+  // Load from an archive read onto device().
   void save_state(torch::serialize::OutputArchive& archive) const;
   void load_state(torch::serialize::InputArchive& archive);  // throws c10::Error on a mismatch
   // Parameters from `rlx sft --out` (torch::save of the model).

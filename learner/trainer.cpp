@@ -77,7 +77,7 @@ Result<bool> check_device(const std::string& device) {
     if (!torch::cuda::is_available())
       return make_error(Errc::config_range,
                         "device \"" + device + "\" asked for, but this LibTorch has no CUDA or no GPU is visible "
-                        "(build with -DRLX_CUDA=ON against a CUDA LibTorch, docs/gpu.md)");
+                        "(build with -DRLX_CUDA=ON against a CUDA LibTorch, docs/data-parallel.md \"GPUs\")");
     const auto index = d.has_index() ? d.index() : 0;
     if (index >= static_cast<int>(torch::cuda::device_count()))
       return make_error(Errc::config_range, "device \"" + device + "\": only " +
@@ -109,6 +109,7 @@ TokenTrainerOptions token_options(const TrainerOptions& o) {
   t.max_grad_norm = o.learner.max_grad_norm;
   t.hint_coef = o.tokens.hint_coef;
   t.seed = o.seed;
+  t.device = o.learner.device;
   t.group = o.group;
   return t;
 }
@@ -166,11 +167,7 @@ Result<bool> Trainer::load_state(const std::vector<std::uint8_t>& bytes) {
     std::istringstream is(std::string(bytes.begin(), bytes.end()));
     torch::serialize::InputArchive a;
     // Onto this trainer's device: the optimizer's moments must live with its parameters.
-    if (impl_) {
-      a.load_from(is, impl_->device);
-    } else {
-      a.load_from(is);
-    }
+    a.load_from(is, impl_ ? impl_->device : tokens_->device());
     torch::NoGradGuard guard;
     if (tokens_) {
       tokens_->load_state(a);

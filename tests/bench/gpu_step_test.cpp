@@ -1,6 +1,10 @@
 #include "tests/torch_catch.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <string>
+
+#include <sys/wait.h>
 
 #include <torch/cuda.h>
 
@@ -68,4 +72,33 @@ TEST_CASE("asking the GPU bench for a GPU this build or machine lacks is an erro
   o.device = "cuda";
   o.seq = 32, o.batch = 2;
   CHECK_THROWS_AS(run_step_bench(o), c10::Error);
+}
+
+namespace {
+
+// Runs `command`: its exit status and what it printed.
+std::pair<int, std::string> run(const std::string& command) {
+  std::string out;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+TEST_CASE("the GPU token-learner check passes on the CPU and refuses a GPU the machine lacks", "[bench][token][gpu]") {
+  auto [status, out] = run(std::string(RLX_TOKEN_CHECK) + " --device cpu --quick");
+  INFO(out);
+  CHECK(status == 0);
+  CHECK(out.find("ok: grpo on cpu: weights within") != std::string::npos);
+  CHECK(out.find("ok: ppo on cpu: weights within") != std::string::npos);
+  CHECK(out.find("FAILED") == std::string::npos);
+  if (torch::cuda::is_available()) return;  // a CUDA machine runs bench/gpu/run.sh instead
+  auto [cuda_status, cuda_out] = run(std::string(RLX_TOKEN_CHECK) + " --device cuda --quick");
+  INFO(cuda_out);
+  CHECK(cuda_status == 2);
+  CHECK(cuda_out.find("needs a visible GPU") != std::string::npos);
 }

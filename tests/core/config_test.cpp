@@ -270,8 +270,12 @@ envs_per_explorer = 16
   REQUIRE(warm.ok());
   CHECK(warm->learner.warmup_updates == 10);
   CHECK(refused_naming(with("[learner]", "[learner]\nwarmup_updates = -1"), "warmup_updates"));
-  // Its learner runs on the CPU: a GPU asked of it is refused, not ignored.
-  CHECK(refused_naming(with("[learner]", "[learner]\ndevice = \"cuda\""), "learner.device"));
+  // Its learner may train on a GPU and on several ranks (the build and
+  // the machine are checked at start, check_device).
+  auto gpu = with("[learner]", "[learner]\ndevice = \"cuda\"\nranks = 2");
+  REQUIRE(gpu.ok());
+  CHECK(gpu->learner.device == "cuda");
+  CHECK(gpu->learner.ranks == 2);
 }
 
 TEST_CASE("grpo is refused for a policy that does not sample groups", "[config][token]") {
