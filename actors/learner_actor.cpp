@@ -158,12 +158,9 @@ learner_actor::behavior_type learner_impl(Self self, LearnerActorOptions options
         const auto id = st.sender_ids.find(from);
         st.core->count_from(id != st.sender_ids.end() ? id->second : LearnerCore::kUnattributed);
         std::string why = seg ? "" : "malformed";
-        if (seg && seg->obs_dim != st.options.core.trainer.obs_dim) {
-          st.errors.add(Errc::invalid_field);
-          seg.reset();
-          why = "obs_dim mismatch";
-        }
+        const bool decoded = seg.has_value();
         const Arrival a = st.core->admit(std::move(seg), why);
+        if (decoded && a.verdict == Verdict::rejected) st.errors.add(Errc::invalid_field);  // Trainer::refuses
         if (a.verdict == Verdict::dropped_stale)
           st.options.log->debug("dropped segment {}: lag {} > {}", a.index, a.lag, st.options.core.max_staleness);
         record(self, msg, a);

@@ -31,10 +31,11 @@ Arrival LearnerCore::admit(std::optional<Segment> segment, const std::string& re
   Arrival a;
   a.version = trainer_->version();
   a.index = received_++;
-  if (!segment) {
+  const std::string refused = segment ? trainer_->refuses(*segment) : reject_reason;
+  if (!segment || !refused.empty()) {
     admission_.count_rejected();
     a.verdict = Verdict::rejected;
-    a.reason = reject_reason;
+    a.reason = refused;
     return a;
   }
   stats_.add(*segment);
@@ -91,12 +92,16 @@ Result<UpdateStats> LearnerCore::train() {
     } else {
       for (const auto& s : batch_) ptrs.push_back(&s);
     }
+    std::uint64_t steps = 0;  // the whole batch's, not rank 0's slice
+    for (const auto& seg : batch_) steps += seg.env_steps();
     auto r = trainer_->update(ptrs);
-    if (r && world() > 1) {  // the whole batch's, not rank 0's slice
-      r->steps = 0;
-      for (const auto& seg : batch_) r->steps += seg.env_steps();
-    }
     batch_.clear();
+    if (!r && world() > 1)
+      // The other ranks may have made this update's collectives, or be
+      // waiting in one: the group is out of step and must stop.
+      return make_error(Errc::timeout, "rank 0's update failed, so the learner group is out of step: " +
+                                           r.error().message);
+    if (r) r->steps = steps;
     if (r) ++updates_;
     return r;
   } catch (const GroupError& e) {
@@ -172,7 +177,11 @@ Result<std::uint64_t> run_learner_rank(const TrainerOptions& options, std::size_
                                                    std::to_string(rank));
       std::vector<const Segment*> slice;
       for (std::size_t i = 0; i < batch_segments; ++i) slice.push_back(&(*batch)[rank * batch_segments + i]);
-      if (trainer.update(slice)) ++updates;
+      auto r = trainer.update(slice);
+      // A failed update leaves this rank out of step with the others: it
+      // leaves the group (rank 0's next collective fails) instead.
+      if (!r) return make_error(Errc::timeout, "rank " + std::to_string(rank) + "'s update failed: " + r.error().message);
+      ++updates;
     }
   } catch (const GroupError& e) {
     return make_error(Errc::timeout, e.what());

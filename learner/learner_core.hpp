@@ -36,7 +36,8 @@ class LearnerCore {
   explicit LearnerCore(const LearnerCoreOptions& options);
 
   // Live: `segment` decoded (nullopt: it failed decoding, `reject_reason`
-  // says why); admission decides. A trained segment joins the batch.
+  // says why); a segment the trainer cannot train on (Trainer::refuses)
+  // is rejected; admission decides the rest. A trained segment joins the batch.
   Arrival admit(std::optional<Segment> segment, const std::string& reject_reason);
   // Replay: the verdict recorded in the log is applied as it was.
   Arrival admit_recorded(const RolloutRecordData& record, std::optional<Segment> segment);
@@ -45,8 +46,9 @@ class LearnerCore {
   std::size_t batch_size() const { return batch_.size(); }
   // One update on the batch, which is cleared either way. On success the
   // version grows by one. Data-parallel: the batch goes to every rank
-  // (rank r trains on slice r) first. A dead rank is an Errc::timeout
-  // error: the group is broken and the learner must stop.
+  // (rank r trains on slice r) first. A dead rank, or an update that
+  // failed on rank 0 or any other, is an Errc::timeout error: the group
+  // is broken and the learner must stop.
   Result<UpdateStats> train();
   // After a successful train(): whether this version is to be published.
   bool publish_due() const { return updates_ % options_.publish_every == 0; }

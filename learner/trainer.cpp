@@ -282,11 +282,18 @@ std::vector<std::vector<std::int64_t>> teacher_prompts(const Generation& g, cons
 
 }  // namespace
 
+std::string Trainer::refuses(const Segment& segment) const {
+  if (tokens_) return segment.tokens ? "" : "a segment without tokens for the token policy";
+  if (segment.tokens) return "a token segment for the " + options_.policy.kind + " policy";
+  if (segment.obs_dim != options_.obs_dim) return "obs_dim mismatch";
+  return "";
+}
+
 Result<UpdateStats> Trainer::update(const std::vector<const Segment*>& segments) {
   try {
+    for (const Segment* s : segments)
+      if (auto why = refuses(*s); !why.empty()) return make_error(Errc::invalid_field, why);
     if (tokens_) {
-      for (const Segment* s : segments)
-        if (!s->tokens) return make_error(Errc::invalid_field, "the token policy got a segment without tokens");
       const auto& m = tokens_->options().model;
       auto rows = token_rows(segments, m.layers, m.top_k);
       TokenBatch batch{std::move(rows.rows), std::move(rows.rewards), rows.group_size, {}};

@@ -51,6 +51,13 @@ class Trainer {
   explicit Trainer(const TrainerOptions& options);
   ~Trainer();
 
+  // Why this trainer cannot train on `segment` ("" when it can): an
+  // obs_dim other than the policy's, a token segment for the MLP policy or
+  // one without tokens for the token policy. The learner's door refuses
+  // such segments, so that no rank of a data-parallel group ever fails an
+  // update its peers make.
+  std::string refuses(const Segment& segment) const;
+
   // One update on `segments` (all admitted); the version then grows by 1.
   // A LibTorch error becomes an invalid_field error and the version stays.
   // REQUIRES: segments non-empty, each with obs_dim == options.obs_dim.

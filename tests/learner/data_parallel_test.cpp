@@ -203,6 +203,56 @@ TEST_CASE("a rank that dies fails the group with a clear error, not a hang", "[l
   CHECK(std::chrono::steady_clock::now() - t0 < 10s);
 }
 
+TEST_CASE("a segment the trainer cannot train on is rejected at the learner's door with the reason", "[learner][dp]") {
+  auto [co, single] = core_options(trainer_options("ppo"), nullptr);
+  LearnerCore core(single);
+  auto token = random_segment(1);
+  token.tokens = TokenRows{};
+  auto a = core.admit(token, "");
+  CHECK(a.verdict == Verdict::rejected);
+  CHECK(a.reason == "a token segment for the moe_mlp policy");
+  auto wide = test::make_segment(8, 2, 0);
+  wide.obs_dim = 5;
+  wide.observations.resize(8 * 2 * 5);
+  wide.bootstrap_observations.resize(2 * 5);
+  CHECK(core.admit(wide, "").reason == "obs_dim mismatch");
+  CHECK(core.admit(std::nullopt, "malformed").reason == "malformed");
+  CHECK(core.batch_size() == 0);
+  CHECK(core.admission().rejected() == 3);
+  CHECK(core.admit(random_segment(2), "").verdict == Verdict::trained);
+}
+
+TEST_CASE("a rank whose update fails leaves the group, and rank 0 stops with a clear error instead of a hang",
+          "[learner][dp][gloo][defensive]") {
+  auto s = store();
+  auto opts = trainer_options("ppo");
+  auto rank1 = loop_rank1(s->port(), opts);
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s}, s.get());
+  REQUIRE(group.ok());
+  auto [co, single] = core_options(opts, group->get());
+  LearnerCore core(co);
+  // A replayed log is taken at its word: a segment recorded as trained
+  // that this trainer refuses lands in rank 1's slice (the door refuses
+  // such segments live), so rank 1's update fails and rank 0's does not.
+  RolloutRecordData trained;
+  auto wide = test::make_segment(16, 4, 0);
+  wide.obs_dim = 5;
+  wide.observations.resize(16 * 4 * 5);
+  wide.bootstrap_observations.resize(4 * 5);
+  for (int i = 0; i < 3; ++i) core.admit_recorded(trained, random_segment(20 + static_cast<std::uint32_t>(i)));
+  core.admit_recorded(trained, wide);
+  REQUIRE(core.batch_full());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = core.train();
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::timeout);
+  auto done = rank1.get();
+  REQUIRE_FALSE(done.ok());
+  INFO(done.error().message);
+  CHECK(done.error().message.find("rank 1's update failed: obs_dim mismatch") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - t0 < 15s);
+}
+
 TEST_CASE("a rank that never comes is a join error after the timeout", "[learner][dp][gloo][defensive]") {
   auto s = store();
   auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 1500ms}, s.get());
