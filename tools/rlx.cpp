@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 10000000));
   sft_cmd->add_option("--eval-tasks", sft_args.eval_tasks, "held-out tasks scored")->check(CLI::Range(1, 100000));
   sft_cmd->add_option("--threads", sft_args.threads, "compute threads")->check(CLI::Range(1, 1024));
+  sft_cmd->add_option("--device", sft_args.device, "where the model trains: cpu, cuda or cuda:N (a CUDA build)");
   sft_cmd->add_option("--out", sft_args.out, "where the weights go");
   rlx::InspectArgs inspect_args;
   auto* inspect_cmd = app.add_subcommand("inspect", "summarise a rollout log");

@@ -9,7 +9,9 @@
 #include "envs/tokens/tokenizer.hpp"
 #include "explorers/token_eval.hpp"
 #include "learner/token_trainer.hpp"
+#include "learner/trainer.hpp"
 #include "policy/threads.hpp"
+#include "policy/weights_io.hpp"
 
 namespace rlx {
 
@@ -27,6 +29,17 @@ void report(const char* when, int step, const TokenEvaluation& ev) {
   std::fflush(stdout);
 }
 
+// The trained model on the CPU: the trainer's own, or a copy of its
+// weights when it trains on a GPU (the evaluator decodes on the CPU, and a
+// saved file must load on any machine).
+MoETransformer on_cpu(TokenTrainer& trainer) {
+  if (trainer.device().is_cpu()) return trainer.model();
+  auto copy = make_seeded_transformer(trainer.options().model, trainer.options().seed);
+  auto ok = import_weights(*copy, trainer.weights());
+  RLX_REQUIRE(ok.ok(), ok.error().message);
+  return copy;
+}
+
 // Writes the model to `path` through a temporary file, so that the file
 // is always a whole checkpoint (a run stopped while writing keeps the
 // previous one).
@@ -35,7 +48,7 @@ bool save(TokenTrainer& trainer, const std::string& path) {
     const std::filesystem::path out(path);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
     const std::string partial = path + ".partial";
-    torch::save(trainer.model(), partial);
+    torch::save(on_cpu(trainer), partial);
     std::filesystem::rename(partial, out);
     return true;
   } catch (const std::exception& e) {
@@ -56,15 +69,24 @@ int sft_command(const SftArgs& a) {
     std::fprintf(stderr, "rlx sft: no scorer for %s tasks here: %s\n", a.kind.c_str(), scorer.error().message.c_str());
     return 2;
   }
+  if (auto d = check_device(a.device); !d) {
+    std::fprintf(stderr, "rlx sft: %s\n", d.error().message.c_str());
+    return 2;
+  }
   configure_compute_threads(a.threads);
   TokenTrainerOptions o;
   o.lr = a.lr;
   o.seed = a.seed;
+  o.device = a.device;
   TokenTrainer trainer(o);
   TokenEvalOptions eo;
   eo.kind = a.kind;
   eo.tasks = a.eval_tasks;
-  report("before training,", 0, evaluate_tokens(trainer.model(), **scorer, eo));
+  auto evaluate = [&] {
+    auto model = on_cpu(trainer);
+    return evaluate_tokens(model, **scorer, eo);
+  };
+  report("before training,", 0, evaluate());
 
   std::mt19937_64 rng(a.seed);
   std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);
@@ -92,10 +114,10 @@ int sft_command(const SftArgs& a) {
       // The checkpoint so far goes with each evaluation: a run stopped
       // early keeps the progress it reported.
       if (!save(trainer, a.out)) return 2;
-      report("at", step, evaluate_tokens(trainer.model(), **scorer, eo));
+      report("at", step, evaluate());
     }
   }
-  report("after training,", a.steps, evaluate_tokens(trainer.model(), **scorer, eo));
+  report("after training,", a.steps, evaluate());
   if (!save(trainer, a.out)) return 2;
   std::printf("weights written to %s\n", a.out.c_str());
   return 0;

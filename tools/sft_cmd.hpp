@@ -18,11 +18,12 @@ struct SftArgs {
   int eval_every = 100;          // steps between held-out evaluations (0: only at the end)
   int eval_tasks = 64;
   int threads = 2;
+  std::string device = "cpu";    // where the model trains (cpu | cuda | cuda:N); evaluated and saved from a CPU copy
   std::string out = "runs/sft/policy.pt";
 };
 
-// 0: trained and written; 2: bad arguments, no scorer here, or the
-// weights could not be written.
+// 0: trained and written; 2: bad arguments, no scorer here, a device
+// this build or machine lacks, or the weights could not be written.
 int sft_command(const SftArgs& args);
 
 }  // namespace rlx

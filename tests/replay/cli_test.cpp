@@ -2,6 +2,7 @@
 // files written.
 #include <sys/wait.h>
 
+#include "learner/trainer.hpp"
 #include "tests/replay/log_fixture.hpp"
 
 using namespace rlx;
@@ -128,4 +129,24 @@ TEST_CASE("rlx plot draws a run's metrics.jsonl and skips unreadable lines", "[r
   CHECK(r.err.find("skipped 1 unreadable lines") != std::string::npos);
   auto missing = run_rlx("plot " + (t.path / "nowhere").string(), t.path);
   CHECK(missing.code == 2);
+}
+
+TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU this machine lacks", "[tools][token][sft]") {
+  const auto dir = fs::temp_directory_path() / "rlx-sft-cli";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto out = dir / "policy.pt";
+  auto r = run_rlx("sft --kind arithmetic --steps 2 --eval-tasks 2 --out " + out.string(), dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("after training, step 2: held-out pass@1") != std::string::npos);
+  PolicyConfig policy;
+  policy.kind = "moe_transformer";
+  policy.init = out.string();
+  CHECK(check_policy_init(policy).ok());
+  if (check_device("cuda").ok()) return;  // a GPU here: nothing to refuse
+  auto gpu = run_rlx("sft --kind arithmetic --steps 2 --device cuda --out " + (dir / "gpu.pt").string(), dir);
+  CHECK(gpu.code == 2);
+  CHECK(gpu.err.find("no CUDA or no GPU is visible") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "gpu.pt"));
 }
