@@ -40,7 +40,7 @@ auto on_two_ranks(F f) {
   auto store = RendezvousStore::serve("127.0.0.1", 0, 30s);
   RLX_REQUIRE(store.ok(), store.error().message);
   auto run = [&](int rank) {
-    auto g = LearnerGroup::join(GroupOptions{rank, 2, "127.0.0.1", (*store)->port(), 30s}, rank == 0 ? store->get() : nullptr);
+    auto g = LearnerGroup::join(GroupOptions{rank, 2, "127.0.0.1", (*store)->port(), 30s});
     RLX_REQUIRE(g.ok(), g.error().message);
     return f(rank, **g);
   };

@@ -139,24 +139,20 @@ std::string device_for_rank(const std::string& device, int rank) {
 
 const char* LearnerGroup::transport() const { return impl_->nccl ? "nccl" : "gloo"; }
 
-Result<std::unique_ptr<LearnerGroup>> LearnerGroup::join(const GroupOptions& o, RendezvousStore* local) {
+Result<std::unique_ptr<LearnerGroup>> LearnerGroup::join(const GroupOptions& o) {
   if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
     return make_error(Errc::config_range, "rank " + std::to_string(o.rank) + " of " + std::to_string(o.world));
   auto nccl = uses_nccl(o);
   if (!nccl) return nccl.error();
   auto impl = std::make_unique<Impl>();
   try {
-    c10::intrusive_ptr<c10d::Store> base;
-    if (local) {
-      base = local->impl_->store;
-    } else {
-      c10d::TCPStoreOptions so;
-      so.port = o.port;
-      so.isServer = false;
-      so.timeout = o.timeout;
-      base = c10::make_intrusive<c10d::TCPStore>(o.host, so);
-    }
-    impl->store = c10::make_intrusive<c10d::PrefixStore>("rlx-learners", base);
+    // A client even where this process serves the store: the group holds
+    // no part of the server, which can then close once the group formed.
+    c10d::TCPStoreOptions so;
+    so.port = o.port;
+    so.isServer = false;
+    so.timeout = o.timeout;
+    impl->store = c10::make_intrusive<c10d::PrefixStore>("rlx-learners", c10::make_intrusive<c10d::TCPStore>(o.host, so));
     auto opts = c10d::ProcessGroupGloo::Options::create(o.timeout);
     opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.bind_host.empty() ? o.host : o.bind_host));
     opts->threads = 1;
@@ -170,6 +166,17 @@ Result<std::unique_ptr<LearnerGroup>> LearnerGroup::join(const GroupOptions& o, 
     auto comm = join_nccl(o, *impl->store);
     if (!comm) return comm.error();
     impl->nccl = std::move(*comm);
+  }
+  if (o.world > 1) {
+    // A rank past this barrier knows every other rank has its pairs (and
+    // its NCCL id): nobody needs the store any more.
+    try {
+      impl->pg->barrier()->wait();
+    } catch (const std::exception& e) {
+      return make_error(Errc::timeout, "rank " + std::to_string(o.rank) + " of " + std::to_string(o.world) +
+                                           ": the ranks did not all reach the group's first barrier: " +
+                                           first_line(e.what()));
+    }
   }
   return std::unique_ptr<LearnerGroup>(new LearnerGroup(o, std::move(impl)));
 }

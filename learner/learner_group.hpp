@@ -38,7 +38,6 @@ class RendezvousStore {
   explicit RendezvousStore(std::unique_ptr<Impl> impl, std::string host);
   std::unique_ptr<Impl> impl_;
   std::string host_;
-  friend class LearnerGroup;
 };
 
 struct GroupOptions {
@@ -65,10 +64,12 @@ std::string device_for_rank(const std::string& device, int rank);
 
 class LearnerGroup {
  public:
-  // Joins the group: returns once all `world` ranks joined, or fails after
-  // options.timeout. `local` (may be null) is the store when this process
-  // serves it.
-  static Result<std::unique_ptr<LearnerGroup>> join(const GroupOptions& options, RendezvousStore* local = nullptr);
+  // Joins the group through the store at options.host:port (a client of
+  // it, also in the process that serves it): returns once all `world`
+  // ranks have joined and passed a barrier together, so the store may be
+  // closed as soon as any rank's join returns; or fails after
+  // options.timeout.
+  static Result<std::unique_ptr<LearnerGroup>> join(const GroupOptions& options);
   ~LearnerGroup();
 
   int rank() const { return options_.rank; }

@@ -56,14 +56,18 @@ Result<std::unique_ptr<LearnerRanks>> LearnerRanks::start(const LearnerRanksOpti
     }
     r->pids_.push_back(*pid);
   }
-  auto group =
-      LearnerGroup::join(GroupOptions{0, o.world, o.host, port, o.timeout, o.device, o.collectives}, r->store_.get());
+  auto group = LearnerGroup::join(GroupOptions{0, o.world, o.host, port, o.timeout, o.device, o.collectives});
   if (!group) {
     r->stop(std::chrono::milliseconds(0));
     return group.error();
   }
   r->group_ = std::move(*group);
-  log->info("learner group formed: {} ranks, tensors over {}", o.world, r->group_->transport());
+  // Every rank has joined (join ends with a barrier of all ranks): the
+  // store, which anyone who reaches the head could write to, is no longer
+  // needed and stops listening.
+  r->store_.reset();
+  log->info("learner group formed: {} ranks, tensors over {}; rendezvous store closed", o.world,
+            r->group_->transport());
   return r;
 }
 

@@ -1,3 +1,8 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <future>
 #include <random>
 #include <thread>
@@ -93,7 +98,7 @@ TEST_CASE("two ranks with B segments each train the same weights as one rank wit
 
     auto s = store();
     auto rank = [&](int r) {
-      auto group = LearnerGroup::join(GroupOptions{r, 2, "127.0.0.1", s->port(), 20s}, r == 0 ? s.get() : nullptr);
+      auto group = LearnerGroup::join(GroupOptions{r, 2, "127.0.0.1", s->port(), 20s});
       if (!group) throw std::runtime_error(group.error().message);
       auto o = trainer_options(algorithm);
       o.seed += static_cast<std::uint64_t>(r);  // rank 1 starts elsewhere: taking rank 0's state must fix it
@@ -126,7 +131,7 @@ TEST_CASE("the learner loop spreads each batch over the ranks and releases them 
   auto other = opts;
   other.seed += 1;  // another start: rank 0's core sends its state before the first batch
   auto rank1 = loop_rank1(s->port(), other);
-  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s}, s.get());
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s});
   REQUIRE(group.ok());
   auto [co, single] = core_options(opts, group->get());
   LearnerCore core(co);
@@ -153,7 +158,7 @@ TEST_CASE("the ranks take the state of whichever learner core trains next, such 
   auto s = store();
   auto opts = trainer_options("ppo");
   auto rank1 = loop_rank1(s->port(), opts);
-  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s}, s.get());
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s});
   REQUIRE(group.ok());
   auto [co, single] = core_options(opts, group->get());
   auto feed = [](LearnerCore& core, std::uint32_t from) {
@@ -194,7 +199,7 @@ TEST_CASE("a rank that dies fails the group with a clear error, not a hang", "[l
     auto group = LearnerGroup::join(GroupOptions{1, 2, "127.0.0.1", s->port(), 3s});
     return group.ok();  // joins, then goes away: its group is destroyed here
   });
-  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 3s}, s.get());
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 3s});
   REQUIRE(group.ok());
   REQUIRE(rank1.get());
   const auto t0 = std::chrono::steady_clock::now();
@@ -227,7 +232,7 @@ TEST_CASE("a rank whose update fails leaves the group, and rank 0 stops with a c
   auto s = store();
   auto opts = trainer_options("ppo");
   auto rank1 = loop_rank1(s->port(), opts);
-  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s}, s.get());
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s});
   REQUIRE(group.ok());
   auto [co, single] = core_options(opts, group->get());
   LearnerCore core(co);
@@ -255,7 +260,7 @@ TEST_CASE("a rank whose update fails leaves the group, and rank 0 stops with a c
 
 TEST_CASE("a rank that never comes is a join error after the timeout", "[learner][dp][gloo][defensive]") {
   auto s = store();
-  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 1500ms}, s.get());
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 1500ms});
   REQUIRE_FALSE(group.ok());
   CHECK(group.error().message.find("could not join the learner group") != std::string::npos);
 }
@@ -274,12 +279,48 @@ TEST_CASE("garbage sent to the rendezvous store does not stop the ranks from for
     (*group)->sum(t);
     return t[0].item<float>();
   });
-  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s}, s.get());
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s});
   REQUIRE(group.ok());
   auto t = torch::full({3}, 1.0f);
   (*group)->sum(t);
   CHECK(t[0].item<float>() == 3.0f);
   CHECK(rank1.get() == 3.0f);
+}
+
+TEST_CASE("the rendezvous store can close once the ranks have joined, and the group trains on without it",
+          "[learner][dp][gloo][net]") {
+  auto s = store();
+  const auto port = s->port();
+  // Three ranks: ranks 1 and 2 also need each other's addresses from the
+  // store, which join's closing barrier waits for.
+  auto join = [port](int r) { return LearnerGroup::join(GroupOptions{r, 3, "127.0.0.1", port, 20s}); };
+  auto r1 = std::async(std::launch::async, join, 1);
+  auto r2 = std::async(std::launch::async, join, 2);
+  auto g0 = join(0);
+  REQUIRE(g0.ok());
+  s.reset();  // as LearnerRanks does once rank 0 has joined
+  auto g1 = r1.get();
+  auto g2 = r2.get();
+  REQUIRE(g1.ok());
+  REQUIRE(g2.ok());
+  // Nothing listens there any more.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0);
+  close(fd);
+  auto sum_on = [](LearnerGroup& g, float v) {
+    auto t = torch::full({4}, v);
+    g.sum(t);
+    return t[0].item<float>();
+  };
+  auto f1 = std::async(std::launch::async, sum_on, std::ref(**g1), 2.0f);
+  auto f2 = std::async(std::launch::async, sum_on, std::ref(**g2), 3.0f);
+  CHECK(sum_on(**g0, 1.0f) == 6.0f);
+  CHECK(f1.get() == 6.0f);
+  CHECK(f2.get() == 6.0f);
 }
 
 TEST_CASE("a packed batch unpacks to the same segments and garbage is refused", "[learner][dp]") {

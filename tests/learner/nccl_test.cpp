@@ -117,7 +117,7 @@ TEST_CASE("two ranks that ask for NCCL get the id through the store, then train 
     return o;
   };
   auto other = std::async(std::launch::async, [&] { return LearnerGroup::join(options(1)); });
-  auto first = LearnerGroup::join(options(0), s.get());
+  auto first = LearnerGroup::join(options(0));
   auto second = other.get();
   const auto gpus = torch::cuda::device_count();
   if (!nccl_built() || gpus == 0) {

@@ -104,7 +104,7 @@ TEST_CASE("two token-policy ranks with B segments each train the same weights as
         o.group = group->get();
         return run_learner_rank(o, 2);
       });
-      auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", port, 20s}, store->get());
+      auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", port, 20s});
       REQUIRE(group.ok());
 
       LearnerCoreOptions co;
