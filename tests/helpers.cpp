@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "tests/torch_catch.hpp"
@@ -54,6 +56,15 @@ ClusterConfig default_config() {
   auto c = parse_config(embedded_cluster_toml(), "<embedded>", builtin_envs().names(), policy_kinds());
   REQUIRE(c.ok());
   return *c;
+}
+
+double max_diff(const WeightSetData& a, const WeightSetData& b) {
+  REQUIRE(a.tensors.size() == b.tensors.size());
+  double d = 0;
+  for (std::size_t i = 0; i < a.tensors.size(); ++i)
+    for (std::size_t j = 0; j < a.tensors[i].values.size(); ++j)
+      d = std::max(d, static_cast<double>(std::abs(a.tensors[i].values[j] - b.tensors[i].values[j])));
+  return d;
 }
 
 void send_garbage(std::uint16_t port, std::size_t n, std::uint32_t seed) {

@@ -21,6 +21,9 @@ ClusterConfig default_config();
 // Parses TOML text as "test.toml" with the built-in registries.
 Result<ClusterConfig> parse(const std::string& text);
 
+// The largest difference between two weight sets' values (same layout).
+double max_diff(const WeightSetData& a, const WeightSetData& b);
+
 // Connects to 127.0.0.1:port, writes `n` random bytes (from `seed`), closes.
 void send_garbage(std::uint16_t port, std::size_t n, std::uint32_t seed = 7);
 

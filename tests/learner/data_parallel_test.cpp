@@ -42,15 +42,6 @@ TrainerOptions trainer_options(const std::string& algorithm) {
   return TrainerOptions{cfg.learner, cfg.policy, 4, 2, 11};
 }
 
-double max_diff(const WeightSetData& a, const WeightSetData& b) {
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  double d = 0;
-  for (std::size_t i = 0; i < a.tensors.size(); ++i)
-    for (std::size_t j = 0; j < a.tensors[i].values.size(); ++j)
-      d = std::max(d, static_cast<double>(std::abs(a.tensors[i].values[j] - b.tensors[i].values[j])));
-  return d;
-}
-
 std::unique_ptr<RendezvousStore> store() {
   auto s = RendezvousStore::serve("127.0.0.1", 0, 10s);
   REQUIRE(s.ok());
@@ -117,11 +108,11 @@ TEST_CASE("two ranks with B segments each train the same weights as one rank wit
     auto r1 = std::async(std::launch::async, rank, 1);
     WeightSetData w0 = rank(0);
     WeightSetData w1 = r1.get();
-    CHECK(max_diff(w0, w1) == 0.0);            // the ranks never drift apart
-    CHECK(max_diff(w0, alone.weights()) < 2e-5);  // and match one rank with the whole batch
+    CHECK(test::max_diff(w0, w1) == 0.0);            // the ranks never drift apart
+    CHECK(test::max_diff(w0, alone.weights()) < 2e-5);  // and match one rank with the whole batch
     CHECK(w0.version == alone.weights().version);
-    CHECK(max_diff(w0, initial) > 1e-3);  // and training did move them
-    INFO("ranks vs alone: " << max_diff(w0, alone.weights()));
+    CHECK(test::max_diff(w0, initial) > 1e-3);  // and training did move them
+    INFO("ranks vs alone: " << test::max_diff(w0, alone.weights()));
   }
 }
 
@@ -150,7 +141,7 @@ TEST_CASE("the learner loop spreads each batch over the ranks and releases them 
   REQUIRE(done.ok());
   CHECK(*done == 2);
   CHECK(core.updates() == 2);
-  CHECK(max_diff(core.weights(), alone.weights()) < 2e-5);
+  CHECK(test::max_diff(core.weights(), alone.weights()) < 2e-5);
 }
 
 TEST_CASE("the ranks take the state of whichever learner core trains next, such as one loaded from a checkpoint",
@@ -179,14 +170,14 @@ TEST_CASE("the ranks take the state of whichever learner core trains next, such 
   REQUIRE(second.trainer().load_state(alone.trainer().save_state()).ok());
   feed(second, 40);
   feed(alone, 40);
-  CHECK(max_diff(second.weights(), alone.weights()) < 2e-5);
+  CHECK(test::max_diff(second.weights(), alone.weights()) < 2e-5);
   CHECK(second.trainer().version() == 2);
   // And back to the first core, which goes on from its own state.
   LearnerCore again(single);
   REQUIRE(again.trainer().load_state(saved).ok());
   feed(first, 50);
   feed(again, 50);
-  CHECK(max_diff(first.weights(), again.weights()) < 2e-5);
+  CHECK(test::max_diff(first.weights(), again.weights()) < 2e-5);
   release_learner_ranks(**group);
   auto done = rank1.get();
   REQUIRE(done.ok());

@@ -78,15 +78,6 @@ std::vector<Segment> token_segments(std::size_t count, std::uint64_t version, st
   return out;
 }
 
-double max_diff(const WeightSetData& a, const WeightSetData& b) {
-  REQUIRE(a.tensors.size() == b.tensors.size());
-  double d = 0;
-  for (std::size_t i = 0; i < a.tensors.size(); ++i)
-    for (std::size_t j = 0; j < a.tensors[i].values.size(); ++j)
-      d = std::max(d, static_cast<double>(std::abs(a.tensors[i].values[j] - b.tensors[i].values[j])));
-  return d;
-}
-
 }  // namespace
 
 TEST_CASE("two token-policy ranks with B segments each train the same weights as one rank with 2B",
@@ -149,9 +140,9 @@ TEST_CASE("two token-policy ranks with B segments each train the same weights as
       CHECK(stale > 0);
       CHECK(hinted > 0);
       if (algorithm == "grpo") CHECK(skipped > 0);
-      INFO("ranks vs alone: " << max_diff(ranks.weights(), alone.weights()));
-      CHECK(max_diff(ranks.weights(), alone.weights()) < 2e-5);
-      CHECK(max_diff(alone.weights(), initial) > 1e-3);  // and training did move them
+      INFO("ranks vs alone: " << test::max_diff(ranks.weights(), alone.weights()));
+      CHECK(test::max_diff(ranks.weights(), alone.weights()) < 2e-5);
+      CHECK(test::max_diff(alone.weights(), initial) > 1e-3);  // and training did move them
       CHECK(ranks.weights().version == 13);
     }
   }
