@@ -70,6 +70,33 @@ std::pair<LearnerCoreOptions, LearnerCoreOptions> core_options(const TrainerOpti
   return {co, single};
 }
 
+// Rank 0 joined in this thread, rank 1's learner loop (with `rank1`'s
+// options) in another, through a store of their own.
+struct TwoRanks {
+  std::unique_ptr<RendezvousStore> store;
+  std::future<Result<std::uint64_t>> rank1;
+  std::unique_ptr<LearnerGroup> group;
+};
+
+TwoRanks two_ranks(const TrainerOptions& rank1) {
+  TwoRanks t;
+  t.store = store();
+  t.rank1 = loop_rank1(t.store->port(), rank1);
+  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", t.store->port(), 20s});
+  REQUIRE(group.ok());
+  t.group = std::move(*group);
+  return t;
+}
+
+// A valid segment of observations 5 wide, which the 4-wide policy refuses.
+Segment wide_segment() {
+  auto s = test::make_segment(16, 4, 0);
+  s.obs_dim = 5;
+  s.observations.resize(16 * 4 * 5);
+  s.bootstrap_observations.resize(4 * 5);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("two ranks with B segments each train the same weights as one rank with 2B", "[learner][dp][gloo]") {
@@ -117,14 +144,11 @@ TEST_CASE("two ranks with B segments each train the same weights as one rank wit
 }
 
 TEST_CASE("the learner loop spreads each batch over the ranks and releases them at the end", "[learner][dp][gloo]") {
-  auto s = store();
   auto opts = trainer_options("ppo");
   auto other = opts;
   other.seed += 1;  // another start: rank 0's core sends its state before the first batch
-  auto rank1 = loop_rank1(s->port(), other);
-  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s});
-  REQUIRE(group.ok());
-  auto [co, single] = core_options(opts, group->get());
+  auto ranks = two_ranks(other);
+  auto [co, single] = core_options(opts, ranks.group.get());
   LearnerCore core(co);
   LearnerCore alone(single);
   for (std::uint32_t i = 0; i < 8; ++i) {
@@ -136,8 +160,8 @@ TEST_CASE("the learner loop spreads each batch over the ranks and releases them 
       REQUIRE(alone.train().ok());
     }
   }
-  release_learner_ranks(**group);
-  auto done = rank1.get();
+  release_learner_ranks(*ranks.group);
+  auto done = ranks.rank1.get();
   REQUIRE(done.ok());
   CHECK(*done == 2);
   CHECK(core.updates() == 2);
@@ -146,12 +170,9 @@ TEST_CASE("the learner loop spreads each batch over the ranks and releases them 
 
 TEST_CASE("the ranks take the state of whichever learner core trains next, such as one loaded from a checkpoint",
           "[learner][dp][gloo][checkpoint]") {
-  auto s = store();
   auto opts = trainer_options("ppo");
-  auto rank1 = loop_rank1(s->port(), opts);
-  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s});
-  REQUIRE(group.ok());
-  auto [co, single] = core_options(opts, group->get());
+  auto ranks = two_ranks(opts);
+  auto [co, single] = core_options(opts, ranks.group.get());
   auto feed = [](LearnerCore& core, std::uint32_t from) {
     for (std::uint32_t i = 0; i < 4; ++i) core.admit(random_segment(from + i), "");
     REQUIRE(core.batch_full());
@@ -178,8 +199,8 @@ TEST_CASE("the ranks take the state of whichever learner core trains next, such 
   feed(first, 50);
   feed(again, 50);
   CHECK(test::max_diff(first.weights(), again.weights()) < 2e-5);
-  release_learner_ranks(**group);
-  auto done = rank1.get();
+  release_learner_ranks(*ranks.group);
+  auto done = ranks.rank1.get();
   REQUIRE(done.ok());
   CHECK(*done == 4);
 }
@@ -207,11 +228,7 @@ TEST_CASE("a segment the trainer cannot train on is rejected at the learner's do
   auto a = core.admit(token, "");
   CHECK(a.verdict == Verdict::rejected);
   CHECK(a.reason == "a token segment for the moe_mlp policy");
-  auto wide = test::make_segment(8, 2, 0);
-  wide.obs_dim = 5;
-  wide.observations.resize(8 * 2 * 5);
-  wide.bootstrap_observations.resize(2 * 5);
-  CHECK(core.admit(wide, "").reason == "obs_dim mismatch");
+  CHECK(core.admit(wide_segment(), "").reason == "obs_dim mismatch");
   CHECK(core.admit(std::nullopt, "malformed").reason == "malformed");
   CHECK(core.batch_size() == 0);
   CHECK(core.admission().rejected() == 3);
@@ -220,29 +237,22 @@ TEST_CASE("a segment the trainer cannot train on is rejected at the learner's do
 
 TEST_CASE("a rank whose update fails leaves the group, and rank 0 stops with a clear error instead of a hang",
           "[learner][dp][gloo][defensive]") {
-  auto s = store();
   auto opts = trainer_options("ppo");
-  auto rank1 = loop_rank1(s->port(), opts);
-  auto group = LearnerGroup::join(GroupOptions{0, 2, "127.0.0.1", s->port(), 20s});
-  REQUIRE(group.ok());
-  auto [co, single] = core_options(opts, group->get());
+  auto ranks = two_ranks(opts);
+  auto [co, single] = core_options(opts, ranks.group.get());
   LearnerCore core(co);
   // A replayed log is taken at its word: a segment recorded as trained
   // that this trainer refuses lands in rank 1's slice (the door refuses
   // such segments live), so rank 1's update fails and rank 0's does not.
   RolloutRecordData trained;
-  auto wide = test::make_segment(16, 4, 0);
-  wide.obs_dim = 5;
-  wide.observations.resize(16 * 4 * 5);
-  wide.bootstrap_observations.resize(4 * 5);
   for (int i = 0; i < 3; ++i) core.admit_recorded(trained, random_segment(20 + static_cast<std::uint32_t>(i)));
-  core.admit_recorded(trained, wide);
+  core.admit_recorded(trained, wide_segment());
   REQUIRE(core.batch_full());
   const auto t0 = std::chrono::steady_clock::now();
   auto r = core.train();
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == Errc::timeout);
-  auto done = rank1.get();
+  auto done = ranks.rank1.get();
   REQUIRE_FALSE(done.ok());
   INFO(done.error().message);
   CHECK(done.error().message.find("rank 1's update failed: obs_dim mismatch") != std::string::npos);
