@@ -185,6 +185,16 @@ void LearnerGroup::average(const std::vector<at::Tensor>& tensors) { reduce_flat
 
 void LearnerGroup::sum(const std::vector<at::Tensor>& tensors) { reduce_flat(tensors, 1.0); }
 
+void LearnerGroup::reduce_gradients(const std::vector<at::Tensor>& parameters, double scale) {
+  if (options_.world == 1) return;
+  std::vector<at::Tensor> grads;
+  for (at::Tensor p : parameters) {
+    if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+    grads.push_back(p.grad());
+  }
+  reduce_flat(grads, scale);
+}
+
 void LearnerGroup::reduce_flat(const std::vector<at::Tensor>& tensors, double scale) {
   if (options_.world == 1 || tensors.empty()) return;
   std::vector<at::Tensor> flat{torch::cat([&] {

@@ -83,6 +83,14 @@ class LearnerGroup {
   void average(const std::vector<at::Tensor>& tensors);
   // Sums each tensor in place over the ranks (one all-reduce, as average).
   void sum(const std::vector<at::Tensor>& tensors);
+  // The gradients of `parameters` averaged (each rank's loss a mean over
+  // its own rows) or summed (each rank's loss its share of the whole
+  // batch's) in place over the ranks, before an optimizer step. A
+  // parameter without a gradient here (an expert no token of this rank
+  // reached) gets zeros: another rank may have one, and every rank's
+  // all-reduce must be the same shape.
+  void average_gradients(const std::vector<at::Tensor>& parameters) { reduce_gradients(parameters, 1.0 / world()); }
+  void sum_gradients(const std::vector<at::Tensor>& parameters) { reduce_gradients(parameters, 1.0); }
   // Sums `t` in place over the ranks.
   void sum(at::Tensor& t);
   // Rank 0 sends `bytes`; the others receive them (any length).
@@ -98,6 +106,7 @@ class LearnerGroup {
  private:
   void all_reduce(at::Tensor& t);  // sums a contiguous tensor in place
   void reduce_flat(const std::vector<at::Tensor>& tensors, double scale);  // sum x scale, in place
+  void reduce_gradients(const std::vector<at::Tensor>& parameters, double scale);
 
   struct Impl;
   LearnerGroup(const GroupOptions& options, std::unique_ptr<Impl> impl);

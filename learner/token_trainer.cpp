@@ -181,17 +181,7 @@ struct TokenTrainer::Impl {
     optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(o.lr).eps(1e-6));
   }
   void finish_step(const TokenTrainerOptions& o) {
-    if (o.group && o.group->world() > 1) {
-      // Every rank's loss is its share of the batch's: the gradients add
-      // up. An expert no token reached here may have been reached
-      // elsewhere: zeros keep every rank's all-reduce the same shape.
-      std::vector<torch::Tensor> grads;
-      for (auto& p : model->parameters()) {
-        if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-        grads.push_back(p.grad());
-      }
-      o.group->sum(grads);
-    }
+    if (o.group) o.group->sum_gradients(model->parameters());  // each rank's loss is its share of the batch's
     if (o.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), o.max_grad_norm);
     optimizer->step();
   }

@@ -380,16 +380,7 @@ void Trainer::Impl::step(const torch::Tensor& pg, const torch::Tensor& vl, const
   auto loss = pg + L.value_coef * vl - L.entropy_coef * entropy + options.policy.load_balance_coef * out.load_balance;
   optimizer->zero_grad();
   loss.backward();
-  if (options.group) {
-    // An expert no token reached on this rank has no gradient here but may
-    // have one elsewhere: zeros keep every rank's all-reduce the same shape.
-    std::vector<torch::Tensor> grads;
-    for (auto& p : policy->parameters()) {
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-      grads.push_back(p.grad());
-    }
-    options.group->average(grads);
-  }
+  if (options.group) options.group->average_gradients(policy->parameters());  // each rank's loss a mean over its rows
   if (L.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(policy->parameters(), L.max_grad_norm);
   optimizer->step();
   stats.policy_loss += pg.item<double>();

@@ -12,6 +12,7 @@
 #include "actors/cluster.hpp"
 #include "learner/checkpoint.hpp"
 #include "tests/helpers.hpp"
+#include "tests/actors/token_toml.hpp"
 #include "tests/metrics_fixture.hpp"
 
 using namespace rlx;
@@ -128,44 +129,15 @@ TEST_CASE("a token-policy run trains on two learner rank processes, accounts for
           "[actors][dp][e2e][token][slow]") {
   const auto dir = std::filesystem::temp_directory_path() / "rlx-dp-tokens";
   std::filesystem::remove_all(dir);
-  auto cfg = test::parse(R"(
-[run]
-name = "dp-tokens"
-seed = 5
-env = "tokens:arithmetic"
-max_staleness = 4
-log_dir = ")" + dir.string() + R"("
-report_interval_s = 0.2
-stop = { mean_return = 2.0, max_env_steps = 2000, max_seconds = 0.0 }
-[policy]
-kind = "moe_transformer"
-d_model = 32
-layers = 1
-heads = 2
-experts = 4
-top_k = 2
-expert_hidden = 32
-max_len = 24
+  auto cfg = test::parse(test::token_toml("tokens:arithmetic", dir.string(), R"(max_len = 24
 [tokens]
 group_size = 4
 max_new_tokens = 4
 eval_tasks = 0
-[learner]
-algorithm = "grpo"
-ranks = 2
-batch_segments = 1
-lr = 1e-3
-[[node]]
-name = "head"
-host = "127.0.0.1"
-port = 0
-actors = ["coordinator", "learner", "weight_store", "recorder"]
-explorers = 2
-envs_per_explorer = 16
-rewards = 0
-)");
+)") + "explorers = 2\nenvs_per_explorer = 16\nrewards = 0\n");
   INFO((cfg ? "" : cfg.error().message));
   REQUIRE(cfg.ok());
+  cfg->learner.ranks = 2;  // 1 segment per rank: 2 an update
   RunResult r = run_cluster(*cfg, builtin_envs(), {}, null_logger(), binary_options());
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::budget);

@@ -7,48 +7,15 @@
 #include "replay/log_reader.hpp"
 #include "tests/helpers.hpp"
 #include "tests/metrics_fixture.hpp"
+#include "tests/actors/token_toml.hpp"
 
 using namespace rlx;
 
-namespace {
-
-std::string token_toml(const std::string& env, const std::string& dir, const std::string& extra) {
-  return R"(
-[run]
-name = "tokens-test"
-seed = 5
-env = ")" + env + R"("
-max_staleness = 4
-log_dir = ")" + dir + R"("
-report_interval_s = 0.2
-stop = { mean_return = 2.0, max_env_steps = 2000, max_seconds = 0.0 }
-[policy]
-kind = "moe_transformer"
-d_model = 32
-layers = 1
-heads = 2
-experts = 4
-top_k = 2
-expert_hidden = 32
-)" + extra + R"(
-[learner]
-algorithm = "grpo"
-batch_segments = 1
-lr = 1e-3
-[[node]]
-name = "head"
-host = "127.0.0.1"
-port = 0
-actors = ["coordinator", "learner", "weight_store", "recorder"]
-)";
-}
-
-}  // namespace
 
 TEST_CASE("a token-policy run trains on whole sequences and accounts for every segment", "[actors][token][e2e]") {
   const auto dir = std::filesystem::temp_directory_path() / "rlx-token-run-test";
   std::filesystem::remove_all(dir);
-  auto cfg = test::parse(token_toml("tokens:arithmetic", dir.string(), R"(max_len = 24
+  auto cfg = test::parse(test::token_toml("tokens:arithmetic", dir.string(), R"(max_len = 24
 [tokens]
 group_size = 4
 max_new_tokens = 4
@@ -95,7 +62,7 @@ TEST_CASE("a code token run has its programs scored by the reward pool in the sa
   REQUIRE(Sandbox::open().ok());  // bubblewrap and python3 (tools/install-deps.sh)
   const auto dir = std::filesystem::temp_directory_path() / "rlx-token-code-test";
   std::filesystem::remove_all(dir);
-  auto cfg = test::parse(token_toml("tokens:code", dir.string(), R"(max_len = 192
+  auto cfg = test::parse(test::token_toml("tokens:code", dir.string(), R"(max_len = 192
 [tokens]
 group_size = 4
 max_new_tokens = 12
