@@ -1,5 +1,7 @@
 #include "actors/cluster.hpp"
 
+#include "core/clock.hpp"
+
 #include <malloc.h>
 
 #include <chrono>
@@ -43,11 +45,6 @@ struct Prepared {
   std::shared_ptr<LogWriter> writer;
   std::shared_ptr<LearnerCore> resumed;
 };
-
-std::uint64_t now_unix_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
 
 // Opens the rollout log: a fresh one (a previous run's log in the same
 // log_dir is moved to rollouts.previous/), or, resuming, the existing one
@@ -137,7 +134,7 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
     if (!w) return w.error();
     p.writer = std::move(*w);
   }
-  auto started = p.writer->write_start(RunStartData{now_unix_ns(), options.resume, to_toml(config), config.source});
+  auto started = p.writer->write_start(RunStartData{unix_now_ns(), options.resume, to_toml(config), config.source});
   if (!started) return started.error();
   log->info("recording rollouts to {}", dir.string());
   return p;
@@ -198,7 +195,9 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   }
   if (!prepared) {
     // A damaged or missing log is bad input; a disk or env failure is not.
-    result.outcome = prepared.error().code == Errc::io || prepared.error().code == Errc::timeout ? RunOutcome::failed
+    result.outcome = prepared.error().code == Errc::io || prepared.error().code == Errc::timeout ||
+                                 prepared.error().code == Errc::group_broken
+                         ? RunOutcome::failed
                                                                                                 : RunOutcome::bad_input;
     result.summary = config.run.name + ": cannot start: " + prepared.error().message;
     return result;

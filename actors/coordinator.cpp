@@ -28,35 +28,12 @@ std::chrono::milliseconds report_period(const ClusterConfig& c) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(c.run.report_interval_s * 1000.0));
 }
 
-std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null"; }
-
-struct Accounting {
-  std::uint64_t produced = 0;   // segments explorers made
-  std::uint64_t lost = 0;       // made by explorers now dead, never received
-  std::uint64_t in_flight = 0;  // made by live explorers, not received yet
-};
 
 // produced = trained + dropped_stale + rejected + lost + in_flight, where
 // the learner's counts come from its last report.
-Accounting account(const CoordinatorState& st) {
-  std::map<std::uint32_t, std::uint64_t> received(st.metrics.segments_by_explorer.begin(),
-                                                  st.metrics.segments_by_explorer.end());
-  Accounting a;
-  std::map<std::uint32_t, std::uint64_t> made_by = st.produced_before;
-  for (const auto& [id, made] : st.produced)
-    made_by[id] = st.lost_with_head.count(id) ? std::max(made_by[id], made) : made_by[id] + made;
-  for (const auto& [id, made] : made_by) {
-    a.produced += made;
-    const std::uint64_t got = received.count(id) ? received[id] : 0;
-    std::uint64_t missing = made > got ? made - got : 0;
-    if (auto l = st.lost_with_head.find(id); l != st.lost_with_head.end()) {
-      const std::uint64_t with_head = std::min(missing, l->second);
-      a.lost += with_head;
-      missing -= with_head;
-    }
-    (st.dead.count(id) ? a.lost : a.in_flight) += missing;
-  }
-  return a;
+SegmentLedger::Totals account(const CoordinatorState& st) {
+  return st.ledger.account(
+      SegmentLedger::Counts(st.metrics.segments_by_explorer.begin(), st.metrics.segments_by_explorer.end()));
 }
 
 std::uint64_t reward_workers(const CoordinatorState& st) {
@@ -65,69 +42,43 @@ std::uint64_t reward_workers(const CoordinatorState& st) {
   return n;
 }
 
+// The coordinator's own counts, for the report.
+RunCounts run_counts(const CoordinatorState& st) {
+  RunCounts r;
+  r.time_s = st.elapsed();
+  r.explorers = st.explorers.size();
+  r.explorers_lost = st.explorers_lost;
+  r.explorers_retired = st.explorers_retired;
+  r.explorers_rejoined = st.ledger.rejoined_count();
+  r.nodes = st.nodes.size() + 1;
+  r.joins_refused = st.joins_refused;
+  r.nodes_evicted = st.nodes_evicted;
+  r.reward_workers = reward_workers(st);
+  r.autoscale_changes = st.autoscale_changes;
+  r.weight_swap_mean_us = st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0;
+  r.rss_mb = resident_bytes() >> 20;
+  r.segments = account(st);
+  r.eval = st.eval;
+  return r;
+}
+
 void write_metrics_line(Self self) {
   auto& st = self->state;
-  const auto& m = st.metrics;
   if (!st.jsonl) return;
-  const Accounting a = account(st);
-  std::string util;
-  for (auto u : m.expert_utilisation) util += (util.empty() ? "" : ",") + json_number(u);
-  std::string hist;
-  for (auto h : m.lag_histogram) hist += (hist.empty() ? "" : ",") + std::to_string(h);
-  st.jsonl << fmt::format(
-      "{{\"time_s\":{},\"env_steps\":{},\"episodes\":{},\"mean_return\":{},\"policy_version\":{},"
-      "\"segments_received\":{},\"segments_trained\":{},\"segments_dropped_stale\":{},\"segments_rejected\":{},\"lag_mean\":{},\"lag_max\":{},"
-      "\"lag_histogram\":[{}],\"ratio_mean\":{},\"ratio_max\":{},\"truncated_fraction\":{},\"policy_loss\":{},"
-      "\"value_loss\":{},\"entropy\":{},\"load_balance_loss\":{},\"expert_utilisation\":[{}],\"updates\":{},"
-      "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{},\"nodes\":{},"
-      "\"joins_refused\":{},\"nodes_evicted\":{},\"segments_produced\":{},\"segments_lost\":{},"
-      "\"segments_in_flight\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
-      "\"autoscale_changes\":{},\"explorers_rejoined\":{},\"route_mismatch\":{},\"stale_tokens\":{},"
-      "\"hint_kl\":{},\"hinted_rows\":{},\"skipped_rows\":{},\"rss_mb\":{}{}}}\n",
-      json_number(st.elapsed()), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
-      m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean), m.lag_max, hist,
-      json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
-      json_number(m.policy_loss), json_number(m.value_loss), json_number(m.entropy), json_number(m.load_balance_loss),
-      util, m.updates, json_number(st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0),
-      st.explorers.size(), st.explorers_lost, m.episodes_lost, st.nodes.size() + 1, st.joins_refused, st.nodes_evicted,
-      a.produced, a.lost, a.in_flight, reward_workers(st), st.explorers_retired, json_number(m.busy_s),
-      st.autoscale_changes, st.lost_with_head.size(), json_number(m.route_mismatch), m.stale_tokens,
-      json_number(m.hint_kl), m.hinted_rows, m.skipped_rows, resident_bytes() >> 20,
-      st.eval.any ? fmt::format(",\"eval_version\":{},\"pass_at_1\":{},\"eval_mean_score\":{},\"eval_tasks\":{}",
-                                st.eval.version, json_number(st.eval.pass_at_1), json_number(st.eval.mean_score),
-                                st.eval.tasks)
-                  : std::string());
+  st.jsonl << metrics_json_line(st.metrics, run_counts(st));
   st.jsonl.flush();
 }
 
 Status make_status(Self self) {
   auto& st = self->state;
   const auto& m = st.metrics;
-  Status s;
-  s.time_s = st.elapsed();
-  s.env_steps = m.env_steps;
-  double dt = s.time_s - st.last_tick_s;
+  const auto r = run_counts(st);
+  const double dt = r.time_s - st.last_tick_s;
   // (Before a resumed learner's first report the counts are still zero.)
-  s.steps_per_s = dt > 0 && m.env_steps >= st.last_tick_steps
-                      ? static_cast<double>(m.env_steps - st.last_tick_steps) / dt
-                      : 0;
-  s.episodes = m.episodes;
-  s.mean_return = m.mean_return;
-  s.policy_version = m.policy_version;
-  s.lag_mean = m.lag_mean;
-  s.lag_max = m.lag_max;
-  s.trained = m.segments_trained;
-  s.dropped_stale = m.segments_dropped_stale;
-  s.rejected = m.segments_rejected;
-  s.lost = account(st).lost;
-  s.explorers = st.explorers.size();
-  s.reward_workers = reward_workers(st);
-  s.nodes = st.nodes.size() + 1;
-  if (st.eval.any) {
-    s.eval_version = st.eval.version;
-    s.pass_at_1 = st.eval.pass_at_1;
-  }
-  return s;
+  const double steps_per_s = dt > 0 && m.env_steps >= st.last_tick_steps
+                                 ? static_cast<double>(m.env_steps - st.last_tick_steps) / dt
+                                 : 0;
+  return rlx::make_status(m, r, steps_per_s);
 }
 
 // The launcher learns the outcome; the coordinator exits.
@@ -152,7 +103,7 @@ void finish(Self self) {
     self->send_exit(st.weight_store, caf::exit_reason::user_shutdown);
     if (st.recorder) self->send_exit(st.recorder, caf::exit_reason::user_shutdown);
     const auto& m = st.metrics;
-    const Accounting a = account(st);
+    const auto a = account(st);
     std::string summary = fmt::format(
         "{}: {} after {:.1f} s, {} env steps, {} episodes, mean return {:.1f} at the end, policy v{}, segments produced {}: "
         "trained {} / dropped stale {} / rejected {} / lost {}{}, {} records",
@@ -266,7 +217,7 @@ void spawn_cluster(Self self) {
   // A resumed run: no explorer id the log knows is given out again, and a
   // member node whose topology ids the log knows gets fresh ones (it is
   // back, or its explorers rejoin with theirs).
-  for (const auto& [id, made] : st.produced_before) {
+  for (const auto& [id, made] : st.ledger.delivered_before()) {
     if (id == LearnerCore::kUnattributed) continue;
     st.next_explorer_id = std::max(st.next_explorer_id, id + 1);
     for (const auto& node : cfg.nodes) {
@@ -315,7 +266,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
                 st.options.resumed ? std::ios::app : std::ios::trunc);
   if (st.options.resumed) {
     st.last_tick_steps = st.options.resumed->stats().env_steps();
-    st.produced_before = st.options.resumed->by_explorer();
+    st.ledger.resume(st.options.resumed->by_explorer());
   }
   if (!st.jsonl) st.options.log->error("cannot write {}/metrics.jsonl", cfg.run.log_dir);
   self->set_down_handler([self](const caf::down_msg& dm) {
@@ -366,7 +317,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       [self](eval_atom, std::uint64_t version, double pass_at_1, double mean_score, std::uint32_t tasks) {
         auto& st = self->state;
         if (st.eval.any && version < st.eval.version) return;
-        st.eval = {version, pass_at_1, mean_score, tasks, true};
+        st.eval = HeldOutScore{version, pass_at_1, mean_score, tasks, true};
         write_metrics_line(self);  // every score is in metrics.jsonl, however close together
       },
       [self](leave_atom, const WireMsg& msg) {
@@ -401,7 +352,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
             // not received is lost, not in flight.
             for (const auto& e : st.explorers)
               if (auto info = st.explorer_info.find(e.address()); info != st.explorer_info.end())
-                st.dead.insert(info->second.id);
+                st.ledger.dead(info->second.id);
             st.options.log->warn("{} explorers did not drain in time: what they hold is counted lost",
                                  st.explorers.size());
             st.explorers.clear();
@@ -431,8 +382,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       },
       [self](produced_atom, std::uint32_t explorer, std::uint64_t made) {
         auto& st = self->state;
-        auto& n = st.produced[explorer];
-        n = std::max(n, made);
+        st.ledger.produced(explorer, made);
         const auto now = std::chrono::steady_clock::now();
         if (auto last = st.last_produced.find(explorer); last != st.last_produced.end()) {
           const double gap = std::min(120.0, std::chrono::duration<double>(now - last->second).count());

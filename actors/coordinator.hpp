@@ -18,6 +18,7 @@
 #include <set>
 
 #include "actors/interfaces.hpp"
+#include "actors/run_report.hpp"
 #include "core/config.hpp"
 #include "core/logging.hpp"
 #include "envs/env.hpp"
@@ -26,27 +27,6 @@
 #include "replay/log_writer.hpp"
 
 namespace rlx {
-
-// One line of progress, for the launcher to show.
-struct Status {
-  double time_s = 0;
-  std::uint64_t env_steps = 0;
-  double steps_per_s = 0;       // over the last report interval
-  std::uint64_t episodes = 0;
-  double mean_return = 0;       // NaN before the first episode
-  std::uint64_t policy_version = 0;
-  double lag_mean = 0;
-  std::uint64_t lag_max = 0;
-  std::uint64_t trained = 0, dropped_stale = 0, rejected = 0;
-  std::uint64_t lost = 0;       // segments made by explorers that died, never received
-  std::uint64_t explorers = 0;
-  std::uint64_t reward_workers = 0;
-  std::uint64_t nodes = 1;      // processes in the cluster (the head counts)
-  // The token policy's evaluator: the newest held-out score (version 0 and
-  // NaN before the first).
-  std::uint64_t eval_version = 0;
-  double pass_at_1 = std::numeric_limits<double>::quiet_NaN();
-};
 
 // How a run ended (exit codes of `rlx launch`).
 enum class RunOutcome : int {

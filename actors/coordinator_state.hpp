@@ -11,6 +11,7 @@
 
 #include "actors/coordinator.hpp"
 #include "actors/guard.hpp"
+#include "actors/segment_ledger.hpp"
 #include "envs/batch_env.hpp"
 #include "envs/scorer.hpp"
 
@@ -22,12 +23,7 @@ struct CoordinatorState {
   weight_store_actor weight_store;
   recorder_actor recorder;
   evaluator_actor evaluator;               // the token policy's, when [tokens] eval_tasks > 0
-  struct Eval {
-    std::uint64_t version = 0;
-    double pass_at_1 = 0, mean_score = 0;
-    std::uint32_t tasks = 0;
-    bool any = false;
-  } eval;
+  HeldOutScore eval;                       // the newest held-out score
   std::vector<explorer_actor> explorers;
   std::vector<reward_actor> rewards;
   std::map<std::string, node_actor> nodes;    // member nodes in the cluster
@@ -73,17 +69,7 @@ struct CoordinatorState {
   BatchEnvFactory factory;                    // for explorers this process starts later
   std::shared_ptr<const Scorer> scorer;       // for reward workers this process starts ([reward] scorer)
   EnvSpec spec;
-  std::map<std::uint32_t, std::uint64_t> produced;    // explorer id -> segments it made (this process's run)
-  // A resumed run: what the rollout log (and checkpoint) says each explorer
-  // id had delivered before; counted as made then (in-flight segments of a
-  // crashed run were never recorded: nothing can count them).
-  std::map<std::uint32_t, std::uint64_t> produced_before;
-  // Explorers that outlived the previous head and rejoined this one (one
-  // entry each): what they had made that neither the log holds nor they
-  // still hold was lost with the previous head. Their made counts are their
-  // whole life's (they include produced_before).
-  std::map<std::uint32_t, std::uint64_t> lost_with_head;
-  std::set<std::uint32_t> dead;                      // explorers that died or were evicted
+  SegmentLedger ledger;                       // segments made, delivered before, lost, in flight
   std::uint64_t explorers_lost = 0;
   std::uint64_t explorers_joined = 0;
   std::uint64_t joins_refused = 0;

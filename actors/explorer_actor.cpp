@@ -3,39 +3,22 @@
 #include <optional>
 
 #include "actors/guard.hpp"
-#include "explorers/deferred_rewards.hpp"
+#include "explorers/explorer_loop.hpp"
 
 namespace rlx {
 
+// The wiring of an explorer: its compute (a Rollout or a TokenRollout), its
+// decisions (ExplorerLoop) and the handles it talks to.
 struct ExplorerState {
   ExplorerActorOptions options;
   std::unique_ptr<Rollout> rollout;       // vector observations and environments, or
   std::unique_ptr<TokenRollout> tokens;   // the token policy's own decoding
-  SegmentSource* engine = nullptr;        // whichever of the two
+  std::unique_ptr<ExplorerLoop> loop;     // over whichever of the two
   std::unique_ptr<BatchEnv> local;        // set when the envs live in this actor
   EnvStepResultData result;               // the last local step
   std::string name;
   std::vector<float> obs;                 // current observations [B, D]
-  std::optional<WireMsg> pending;         // a segment waiting for a credit
-  std::uint64_t pending_newest = 0;       // the newest version among its steps
-  std::uint32_t credits = 0;
-  std::uint64_t newest_known = 0;         // newest version announced by the store
-  std::uint64_t sync_wait_for = 0;        // sync mode: version needed before the next segment
   std::uint64_t step_index = 0;
-  bool started = false;                   // env reset done
-  bool has_weights = false;               // the learner's weights are loaded (no step before that)
-  bool step_in_flight = false;
-  bool fetch_in_flight = false;
-  bool draining = false;
-  bool paused = false;                    // the node lost the head: no step, no segment sent
-  std::uint64_t rebinds = 0;              // restarted heads followed (a fetch from before one is not trusted)
-  // A restarted head vouches for versions up to this one: the segment in
-  // hand is checked once no step is in flight.
-  std::optional<std::uint64_t> check_segment_above;
-  std::uint64_t produced = 0;             // segments made (reported to the coordinator before each is sent)
-  DeferredRewards deferred;               // segments waiting for deferred rewards
-  std::size_t next_worker = 0;            // the reward worker a new request goes to (in turn)
-  bool warned_no_pool = false;
   std::chrono::steady_clock::time_point fetch_started;
   ErrorCounts errors;
 };
@@ -45,8 +28,7 @@ namespace {
 using Self = explorer_actor::stateful_pointer<ExplorerState>;
 
 void advance(Self self);
-void fetch(Self self, std::uint64_t version, bool latest = false);
-void segment_done(Self self, Segment seg);
+void fetch(Self self, const WeightFetch& f);
 
 void leave(Self self, const std::string& reason) {
   auto& st = self->state;
@@ -60,14 +42,14 @@ void fail(Self self, const std::string& what) {
   self->quit(caf::sec::runtime_error);
 }
 
-void send_segment(Self self, WireMsg msg, std::uint64_t newest) {
+// Sends what the loop released: counts to the coordinator, segments to the learner.
+void flush(Self self) {
   auto& st = self->state;
-  if (st.credits > 0 && !st.paused) {
-    --st.credits;
-    self->send(st.options.learner, segment_atom::value, std::move(msg));
-  } else {
-    st.pending = std::move(msg);
-    st.pending_newest = newest;
+  for (auto& out : st.loop->take_outbox()) {
+    if (out.kind == Outgoing::Kind::produced)
+      self->send(st.options.coordinator, produced_atom::value, st.options.rollout.explorer_id, out.produced);
+    else
+      self->send(st.options.learner, segment_atom::value, WireMsg{encode(out.segment, st.name)});
   }
 }
 
@@ -78,149 +60,94 @@ JoinData join_data(const ExplorerState& st) {
   return j;
 }
 
-// The segment in hand holds steps of versions the restarted head never
-// made: they go (the environments go on).
 void check_segment(Self self) {
   auto& st = self->state;
-  if (!st.check_segment_above || st.step_in_flight) return;
-  const std::uint64_t valid = *std::exchange(st.check_segment_above, std::nullopt);
-  if (st.engine->steps_in_segment() == 0 || st.engine->newest_in_segment() <= valid) return;
-  const auto steps = st.engine->steps_in_segment();
-  st.deferred.forget(st.engine->drop_segment());
-  st.options.log->info("{}: dropped the {} steps in hand (made with weights newer than v{})", st.name, steps, valid);
+  if (const auto steps = st.loop->check_segment())
+    st.options.log->info("{}: dropped the {} steps in hand (made with the dead head's newer weights)", st.name, steps);
 }
 
-// The node reached a restarted head: segments and steps of versions above
-// `valid` (the dead head's weights, which the new learner never had) are
-// dropped; the rest is sent to the new learner.
 void rebind(Self self, learner_actor learner, coordinator_actor coordinator, std::uint64_t valid) {
   auto& st = self->state;
   st.options.learner = learner;
   st.options.coordinator = coordinator;
-  st.paused = false;
-  st.credits = st.options.credits;  // the dead learner's acks will not come
-  // A segment counts as made when it is released to be sent: the pending
-  // one is, and dropping it makes it lost; held ones (waiting for rewards)
-  // and the steps in hand are not, and go as dropped steps (logged).
-  const bool pending_dropped = st.pending && st.pending_newest > valid;
-  if (pending_dropped) st.pending.reset();
-  const std::size_t held = st.deferred.drop_newer_than(valid);
-  ++st.rebinds;
-  if (st.engine->version() > valid) st.has_weights = false;  // wait for the new head's
-  st.newest_known = std::min(st.newest_known, valid);
-  // The node's store forgot the dead head's sets before this message was
-  // sent, so whatever it holds now is the new head's.
-  if (!st.has_weights && !st.fetch_in_flight) fetch(self, 0, true);
-  st.check_segment_above = valid;
-  check_segment(self);
+  const auto r = st.loop->rebind(valid);
+  if (r.fetch) fetch(self, *r.fetch);
+  if (r.dropped_steps)
+    st.options.log->info("{}: dropped the {} steps in hand (made with weights newer than v{})", st.name,
+                         r.dropped_steps, valid);
   JoinData j = join_data(st);
   j.rejoined = true;
-  j.produced = st.produced;
-  j.kept = st.pending ? 1 : 0;
+  j.produced = r.produced;
+  j.kept = r.kept;
   self->send(st.options.coordinator, join_atom::value, WireMsg{encode(j, st.name)}, explorer_actor{self});
   st.options.log->info("{}: rejoined the restarted head ({} segments made so far; dropped as newer than v{}: {} "
                        "waiting for a credit, {} waiting for rewards)",
-                       st.name, st.produced, valid, pending_dropped ? 1 : 0, held);
-  if (st.pending) {
-    auto msg = std::move(*st.pending);
-    st.pending.reset();
-    send_segment(self, std::move(msg), st.pending_newest);
-  }
+                       st.name, r.produced, valid, r.pending_dropped ? 1 : 0, r.held_dropped);
+  flush(self);
 }
 
-void fetch(Self self, std::uint64_t version, bool latest) {
+void fetch(Self self, const WeightFetch& f) {
   auto& st = self->state;
-  st.fetch_in_flight = true;
   st.fetch_started = std::chrono::steady_clock::now();
-  WireMsg req{encode(WeightRequestData{version, latest}, st.name)};
+  WireMsg req{encode(WeightRequestData{f.version, f.latest}, st.name)};
   self->request(st.options.weight_store, st.options.request_timeout, fetch_atom::value, req)
       .then(
-          [self, rebinds = st.rebinds](const WireMsg& msg) {
+          [self, f](const WireMsg& msg) {
             auto& st = self->state;
-            st.fetch_in_flight = false;
-            if (rebinds != st.rebinds) {
-              // Asked before a rebind: possibly the dead head's weights. Ask again.
-              if (!st.has_weights || st.newest_known > st.engine->version()) fetch(self, 0, true);
-              return;
-            }
             auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log);
-            if (w && (w->version > st.engine->version() || !st.has_weights)) {
-              auto ok = st.engine->load_weights(*w);
-              if (!ok) {
-                st.errors.add(ok.error().code);
-                st.options.log->warn("{}: weights v{} do not fit: {}", st.name, w->version, ok.error().message);
-              } else {
-                st.has_weights = true;
-                double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - st.fetch_started)
-                                .count();
-                self->send(st.options.coordinator, swap_atom::value, st.options.rollout.explorer_id, us);
-              }
+            const auto out = st.loop->fetched(f, w ? &*w : nullptr);
+            if (out.rejected) {
+              st.errors.add(out.rejected->code);
+              st.options.log->warn("{}: weights v{} do not fit: {}", st.name, w->version, out.rejected->message);
             }
-            if (st.newest_known > st.engine->version()) return fetch(self, st.newest_known);
+            if (out.loaded) {
+              const double us =
+                  std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - st.fetch_started).count();
+              self->send(st.options.coordinator, swap_atom::value, st.options.rollout.explorer_id, us);
+            }
+            if (out.next) return fetch(self, *out.next);
             advance(self);
           },
-          [self, latest, rebinds = st.rebinds](const caf::error& err) {
+          [self, f](const caf::error& err) {
             auto& st = self->state;
-            st.fetch_in_flight = false;
-            if (rebinds != st.rebinds && !latest) return fetch(self, 0, true);
-            if (!st.has_weights && st.rebinds > 0) {
-              // After a rebind the node's store is empty until the new head's weights arrive (a notification).
-              st.options.log->debug("{}: no weights yet after the rebind: {}", st.name, caf::to_string(err));
-              return advance(self);
+            const auto out = st.loop->fetch_failed(f);
+            switch (out.why) {
+              case ExplorerLoop::FetchFailure::before_rebind: break;
+              case ExplorerLoop::FetchFailure::empty_after_rebind:
+                st.options.log->debug("{}: no weights yet after the rebind: {}", st.name, caf::to_string(err));
+                break;
+              case ExplorerLoop::FetchFailure::evicted:
+                st.options.log->debug("{}: fetching weights failed: {}; asking for the newest", st.name,
+                                      caf::to_string(err));
+                break;
+              case ExplorerLoop::FetchFailure::newest_failed:
+                st.options.log->warn("{}: fetching the newest weights failed: {}", st.name, caf::to_string(err));
+                break;
             }
-            // The store evicted that version (the explorer fell behind): ask
-            // for the newest instead. If the store itself failed, the next
-            // notification retries.
-            if (!latest) {
-              st.options.log->debug("{}: fetching weights failed: {}; asking for the newest", st.name,
-                                    caf::to_string(err));
-              return fetch(self, 0, true);
-            }
-            st.options.log->warn("{}: fetching the newest weights failed: {}", st.name, caf::to_string(err));
+            if (out.next) return fetch(self, *out.next);
             advance(self);
           });
 }
 
-// Sends the held segments whose deferred rewards are all in, while there is credit.
-void release(Self self) {
-  auto& st = self->state;
-  while (!st.pending) {
-    auto seg = st.deferred.ready();
-    if (!seg) return;
-    // Counted before it leaves: should this node die with the segment in
-    // hand or on the wire, the coordinator knows it was lost.
-    self->send(st.options.coordinator, produced_atom::value, st.options.rollout.explorer_id, ++st.produced);
-    send_segment(self, WireMsg{encode(*seg, st.name)}, seg->newest_version());
-  }
-}
-
 void scored(Self self, std::uint64_t id, float score, std::string hint = {}) {
-  self->state.deferred.scored(id, score, std::move(hint));
-  release(self);
+  self->state.loop->scored(id, score, std::move(hint));
+  flush(self);
   advance(self);
 }
 
-// Asks reward worker `worker` (mod the pool) to score deferred episode
-// `id`; a failure or silence goes to the next worker in the pool, up to
-// reward_attempts in all.
-void ask_reward(Self self, std::uint64_t id, const std::string& payload, int attempt, std::size_t worker) {
+// Asks a reward worker to score a deferred episode; a failure or silence
+// goes to the next worker in the pool, as the loop says.
+void ask_reward(Self self, const RewardAsk& ask, const std::string& payload) {
   auto& st = self->state;
   const auto& pool = st.options.rewards;
-  if (pool.empty()) {
-    if (!std::exchange(st.warned_no_pool, true))
-      st.options.log->warn("{}: the env defers rewards but this node has no reward worker: they score 0", st.name);
-    st.errors.add(Errc::not_found);
-    // Called from on_step_result, which releases and advances after (no step from in here).
-    return st.deferred.scored(id, 0.0f);
-  }
-  const reward_actor to = pool[worker % pool.size()];
+  const reward_actor to = pool[ask.worker % pool.size()];
   // "TASK\nOUTPUT" (docs/external-envs.md); no newline: all output.
   const auto nl = payload.find('\n');
-  RewardRequestData req{id, st.options.rollout.explorer_id, nl == std::string::npos ? "" : payload.substr(0, nl),
+  RewardRequestData req{ask.id, st.options.rollout.explorer_id, nl == std::string::npos ? "" : payload.substr(0, nl),
                         nl == std::string::npos ? payload : payload.substr(nl + 1)};
   self->request(to, st.options.reward_timeout, reward_atom::value, WireMsg{encode(req, st.name)})
       .then(
-          [self, id](const WireMsg& msg) {
+          [self, id = ask.id](const WireMsg& msg) {
             auto& st = self->state;
             auto res = decode_or_count<RewardResultData>(self, msg, st.errors, st.options.log);
             if (res && res->request_id == id)
@@ -229,64 +156,70 @@ void ask_reward(Self self, std::uint64_t id, const std::string& payload, int att
                                  res ? "another request's result" : "a malformed result");
             scored(self, id, 0.0f);
           },
-          [self, id, payload, attempt, worker](const caf::error& err) {
+          [self, ask, payload](const caf::error& err) {
             auto& st = self->state;
-            if (attempt + 1 < st.options.reward_attempts) {
-              st.options.log->info("{}: reward request {} failed ({}); asking another worker", st.name, id,
+            if (auto again = st.loop->reward_failed(ask)) {
+              st.options.log->info("{}: reward request {} failed ({}); asking another worker", st.name, ask.id,
                                    caf::to_string(err));
-              return ask_reward(self, id, payload, attempt + 1, worker + 1);
+              return ask_reward(self, *again, payload);
             }
             st.errors.add(Errc::timeout);
-            st.options.log->warn("{}: reward request {} failed {} times (last: {}): scored 0", st.name, id,
+            st.options.log->warn("{}: reward request {} failed {} times (last: {}): scored 0", st.name, ask.id,
                                  st.options.reward_attempts, caf::to_string(err));
-            scored(self, id, 0.0f);
+            flush(self);
+            advance(self);
           });
+}
+
+// The episodes of the last step whose rewards are deferred, each asked of the pool.
+void ask_rewards(Self self, const std::vector<Rollout::DeferredEpisode>& episodes) {
+  auto& st = self->state;
+  for (const auto& d : episodes) {
+    if (auto ask = st.loop->deferred(d.sequence, d.t, d.env, d.episode)) {
+      ask_reward(self, *ask, d.payload);
+      continue;
+    }
+    st.errors.add(Errc::not_found);
+    if (st.loop->no_pool_warning())
+      st.options.log->warn("{}: the env defers rewards but this node has no reward worker: they score 0", st.name);
+  }
+}
+
+void segment_done(Self self, Segment seg) {
+  auto& st = self->state;
+  const auto steps = seg.num_steps;
+  if (!st.loop->segment_done(std::move(seg)))
+    st.options.log->info("{}: dropped a segment of {} steps made with the dead head's newer weights", st.name, steps);
+  flush(self);
 }
 
 void on_step_result(Self self, EnvStepResultData* r) {
   auto& st = self->state;
-  st.step_in_flight = false;
+  st.loop->step_done();
   if (static_cast<std::int64_t>(r->rewards.size()) != st.options.rollout.num_envs ||
       static_cast<std::int64_t>(r->obs_dim) != st.options.rollout.obs_dim)
     return fail(self, "the env answered with a step result of the wrong shape");
-  if (st.started) {
+  if (st.loop->is_started()) {
     const bool complete = st.rollout->observe(*r);
-    for (const auto& d : st.rollout->deferred())
-      ask_reward(self, st.deferred.note(d.sequence, d.t, d.env, d.episode), d.payload, 0, st.next_worker++);
+    ask_rewards(self, st.rollout->deferred());
     if (complete) segment_done(self, st.rollout->take_segment());
   }
-  st.started = true;
+  st.loop->started();
   st.obs = r->observations;
   check_segment(self);
   advance(self);
-}
-
-// A finished segment: held for its deferred rewards, then sent.
-void segment_done(Self self, Segment seg) {
-  auto& st = self->state;
-  if (st.check_segment_above && seg.newest_version() > *st.check_segment_above) {
-    // Completed by the step that was in flight at a rebind: the dead head's weights.
-    st.deferred.forget(seg.sequence);
-    st.options.log->info("{}: dropped a segment of {} steps made with weights newer than v{}", st.name,
-                         seg.num_steps, *std::exchange(st.check_segment_above, std::nullopt));
-    return;
-  }
-  if (st.options.sync) st.sync_wait_for = seg.policy_versions.back() + 1;
-  st.deferred.finished(std::move(seg));
-  release(self);
 }
 
 // One decoding step of the token policy (a message of its own, so weight
 // swaps and drains come between any two tokens).
 void on_token_step(Self self) {
   auto& st = self->state;
-  st.step_in_flight = false;
+  st.loop->step_done();
   auto complete = st.tokens->step();
   if (!complete) return fail(self, complete.error().message);
   if (*complete) {
     Segment seg = st.tokens->take_segment();
-    for (const auto& d : st.tokens->deferred())
-      ask_reward(self, st.deferred.note(d.sequence, d.t, d.env, d.episode), d.payload, 0, st.next_worker++);
+    ask_rewards(self, st.tokens->deferred());
     segment_done(self, std::move(seg));
   }
   check_segment(self);
@@ -297,34 +230,20 @@ void on_step_reply(Self self, const WireMsg& msg) {
   auto& st = self->state;
   auto r = decode_or_count<EnvStepResultData>(self, msg, st.errors, st.options.log);
   if (!r) {
-    st.step_in_flight = false;
+    st.loop->step_done();
     return fail(self, "the env answered with a malformed step result");
   }
   on_step_result(self, &*r);
 }
 
-// Takes the next step unless something holds the explorer back.
+// Takes the next step unless the loop holds the explorer back.
 void advance(Self self) {
   auto& st = self->state;
-  // Every step is labelled with the version that chose it, so the first
-  // step waits for the learner's weights.
-  if (st.step_in_flight) return;
-  // Draining: the segment in hand is finished and sent (its credit awaited), then it leaves.
-  const bool in_hand = st.started && st.has_weights && st.engine->steps_in_segment() > 0;
-  if (st.draining && !in_hand) {
-    // Held segments wait for their rewards (each request ends: answered, re-asked or given up).
-    if (!st.pending && st.deferred.held() == 0) return leave(self, "drained");
-    return;
+  switch (st.loop->next()) {
+    case ExplorerLoop::Next::wait: return;
+    case ExplorerLoop::Next::leave: return leave(self, "drained");
+    case ExplorerLoop::Next::step: break;
   }
-  if (!st.started || !st.has_weights || st.paused) return;
-  if (st.pending) return;  // no credit: wait for an ack
-  if (st.engine->steps_in_segment() == 0) {
-    const auto v = st.engine->version();
-    if (st.newest_known > v + st.options.max_staleness) return;  // fetch first (pacing)
-    if (st.options.sync && v < st.sync_wait_for) return;         // sync: wait for the next version
-    if (st.deferred.held() >= st.options.max_held) return;       // rewards first
-  }
-  st.step_in_flight = true;
   if (st.tokens) {
     self->send(self, stepped_atom::value);  // the decoding step runs there
     return;
@@ -345,39 +264,30 @@ void advance(Self self) {
             [self](const caf::error& err) { fail(self, "env step failed: " + caf::to_string(err)); });
 }
 
-// The message handlers (shared by the normal start and a failed one).
 explorer_actor::behavior_type explorer_behavior(Self self) {
   return {
       [self](weights_atom, const WireMsg& msg) {
         auto& st = self->state;
         auto note = decode_or_count<WeightsAvailableData>(self, msg, st.errors, st.options.log);
         if (!note) return;
-        st.newest_known = std::max(st.newest_known, note->version);
-        const bool behind = st.newest_known > st.engine->version() || !st.has_weights;
-        if (behind && !st.fetch_in_flight) fetch(self, st.newest_known);
+        if (auto f = st.loop->announced(note->version)) fetch(self, *f);
       },
       [self](ack_atom) {
-        auto& st = self->state;
-        ++st.credits;
-        if (st.pending) {
-          auto msg = std::move(*st.pending);
-          st.pending.reset();
-          send_segment(self, std::move(msg), st.pending_newest);
-        }
-        release(self);
+        self->state.loop->ack();
+        flush(self);
         advance(self);
       },
       [self](drain_atom) {
-        self->state.draining = true;
+        self->state.loop->drain();
         advance(self);
       },
       [self](stepped_atom) {
         auto& st = self->state;
-        if (st.tokens && st.step_in_flight) return on_token_step(self);
-        if (!st.local || !st.step_in_flight) return;  // not ours: ignore
-        on_step_result(self, &st.result);
+        if (!st.loop->step_in_flight()) return;  // not ours: ignore
+        if (st.tokens) return on_token_step(self);
+        if (st.local) on_step_result(self, &st.result);
       },
-      [self](pause_atom) { self->state.paused = true; },
+      [self](pause_atom) { self->state.loop->pause(); },
       [self](rebind_atom, learner_actor learner, caf::actor coordinator, std::uint64_t valid) {
         rebind(self, std::move(learner), caf::actor_cast<coordinator_actor>(coordinator), valid);
         advance(self);
@@ -386,24 +296,34 @@ explorer_actor::behavior_type explorer_behavior(Self self) {
   };
 }
 
+ExplorerLoopOptions loop_options(const ExplorerActorOptions& o) {
+  ExplorerLoopOptions l;
+  l.max_staleness = o.max_staleness;
+  l.sync = o.sync;
+  l.credits = o.credits;
+  l.max_held = o.max_held;
+  l.reward_workers = o.rewards.size();
+  l.reward_attempts = o.reward_attempts;
+  return l;
+}
+
 }  // namespace
 
 explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions options) {
   auto& st = self->state;
   st.options = std::move(options);
   st.name = "explorer/" + std::to_string(st.options.rollout.explorer_id);
-  st.credits = st.options.credits;
   self->send(st.options.weight_store, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
   if (st.options.tokens) {
     // The token policy decodes its own tasks: no environment to reset.
     st.tokens = std::make_unique<TokenRollout>(*st.options.tokens);
-    st.engine = st.tokens.get();
-    st.started = true;
+    st.loop = std::make_unique<ExplorerLoop>(loop_options(st.options), *st.tokens);
+    st.loop->started();
     self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join_data(st), st.name)}, explorer_actor{self});
     return explorer_behavior(self);
   }
   st.rollout = std::make_unique<Rollout>(st.options.rollout);
-  st.engine = st.rollout.get();
+  st.loop = std::make_unique<ExplorerLoop>(loop_options(st.options), *st.rollout);
   if (st.options.local_env) {
     try {
       st.local = st.options.local_env(st.options.env_seed, st.options.first_env_id,
@@ -425,7 +345,7 @@ explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions opti
     } catch (const EnvFailure& e) {
       fail(self, e.what());
     }
-    st.step_in_flight = true;
+    st.loop->reset_sent();  // its result comes back as a step
     self->send(self, stepped_atom::value);
   } else {
     EnvResetData reset{st.options.env_seed, static_cast<std::uint32_t>(st.options.rollout.num_envs)};

@@ -1,5 +1,7 @@
 #include "actors/learner_actor.hpp"
 
+#include "core/clock.hpp"
+
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -67,15 +69,10 @@ namespace {
 
 using Self = learner_actor::stateful_pointer<LearnerState>;
 
-std::uint64_t now_unix_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
-}
-
 void publish(Self self) {
   auto& st = self->state;
   WeightSetData w = st.core->weights();
-  w.created_unix_ns = now_unix_ns();
+  w.created_unix_ns = unix_now_ns();
   if (st.options.recorder) {
     std::uint64_t params = 0;
     for (const auto& t : w.tensors) params += t.values.size();
@@ -105,7 +102,7 @@ void train(Self self) {
   auto& st = self->state;
   const auto n = st.core->batch_size();
   auto r = st.core->train();
-  if (!r && r.error().code == Errc::timeout) {
+  if (!r && r.error().code == Errc::group_broken) {
     // The data-parallel group broke (a rank died): training cannot go on.
     st.options.log->error("{}", r.error().message);
     self->quit(caf::make_error(caf::sec::runtime_error, r.error().message));

@@ -246,18 +246,13 @@ void explorer_joined(Self self, const JoinData& join, explorer_actor who) {
   // Ids (and env ids) of explorers this head did not allot are never given out again.
   st.next_explorer_id = std::max(st.next_explorer_id, id + 1);
   st.next_env_id = std::max(st.next_env_id, join.first_env_id + join.num_envs);
-  if (join.rejoined && !st.lost_with_head.count(id)) {
-    // Made in its life, less what the log holds (produced_before) and what
-    // it still holds to send: lost with the previous head.
-    const std::uint64_t before = st.produced_before.count(id) ? st.produced_before.at(id) : 0;
-    const std::uint64_t accounted = before + join.kept;
-    st.lost_with_head[id] = join.produced > accounted ? join.produced - accounted : 0;
-    auto& made = st.produced[id];
-    made = std::max(made, join.produced);
+  if (auto lost = join.rejoined ? st.ledger.rejoined(id, join.produced, join.kept) : std::nullopt) {
+    const auto& before_all = st.ledger.delivered_before();
+    const std::uint64_t before = before_all.count(id) ? before_all.at(id) : 0;
     st.awaiting_first[id] = {Clock::now(), before, "it rejoined"};
     st.options.log->info("explorer {} rejoined from node '{}': {} segments made, {} of them in the log, {} held, {} lost "
                          "with the previous head",
-                         id, join.node, join.produced, before, join.kept, st.lost_with_head[id]);
+                         id, join.node, join.produced, before, join.kept, *lost);
   }
   const bool known = std::any_of(st.explorers.begin(), st.explorers.end(),
                                  [&](const explorer_actor& e) { return e.address() == who.address(); });
@@ -275,7 +270,7 @@ void explorer_gone(Self self, std::vector<explorer_actor>::iterator it, const st
   if (auto info = st.explorer_info.find(it->address()); info != st.explorer_info.end()) {
     id = info->second.id;
     known = true;
-    if (died) st.dead.insert(id);
+    if (died) st.ledger.dead(id);
     st.explorer_info.erase(info);
   }
   const bool retired = st.retiring.erase(it->address()) > 0;

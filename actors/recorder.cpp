@@ -1,5 +1,7 @@
 #include "actors/recorder.hpp"
 
+#include "core/clock.hpp"
+
 #include <chrono>
 
 #include <kj/exception.h>
@@ -50,10 +52,8 @@ recorder_actor::behavior_type recorder_impl(recorder_actor::stateful_pointer<Rec
              std::uint64_t params) {
         auto& st = self->state;
         if (st.late() || st.failed) return;
-        const auto now = std::chrono::system_clock::now().time_since_epoch();
-        st.check(st.options.writer->write_weights(WeightVersionData{
-            version, checksum, updates,
-            static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()), params}));
+        st.check(st.options.writer->write_weights(
+            WeightVersionData{version, checksum, updates, unix_now_ns(), params}));
       },
       [self](flush_atom) {
         auto& st = self->state;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/guard.hpp"
+#include "explorers/weight_follower.hpp"
 #include "messages/weight_chunks.hpp"
 
 namespace rlx {
@@ -75,9 +76,8 @@ class BulkWorker {
 
 struct WeightRelayState {
   WeightRelayOptions options;
-  WeightsAvailableData newest;              // newest version announced upstream
-  std::uint64_t have = 0;                   // newest version passed to the local store
-  bool have_any = false;
+  WeightsAvailableData newest;              // newest version announced upstream (its sizes)
+  WeightFollower follower;                  // held: the newest version passed to the local store
   std::optional<ChunkAssembler> current;    // the version being fetched
   std::deque<std::uint32_t> queue;          // its chunks still to request
   std::vector<std::uint32_t> tries;         // failed attempts per chunk
@@ -88,7 +88,6 @@ struct WeightRelayState {
   std::unique_ptr<BulkWorker> bulk;         // null: middleman only
   bool bulk_busy = false;                   // a version is being fetched over the bulk channel
   std::uint32_t bulk_failures = 0;          // consecutive failed connections
-  std::uint64_t epoch = 0;                  // upstreams followed so far: replies from an older one are ignored
 };
 
 namespace {
@@ -146,7 +145,7 @@ void next(Self self) {
   if (st.bulk_busy) return;  // bulk_ended comes back here
   st.current.reset();
   st.queue.clear();
-  const bool newer = st.newest.version > st.have || (!st.have_any && st.newest.total_bytes > 0);
+  const bool newer = st.follower.behind() && st.newest.total_bytes > 0;
   if (newer && st.failed != st.newest.version) start(self, st.newest);
 }
 
@@ -174,8 +173,7 @@ void finish(Self self) {
   // The local store decodes the whole set, checking its checksum, before
   // any explorer can fetch it.
   self->send(st.options.local, publish_atom::value, WireMsg{st.current->take()});
-  st.have = v;
-  st.have_any = true;
+  st.follower.hold(v);
   st.options.log->debug("{}: version {} relayed", st.options.name, v);
   next(self);
 }
@@ -190,10 +188,10 @@ void pump(Self self) {
     WireMsg req{encode(WeightRequestData{version, false, true, index}, st.options.name)};
     self->request(st.options.upstream, st.options.request_timeout, fetch_atom::value, req)
         .then(
-            [self, version, index, epoch = st.epoch](const WireMsg& msg) {
+            [self, version, index, epoch = st.follower.epoch()](const WireMsg& msg) {
               auto& st = self->state;
               --st.in_flight;
-              if (!st.current || st.current->version() != version || st.epoch != epoch) return;  // given up meanwhile
+              if (!st.current || st.current->version() != version || st.follower.epoch() != epoch) return;  // given up meanwhile
               std::uint32_t got = index;
               auto added = st.current->add_encoded(msg.buf, &got);  // checked and placed, no copy between
               if (added && got != index) return retry(self, index, "the store answered with another chunk");
@@ -204,10 +202,10 @@ void pump(Self self) {
               if (st.current->complete()) return finish(self);
               pump(self);
             },
-            [self, version, index, epoch = st.epoch](const caf::error& err) {
+            [self, version, index, epoch = st.follower.epoch()](const caf::error& err) {
               auto& st = self->state;
               --st.in_flight;
-              if (!st.current || st.current->version() != version || st.epoch != epoch) return;
+              if (!st.current || st.current->version() != version || st.follower.epoch() != epoch) return;
               // A newer version makes this one moot (the store may have evicted it).
               if (st.newest.version > version) return give_up(self, "newer version " + std::to_string(st.newest.version));
               retry(self, index, caf::to_string(err));
@@ -229,6 +227,7 @@ weight_relay_actor::behavior_type weight_relay_impl(Self self, WeightRelayOption
         auto note = decode_or_count<WeightsAvailableData>(self, msg, st.errors, st.options.log);
         if (!note || note->version < st.newest.version) return;
         st.newest = *note;
+        st.follower.announced(note->version);
         if (!st.current) next(self);
       },
       [self](bulk_atom, std::uint64_t version) { bulk_ended(self, version); },
@@ -237,7 +236,7 @@ weight_relay_actor::behavior_type weight_relay_impl(Self self, WeightRelayOption
         // learner goes on from its last logged version), so everything held
         // or half-fetched is forgotten and its newest set fetched afresh.
         auto& st = self->state;
-        ++st.epoch;
+        st.follower.restart_all();  // replies from the old upstream are ignored
         st.bulk.reset();  // stops the old channel's thread (a fetch in progress is cancelled)
         st.bulk_busy = false;
         st.bulk_failures = 0;
@@ -245,8 +244,6 @@ weight_relay_actor::behavior_type weight_relay_impl(Self self, WeightRelayOption
         st.queue.clear();
         st.failed.reset();
         st.newest = WeightsAvailableData{};
-        st.have = 0;
-        st.have_any = false;
         st.options.upstream = upstream;
         if (st.options.bulk && bulk_port != 0) {
           st.options.bulk->port = bulk_port;

@@ -11,7 +11,7 @@
 #include "bench/common.hpp"
 #include "learner/learner_group.hpp"
 #include "learner/token_trainer.hpp"
-#include "learner/trainer.hpp"
+#include "learner/mlp_trainer.hpp"
 #include "policy/token_segment.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "policy/threads.hpp"
@@ -183,7 +183,7 @@ std::vector<Row> bench_data_parallel(const EnvRegistry& envs) {
   TrainerOptions base{cfg.learner, cfg.policy, 4, 2, 1};
   // 1 rank x B, 1 rank x 2B, 2 ranks x B (each 1 compute thread, as run_cluster sets).
   auto alone = [&](std::size_t batch) {
-    Trainer t(base);
+    MlpTrainer t(base);
     const auto t0 = Clock::now();
     for (int k = 0; k < kUpdates; ++k) {
       std::vector<const Segment*> b;
@@ -196,7 +196,7 @@ std::vector<Row> bench_data_parallel(const EnvRegistry& envs) {
   const double two = on_two_ranks([&](int rank, LearnerGroup& g) {
     auto o = base;
     o.group = &g;
-    Trainer t(o);
+    MlpTrainer t(o);
     const auto t0 = Clock::now();
     for (int k = 0; k < kUpdates; ++k) {
       std::vector<const Segment*> b;

@@ -134,13 +134,13 @@ std::vector<Row> bench_replay(const EnvRegistry& envs) {
                   segments.push_back(e.rollout.segment);
                 return true;
               }).ok());
-  Trainer trainer(core.trainer);
+  auto trainer = make_trainer(core.trainer);
   const auto t0 = Clock::now();
   std::size_t done = 0;
   for (std::size_t i = 0; i + core.batch_segments <= segments.size(); i += core.batch_segments) {
     std::vector<const Segment*> batch;
     for (std::size_t j = i; j < i + core.batch_segments; ++j) batch.push_back(&segments[j]);
-    (void)trainer.update(batch);
+    (void)trainer->update(batch);
     done += core.batch_segments;
   }
   const double raw_rate = static_cast<double>(done) / seconds_since(t0);

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,19 +39,51 @@ Result<pid_t> spawn_child(const std::vector<std::string>& args, const ChildOptio
   std::vector<char*> envp;
   for (auto& kv : env) envp.push_back(kv.data());
   envp.push_back(nullptr);
+  // exec's error comes back through this pipe; closed by a successful exec.
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0)
+    return make_error(Errc::io, std::string("cannot start ") + args.at(0) + ": pipe: " + std::strerror(errno));
   const pid_t parent = getpid();
   const pid_t pid = fork();
-  if (pid < 0) return make_error(Errc::io, std::string("cannot start ") + args.at(0) + ": " + std::strerror(errno));
-  if (pid != 0) return pid;
-  if (options.parent_death_signal) {
-    prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
-    if (getppid() != parent) _exit(1);
+  if (pid < 0) {
+    const int e = errno;
+    close(report[0]);
+    close(report[1]);
+    return make_error(Errc::io, std::string("cannot start ") + args.at(0) + ": " + std::strerror(e));
   }
-  if (options.own_process_group) setpgid(0, 0);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  execve(argv[0], argv.data(), envp.data());
-  _exit(127);
+  if (pid == 0) {
+    close(report[0]);
+    if (options.parent_death_signal) {
+      prctl(PR_SET_PDEATHSIG, options.parent_death_signal);
+      if (getppid() != parent) _exit(1);
+    }
+    if (options.own_process_group) setpgid(0, 0);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    if (options.stdin_fd >= 0 && dup2(options.stdin_fd, STDIN_FILENO) < 0) _exit(127);
+    if (options.stdout_fd >= 0 && dup2(options.stdout_fd, STDOUT_FILENO) < 0) _exit(127);
+    if (options.cwd.empty() || chdir(options.cwd.c_str()) == 0) {
+      if (options.search_path)
+        execvpe(argv[0], argv.data(), envp.data());
+      else
+        execve(argv[0], argv.data(), envp.data());
+    }
+    const int e = errno;
+    [[maybe_unused]] auto n = write(report[1], &e, sizeof e);
+    _exit(127);
+  }
+  close(report[1]);
+  int e = 0;
+  ssize_t got;
+  do got = read(report[0], &e, sizeof e);
+  while (got < 0 && errno == EINTR);
+  close(report[0]);
+  if (got == static_cast<ssize_t>(sizeof e)) {
+    waitpid(pid, nullptr, 0);
+    return make_error(Errc::io, std::string("cannot start ") + args.at(0) +
+                                    (options.cwd.empty() ? "" : " in " + options.cwd) + ": " + std::strerror(e));
+  }
+  return pid;
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// Child processes RLX starts (learner ranks, member nodes): started with
+// Child processes RLX starts (learner ranks, member nodes, external envs): started with
 // fork+exec so they can die with their parent (PR_SET_PDEATHSIG) and leave
 // the terminal's Ctrl-C to it (the parent drains and stops them), and
 // reaped with a grace period, then killed: no orphans, no zombies.
@@ -19,9 +19,15 @@ struct ChildOptions {
   std::vector<std::string> env;      // "KEY=VALUE" added to the child's environment
   bool own_process_group = true;     // the terminal's SIGINT reaches only the parent
   int parent_death_signal = 9;       // sent to the child when the parent dies (0: none)
+  int stdin_fd = -1;                 // the child's stdin (-1: this process's)
+  int stdout_fd = -1;                // the child's stdout (-1: this process's)
+  std::string cwd;                   // the child's working directory ("": this process's)
+  bool search_path = false;          // argv[0] may be a bare name, looked up in PATH
 };
 
-// Starts argv[0] (a path) with `argv`. Fails if fork fails.
+// Starts argv[0] with `argv`. Fails (io, with the reason) when fork fails
+// or the program cannot be executed (missing, not executable, a cwd that
+// does not exist): the child reports exec's error before it exits.
 Result<pid_t> spawn_child(const std::vector<std::string>& argv, const ChildOptions& options = {});
 
 struct Reaped {

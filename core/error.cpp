@@ -23,6 +23,7 @@ const char* to_string(Errc code) {
     case Errc::timeout: return "timeout";
     case Errc::not_found: return "not_found";
     case Errc::io: return "io";
+    case Errc::group_broken: return "group_broken";
   }
   return "unknown";
 }

@@ -38,6 +38,7 @@ enum class Errc : std::uint8_t {
   timeout,                // a request got no answer in time
   not_found,              // asked for something not held (e.g. an evicted weight version)
   io,                     // filesystem or process failure
+  group_broken,           // the data-parallel learner group cannot go on (a rank died, hung or failed an update)
 };
 
 // Name of an error code, as used in logs and metrics ("malformed_message").
@@ -68,6 +69,21 @@ class Result {
 
  private:
   std::variant<T, Error> v_;
+};
+
+// Success with nothing to carry, or an Error: `return {};` on success.
+template <>
+class Result<void> {
+ public:
+  Result() = default;
+  Result(Error error) : error_(std::move(error)), failed_(true) {}  // NOLINT: implicit by design
+  bool ok() const { return !failed_; }
+  explicit operator bool() const { return ok(); }
+  const Error& error() const { return error_; }
+
+ private:
+  Error error_;
+  bool failed_ = false;
 };
 
 inline Error make_error(Errc code, std::string message) { return Error{code, std::move(message)}; }

@@ -1,5 +1,7 @@
 #include "explorers/rollout.hpp"
 
+#include "core/clock.hpp"
+
 #include <chrono>
 #include <cstring>
 
@@ -103,9 +105,7 @@ bool Rollout::observe(const EnvStepResultData& r) {
 
 Segment Rollout::take_segment() {
   RLX_REQUIRE(static_cast<std::int64_t>(t_) == options_.segment_steps, t_);
-  seg_.created_unix_ns = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  seg_.created_unix_ns = unix_now_ns();
   Segment out = std::move(seg_);
   ++sequence_;
   start_segment();

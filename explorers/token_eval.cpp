@@ -5,6 +5,7 @@
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
 #include "policy/token_sampler.hpp"
+#include "policy/weights_io.hpp"
 
 namespace rlx {
 
@@ -59,6 +60,17 @@ std::string family_summary(const TokenEvaluation& ev) {
   for (const auto& [family, counts] : ev.by_family)
     out += (out.empty() ? "" : ", ") + family + " " + std::to_string(counts.first) + "/" + std::to_string(counts.second);
   return out;
+}
+
+HeldOutEvaluator::HeldOutEvaluator(const PolicyConfig& policy, const TokenEvalOptions& options,
+                                   std::shared_ptr<const Scorer> scorer)
+    : model_(make_seeded_transformer(transformer_options(policy, Tokenizer::vocab), 0)),
+      options_(options),
+      scorer_(std::move(scorer)) {}
+
+Result<TokenEvaluation> HeldOutEvaluator::evaluate(const WeightSetData& weights) {
+  if (auto ok = import_weights(*model_, weights); !ok) return ok.error();
+  return evaluate_tokens(model_, *scorer_, options_);
 }
 
 }  // namespace rlx

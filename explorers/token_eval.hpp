@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/config.hpp"
+#include "core/error.hpp"
 #include "envs/scorer.hpp"
+#include "messages/types.hpp"
 #include "policy/moe_transformer.hpp"
 
 namespace rlx {
@@ -40,5 +43,21 @@ struct TokenEvaluation {
 std::string family_summary(const TokenEvaluation& ev);
 
 TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, const TokenEvalOptions& options);
+
+// The evaluator's compute: a model of the run's policy shape that takes
+// each published weight set and scores it on the held-out tasks. The
+// evaluator actor (actors/evaluator_actor.cpp) only decides when.
+class HeldOutEvaluator {
+ public:
+  HeldOutEvaluator(const PolicyConfig& policy, const TokenEvalOptions& options, std::shared_ptr<const Scorer> scorer);
+  // Loads `weights` and scores them (seconds of compute); an error, and no
+  // score, when the weights do not fit the policy shape.
+  Result<TokenEvaluation> evaluate(const WeightSetData& weights);
+
+ private:
+  MoETransformer model_{nullptr};
+  TokenEvalOptions options_;
+  std::shared_ptr<const Scorer> scorer_;
+};
 
 }  // namespace rlx

@@ -1,5 +1,7 @@
 #include "explorers/token_rollout.hpp"
 
+#include "core/clock.hpp"
+
 #include <optional>
 
 #include "envs/tokens/token_tasks.hpp"
@@ -101,8 +103,7 @@ Segment TokenRollout::take_segment() {
   Segment s = token_segment(g, rewards, ids, static_cast<std::uint32_t>(options_.tokens.group_size),
                             options_.explorer_id, seq);
   s.tokens->hints = std::move(hints);
-  s.created_unix_ns = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  s.created_unix_ns = unix_now_ns();
   if (!options_.in_process)
     for (std::int64_t b = 0; b < B; ++b)
       deferred_.push_back({seq, static_cast<std::uint32_t>(g.prompt_width + g.lengths[b] - 1),

@@ -1,4 +1,4 @@
-// The staleness contract at the learner's door (DESIGN.md):
+// The staleness contract at the learner's door (docs/architecture.md):
 // lag = learner_version - oldest step version; accept when
 // lag <= max_staleness, else drop and count. Nothing is dropped silently.
 // A token segment's lag is its newest token's: its older tokens are

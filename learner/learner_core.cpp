@@ -25,7 +25,7 @@ std::vector<std::uint8_t> tagged(std::uint8_t tag, const std::vector<std::uint8_
 }  // namespace
 
 LearnerCore::LearnerCore(const LearnerCoreOptions& options)
-    : options_(options), trainer_(std::make_unique<Trainer>(options.trainer)), admission_(options.max_staleness) {}
+    : options_(options), trainer_(make_trainer(options.trainer)), admission_(options.max_staleness) {}
 
 Arrival LearnerCore::admit(std::optional<Segment> segment, const std::string& reject_reason) {
   Arrival a;
@@ -99,14 +99,14 @@ Result<UpdateStats> LearnerCore::train() {
     if (!r && world() > 1)
       // The other ranks may have made this update's collectives, or be
       // waiting in one: the group is out of step and must stop.
-      return make_error(Errc::timeout, "rank 0's update failed, so the learner group is out of step: " +
+      return make_error(Errc::group_broken, "rank 0's update failed, so the learner group is out of step: " +
                                            r.error().message);
     if (r) r->steps = steps;
     if (r) ++updates_;
     return r;
   } catch (const GroupError& e) {
     batch_.clear();
-    return make_error(Errc::timeout, e.what());
+    return make_error(Errc::group_broken, e.what());
   }
 }
 
@@ -155,7 +155,8 @@ Result<std::uint64_t> run_learner_rank(const TrainerOptions& options, std::size_
   const auto rank = static_cast<std::size_t>(options.group->rank());
   std::uint64_t updates = 0;
   try {
-    Trainer trainer(options);
+    auto trainer_ptr = make_trainer(options);
+    Trainer& trainer = *trainer_ptr;
     for (;;) {
       std::vector<std::uint8_t> bytes;
       options.group->broadcast_bytes(bytes);
@@ -180,11 +181,11 @@ Result<std::uint64_t> run_learner_rank(const TrainerOptions& options, std::size_
       auto r = trainer.update(slice);
       // A failed update leaves this rank out of step with the others: it
       // leaves the group (rank 0's next collective fails) instead.
-      if (!r) return make_error(Errc::timeout, "rank " + std::to_string(rank) + "'s update failed: " + r.error().message);
+      if (!r) return make_error(Errc::group_broken, "rank " + std::to_string(rank) + "'s update failed: " + r.error().message);
       ++updates;
     }
   } catch (const GroupError& e) {
-    return make_error(Errc::timeout, e.what());
+    return make_error(Errc::group_broken, e.what());
   }
 }
 

@@ -47,7 +47,7 @@ class LearnerCore {
   // One update on the batch, which is cleared either way. On success the
   // version grows by one. Data-parallel: the batch goes to every rank
   // (rank r trains on slice r) first. A dead rank, or an update that
-  // failed on rank 0 or any other, is an Errc::timeout error: the group
+  // failed on rank 0 or any other, is an Errc::group_broken error: the group
   // is broken and the learner must stop.
   Result<UpdateStats> train();
   // After a successful train(): whether this version is to be published.
@@ -90,7 +90,7 @@ class LearnerCore {
 
 // The loop of a data-parallel rank other than 0: receives each batch from
 // rank 0, trains on its slice (in step with rank 0), until rank 0 releases
-// it (returns the updates done) or the group breaks (an Errc::timeout error).
+// it (returns the updates done) or the group breaks (an Errc::group_broken error).
 Result<std::uint64_t> run_learner_rank(const TrainerOptions& trainer, std::size_t batch_segments);
 
 // Rank 0, at the end: tells the other ranks' loops to return.

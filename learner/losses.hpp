@@ -1,4 +1,4 @@
-// Policy losses with the off-policy correction of DESIGN.md.
+// Policy losses with the off-policy correction of docs/architecture.md.
 #pragma once
 
 #include <torch/torch.h>

@@ -7,6 +7,8 @@
 #include "core/error.hpp"
 #include "learner/learner_group.hpp"
 #include "learner/lr_schedule.hpp"
+#include "learner/model_optimizer.hpp"
+#include "learner/token_hints.hpp"
 #include "learner/token_losses.hpp"
 #include "policy/weights_io.hpp"
 
@@ -29,119 +31,6 @@ std::pair<torch::Tensor, torch::Tensor> token_log_probs(const torch::Tensor& log
 // The rows `idx` of a [B, W, ...] tensor, cut to `width` columns.
 torch::Tensor rows(const torch::Tensor& t, const torch::Tensor& idx, std::int64_t width) {
   return t.index_select(0, idx).narrow(1, 0, width);
-}
-
-// Hinted rows `picked` of a batch, for the hint distillation: the student
-// rows (prompt + completion as sampled) and the teacher rows (the prompt
-// with its hint + the completion), each left-padded so that both end with the
-// completion; `mask` [n, L] marks, over the last L columns, each row's
-// completion tokens that are fresh enough to train on.
-struct HintRows {
-  torch::Tensor student, student_valid, teacher, teacher_valid, mask;
-  std::int64_t L = 0;
-};
-
-HintRows hint_rows(const Generation& g, const torch::Tensor& admitted,
-                   const std::vector<std::vector<std::int64_t>>& teacher_prompts, const std::vector<std::int64_t>& picked) {
-  const auto P = g.prompt_width;
-  const auto n = static_cast<std::int64_t>(picked.size());
-  auto tok = g.tokens.accessor<std::int64_t, 2>();
-  auto val = g.valid.accessor<bool, 2>();
-  auto adm = admitted.accessor<bool, 2>();
-  std::vector<std::vector<std::int64_t>> student(n), teacher(n);
-  std::int64_t Ws = 0, Wt = 0, L = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const auto b = picked[i];
-    const auto len = g.lengths[b];
-    for (std::int64_t c = 0; c < P + len; ++c)
-      if (c >= P || val[b][c]) student[i].push_back(tok[b][c]);
-    teacher[i] = teacher_prompts[b];
-    for (std::int64_t c = P; c < P + len; ++c) teacher[i].push_back(tok[b][c]);
-    Ws = std::max<std::int64_t>(Ws, static_cast<std::int64_t>(student[i].size()));
-    Wt = std::max<std::int64_t>(Wt, static_cast<std::int64_t>(teacher[i].size()));
-    L = std::max(L, len);
-  }
-  HintRows r;
-  r.L = L;
-  auto right_aligned = [n](const std::vector<std::vector<std::int64_t>>& seqs, std::int64_t W, torch::Tensor& tokens,
-                           torch::Tensor& valid) {
-    tokens = torch::zeros({n, W}, torch::kLong);
-    valid = torch::zeros({n, W}, torch::kBool);
-    auto t = tokens.accessor<std::int64_t, 2>();
-    auto v = valid.accessor<bool, 2>();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const auto off = W - static_cast<std::int64_t>(seqs[i].size());
-      for (std::size_t j = 0; j < seqs[i].size(); ++j) t[i][off + static_cast<std::int64_t>(j)] = seqs[i][j], v[i][off + static_cast<std::int64_t>(j)] = true;
-    }
-  };
-  right_aligned(student, Ws, r.student, r.student_valid);
-  right_aligned(teacher, Wt, r.teacher, r.teacher_valid);
-  r.mask = torch::zeros({n, L}, torch::kBool);
-  auto m = r.mask.accessor<bool, 2>();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const auto b = picked[i], len = g.lengths[b];
-    for (std::int64_t k = 0; k < len; ++k) m[i][L - len + k] = adm[b][P + k];
-  }
-  return r;
-}
-
-struct HintPart {
-  HintRows rows;
-  std::int64_t n = 0;
-};
-
-// The batch's hinted rows whose teacher row fits the context, in
-// microbatches by teacher width; `tokens`: the completion tokens they train.
-std::vector<HintPart> hint_parts(const TokenTrainerOptions& o, const TokenBatch& batch, const torch::Tensor& admitted,
-                                 const torch::Device& device, std::int64_t& tokens) {
-  const auto& g = batch.sequences;
-  std::vector<HintPart> parts;
-  tokens = 0;
-  if (o.hint_coef <= 0 || batch.teacher_prompts.empty()) return parts;
-  const auto B = g.tokens.size(0);
-  RLX_REQUIRE(static_cast<std::int64_t>(batch.teacher_prompts.size()) == B, batch.teacher_prompts.size(), B);
-  std::vector<std::int64_t> picked, width;
-  for (std::int64_t b = 0; b < B; ++b) {
-    if (batch.teacher_prompts[b].empty()) continue;
-    const std::int64_t w = static_cast<std::int64_t>(batch.teacher_prompts[b].size()) + g.lengths[b];
-    if (w > o.model.max_len) continue;
-    picked.push_back(b);
-    width.push_back(w);
-  }
-  for (const auto& mb : pack_by_length(width, o.token_budget)) {
-    std::vector<std::int64_t> rows_of;
-    for (auto i : mb) rows_of.push_back(picked[i]);
-    HintPart p;
-    p.rows = hint_rows(g, admitted, batch.teacher_prompts, rows_of);
-    for (auto* t : {&p.rows.student, &p.rows.student_valid, &p.rows.teacher, &p.rows.teacher_valid, &p.rows.mask})
-      *t = t->to(device);
-    p.n = static_cast<std::int64_t>(rows_of.size());
-    tokens += p.rows.mask.sum().item<std::int64_t>();
-    parts.push_back(std::move(p));
-  }
-  return parts;
-}
-
-// KL(teacher || student) over the completion: the teacher's distribution
-// (hint in context, no gradient) pulls the student's (no hint) towards it.
-double distil(MoETransformer& model, const TokenTrainerOptions& o, const HintPart& p, std::int64_t total_tokens) {
-  const auto& r = p.rows;
-  const auto n_tokens = r.mask.sum().item<std::int64_t>();
-  if (n_tokens == 0) return 0;
-  torch::Tensor teacher_logp;
-  {
-    torch::NoGradGuard guard;
-    auto t = model->forward(r.teacher, r.teacher_valid);
-    const auto Wt = r.teacher.size(1);
-    teacher_logp = torch::log_softmax(t.logits.narrow(1, Wt - 1 - r.L, r.L) / o.temperature, -1);
-  }
-  auto s = model->forward(r.student, r.student_valid);
-  const auto Ws = r.student.size(1);
-  auto student_logp = torch::log_softmax(s.logits.narrow(1, Ws - 1 - r.L, r.L) / o.temperature, -1);
-  auto kl = (teacher_logp.exp() * (teacher_logp - student_logp)).sum(-1);  // [n, L]
-  auto kl_sum = (kl * r.mask.to(kl.dtype())).sum();
-  (o.hint_coef * kl_sum / static_cast<double>(total_tokens)).backward();
-  return kl_sum.item<double>();
 }
 
 }  // namespace
@@ -175,19 +64,28 @@ SupervisedRows supervised_rows(const std::vector<std::vector<std::int64_t>>& pro
   return r;
 }
 
+namespace {
+
+ModelOptimizerOptions optimizer_options(const TokenTrainerOptions& o) {
+  ModelOptimizerOptions m;
+  m.lr = o.lr;
+  m.eps = 1e-6;
+  m.max_grad_norm = o.max_grad_norm;
+  m.reduction = ModelOptimizerOptions::Reduction::sum;  // each rank's loss is its share of the batch's
+  m.group = o.group;
+  return m;
+}
+
+}  // namespace
+
 struct TokenTrainer::Impl {
-  explicit Impl(const TokenTrainerOptions& o) : device(o.device), model(make_seeded_transformer(o.model, o.seed)) {
-    model->to(device);  // before the optimizer takes the parameters
-    optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(o.lr).eps(1e-6));
-  }
-  void finish_step(const TokenTrainerOptions& o) {
-    if (o.group) o.group->sum_gradients(model->parameters());  // each rank's loss is its share of the batch's
-    if (o.max_grad_norm > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), o.max_grad_norm);
-    optimizer->step();
-  }
+  explicit Impl(const TokenTrainerOptions& o)
+      : device(o.device),
+        model(make_seeded_transformer(o.model, o.seed)),
+        optimizer((model->to(device), model.ptr()), optimizer_options(o)) {}  // on the device before the optimizer
   torch::Device device;
   MoETransformer model;
-  std::unique_ptr<torch::optim::Adam> optimizer;
+  ModelOptimizer optimizer;
 };
 
 TokenTrainer::TokenTrainer(const TokenTrainerOptions& o) : options_(o), impl_(std::make_unique<Impl>(o)) {}
@@ -198,34 +96,17 @@ torch::Device TokenTrainer::device() const { return impl_->device; }
 WeightSetData TokenTrainer::weights() const { return export_weights(*impl_->model, version_, "moe_transformer"); }
 Result<bool> TokenTrainer::load_weights(const WeightSetData& w) { return import_weights(*impl_->model, w); }
 
-void TokenTrainer::save_state(torch::serialize::OutputArchive& a) const {
-  for (const auto& p : impl_->model->named_parameters(true)) a.write("param/" + p.key(), p.value().detach().cpu());
-  torch::serialize::OutputArchive opt;
-  impl_->optimizer->save(opt);
-  a.write("optimizer", opt);
-}
+void TokenTrainer::save_state(torch::serialize::OutputArchive& a) const { impl_->optimizer.save(a); }
+Result<void> TokenTrainer::load_state(torch::serialize::InputArchive& a) { return impl_->optimizer.load(a); }
 
-void TokenTrainer::load_state(torch::serialize::InputArchive& a) {
-  torch::NoGradGuard guard;
-  for (auto& p : impl_->model->named_parameters(true)) {
-    torch::Tensor t;
-    a.read("param/" + p.key(), t);
-    TORCH_CHECK(t.sizes() == p.value().sizes(), "checkpoint parameter ", p.key(), " has another shape");
-    p.value().copy_(t);
-  }
-  torch::serialize::InputArchive opt;
-  a.read("optimizer", opt);
-  impl_->optimizer->load(opt);
-}
-
-Result<bool> TokenTrainer::load_model_file(const std::string& path) {
+Result<void> TokenTrainer::load_model_file(const std::string& path) {
   try {
     auto fresh = make_seeded_transformer(options_.model, options_.seed);
     torch::load(fresh, path);
     torch::NoGradGuard guard;
     auto src = fresh->named_parameters(true);
     for (auto& p : impl_->model->named_parameters(true)) p.value().copy_(src[p.key()]);
-    return true;
+    return {};
   } catch (const c10::Error& e) {
     return make_error(Errc::invalid_field, path + ": not weights of this policy shape (" +
                                                std::string(e.what_without_backtrace()).substr(0, 200) + ")");
@@ -244,7 +125,7 @@ TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64
   std::vector<std::int64_t> width(lengths_t.data_ptr<std::int64_t>(), lengths_t.data_ptr<std::int64_t>() + lengths_t.numel());
   const auto total = r.targets.sum().item<double>();
   TokenUpdateStats s;
-  impl_->optimizer->zero_grad();
+  impl_->optimizer.zero_grad();
   for (const auto& mb : pack_by_length(width, o.token_budget)) {
     auto idx = torch::tensor(mb, torch::kLong);
     std::int64_t w = 0;
@@ -265,7 +146,7 @@ TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64
     s.dropped_fraction += share * out.dropped_fraction;
     ++s.microbatches;
   }
-  impl_->finish_step(o);
+  impl_->optimizer.step();
   s.tokens = static_cast<std::int64_t>(total);
   return s;
 }
@@ -335,7 +216,8 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
                                       static_cast<double>(hint_tokens), static_cast<double>(kept.size()),
                                       static_cast<double>(g.generated.sum().item<std::int64_t>() - local_admitted),
                                       static_cast<double>(local_admitted > 0 ? B - static_cast<std::int64_t>(kept.size()) : 0),
-                                      static_cast<double>(hinted_rows)});
+                                      static_cast<double>(hinted_rows)},
+                                     o.group);
   const auto total = static_cast<std::int64_t>(counts[0]);
   const auto all_kept_tokens = static_cast<std::int64_t>(counts[1]);
   const auto all_hint_tokens = static_cast<std::int64_t>(counts[2]);
@@ -345,7 +227,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   s.skipped_rows = static_cast<std::int64_t>(counts[5]);
   s.hinted_rows = static_cast<std::int64_t>(counts[6]);
   if (total == 0) return s;  // nothing fresh enough: no step, the version stays
-  set_lr(*impl_->optimizer, warmup_lr(o.lr, o.warmup_updates, version_));
+  impl_->optimizer.set_lr(warmup_lr(o.lr, o.warmup_updates, version_));
   if (counts[3] == 0 && s.hinted_rows == 0) {
     ++version_;  // trained on, with nothing to learn: the weights stay as they are
     return s;
@@ -377,16 +259,14 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
         sum += a.sum().item<double>();
         squares += a.pow(2).sum().item<double>();
       }
-      const auto m = sum_over_ranks({sum, squares, static_cast<double>(kept_tokens)});
-      const double n = m[2], mean = m[0] / n;
-      const double sd = n > 1 ? std::sqrt(std::max(0.0, (m[1] - n * mean * mean) / (n - 1))) : 1.0;
-      for (auto& p : parts) p.adv = (p.adv - mean) / (sd + 1e-8);
+      const auto m = mean_std_over_ranks(sum, squares, static_cast<double>(kept_tokens), o.group);
+      for (auto& p : parts) p.adv = (p.adv - m.mean) / (m.std + 1e-8);
     }
   }
 
   double hint_kl_sum = 0;
   for (std::int64_t epoch = 0; epoch < o.epochs; ++epoch) {
-    impl_->optimizer->zero_grad();
+    impl_->optimizer.zero_grad();
     for (auto& p : parts) {
       auto out = o.router_replay ? model->forward(p.tokens, p.valid, p.routes) : model->forward(p.tokens, p.valid);
       auto [logp, entropy] = token_log_probs(out.logits, p.tokens, o.temperature);
@@ -429,21 +309,13 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     double kl = 0;
     for (const auto& h : hinted) kl += distil(model, o, h, all_hint_tokens);
     if (epoch == 0) hint_kl_sum = kl;
-    impl_->finish_step(o);
+    impl_->optimizer.step();
   }
   s.route_mismatch = mismatch;
   gather_stats(s, hint_kl_sum);
   if (all_hint_tokens > 0) s.hint_kl = hint_kl_sum / static_cast<double>(all_hint_tokens);
   ++version_;
   return s;
-}
-
-std::vector<double> TokenTrainer::sum_over_ranks(std::vector<double> values) const {
-  if (!options_.group || options_.group->world() == 1) return values;
-  auto t = torch::tensor(values, torch::kFloat64);
-  options_.group->sum(t);
-  std::memcpy(values.data(), t.data_ptr<double>(), values.size() * sizeof(double));
-  return values;
 }
 
 void TokenTrainer::gather_stats(TokenUpdateStats& s, double& hint_kl_sum) const {
@@ -457,7 +329,7 @@ void TokenTrainer::gather_stats(TokenUpdateStats& s, double& hint_kl_sum) const 
   const std::size_t slots = v.size();
   v.resize(slots + world, 0.0);
   v[slots + static_cast<std::size_t>(options_.group->rank())] = s.correction.ratio_max;
-  v = sum_over_ranks(std::move(v));
+  v = sum_over_ranks(std::move(v), options_.group);
   s.policy_loss = v[0], s.value_loss = v[1], s.entropy = v[2], s.load_balance = v[3], s.router_z = v[4];
   s.dropped_fraction = v[5], s.correction.ratio_mean = v[6], s.correction.truncated_fraction = v[7];
   s.route_mismatch = v[8], hint_kl_sum = v[9], s.microbatches = static_cast<std::int64_t>(v[10]);

@@ -3,7 +3,10 @@
 // (GRPO, or PPO with the value head) on sampled sequences, with the
 // decoupled off-policy correction and the staleness bound applied per
 // token, router replay as an option, and sequence-length-aware
-// microbatches. Single-threaded; CAF-free.
+// microbatches. Adam with epsilon 1e-6, the ranks' gradients summed
+// (learner/model_optimizer.hpp). The learner trains it through
+// TokenPolicyTrainer (learner/token_policy_trainer.hpp); `rlx sft` and the
+// benches call it directly. Single-threaded; CAF-free.
 #pragma once
 
 #include <cstdint>
@@ -110,13 +113,12 @@ class TokenTrainer {
   // Parameters and optimizer moments (the version is the caller's).
   // Load from an archive read onto device().
   void save_state(torch::serialize::OutputArchive& archive) const;
-  void load_state(torch::serialize::InputArchive& archive);  // throws c10::Error on a mismatch
+  // An error (invalid_field) on a missing or misshapen parameter.
+  Result<void> load_state(torch::serialize::InputArchive& archive);
   // Parameters from `rlx sft --out` (torch::save of the model).
-  Result<bool> load_model_file(const std::string& path);
+  Result<void> load_model_file(const std::string& path);
 
  private:
-  // Data-parallel: `values` summed over the ranks (as they are when alone).
-  std::vector<double> sum_over_ranks(std::vector<double> values) const;
   // The rank's statistics of an rl_step (and its hint KL sum) made the batch's.
   void gather_stats(TokenUpdateStats& s, double& hint_kl_sum) const;
 

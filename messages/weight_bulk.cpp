@@ -59,7 +59,7 @@ Result<bool> send_frame(int fd, const WireBuffer& frame) {
   return write_all(fd, frame.bytes().data(), frame.size());
 }
 
-Result<bool> read_all(int fd, void* data, std::size_t n) {
+Result<void> read_all(int fd, void* data, std::size_t n) {
   auto* p = static_cast<char*>(data);
   while (n > 0) {
     const auto r = ::recv(fd, p, n, MSG_WAITALL);
@@ -70,7 +70,7 @@ Result<bool> read_all(int fd, void* data, std::size_t n) {
     p += r;
     n -= static_cast<std::size_t>(r);
   }
-  return true;
+  return {};
 }
 
 Result<WireBuffer> read_frame(int fd, std::size_t max_bytes, kj::Array<capnp::word>* reuse = nullptr) {
@@ -97,41 +97,6 @@ WireBuffer leave(const std::string& reason, const std::string& sender) {
 }
 
 }  // namespace
-
-Result<WireBuffer> read_stream_frame(const ReadExact& read_exact, std::size_t max_bytes,
-                                     kj::Array<capnp::word>* reuse) {
-  std::uint32_t head[2];
-  if (auto r = read_exact(head, sizeof head); !r) return r.error();
-  const std::uint32_t segments = head[0] + 1;
-  if (head[0] >= 512) return make_error(Errc::malformed_message, "a frame claims " + std::to_string(segments) + " segments");
-  const std::size_t table_words = (segments + 2) / 2;  // count + sizes, padded to a word
-  std::vector<std::uint32_t> sizes(segments);
-  sizes[0] = head[1];
-  std::vector<std::uint32_t> rest(table_words * 2 - 2);
-  if (!rest.empty())
-    if (auto r = read_exact(rest.data(), rest.size() * 4); !r) return r.error();
-  std::uint64_t words = table_words;
-  for (std::uint32_t i = 0; i < segments; ++i) {
-    if (i > 0) sizes[i] = rest[i - 1];
-    words += sizes[i];
-  }
-  if (words * 8 > max_bytes)
-    return make_error(Errc::message_too_large,
-                      "a frame of " + std::to_string(words * 8) + " bytes (at most " + std::to_string(max_bytes) + ")");
-  kj::Array<capnp::word> array;
-  if (reuse) {
-    if (reuse->size() < words) *reuse = kj::heapArray<capnp::word>(words);
-    array = kj::Array<capnp::word>(reuse->begin(), words, kj::NullArrayDisposer::instance);
-  } else {
-    array = kj::heapArray<capnp::word>(words);
-  }
-  auto* bytes = reinterpret_cast<char*>(array.begin());
-  std::memcpy(bytes, head, sizeof head);
-  if (!rest.empty()) std::memcpy(bytes + sizeof head, rest.data(), rest.size() * 4);
-  const std::size_t have = table_words * 8;
-  if (auto r = read_exact(bytes + have, words * 8 - have); !r) return r.error();
-  return WireBuffer(std::move(array));
-}
 
 // ---- server ----
 

@@ -27,20 +27,11 @@
 #include "core/error.hpp"
 #include "core/logging.hpp"
 #include "messages/weight_chunks.hpp"
+#include "messages/stream_frame.hpp"
 #include "messages/weight_shelf.hpp"
 
 namespace rlx {
 
-// Fills exactly n bytes, or fails (closed, timed out, ...).
-using ReadExact = std::function<Result<bool>(void* into, std::size_t n)>;
-
-// Reads one Cap'n Proto stream frame (segment table, then segments) into a
-// word-aligned buffer. The table is checked before anything is allocated:
-// at most 512 segments and `max_bytes` in all. With `reuse`, the frame
-// goes into that buffer (grown when needed) and the WireBuffer returned
-// only views it: valid until the next read into it.
-Result<WireBuffer> read_stream_frame(const ReadExact& read_exact, std::size_t max_bytes,
-                                     kj::Array<capnp::word>* reuse = nullptr);
 
 struct BulkServerOptions {
   std::string host;                  // address to listen on ("" = every address)

@@ -118,27 +118,4 @@ Result<bool> compress_file(const fs::path& path, int level) {
   return true;
 }
 
-Result<std::uint64_t> framed_size(const std::uint8_t* bytes, std::uint64_t size, std::uint64_t pos,
-                                  std::uint64_t max_bytes) {
-  const std::uint64_t left = size - pos;
-  if (left < 8) return make_error(Errc::truncated_message, fmt::format("{} bytes left, a record needs at least 8", left));
-  std::uint32_t count_minus_one = 0;
-  std::memcpy(&count_minus_one, bytes + pos, 4);
-  const std::uint64_t segments = std::uint64_t{count_minus_one} + 1;
-  if (segments > 512) return make_error(Errc::malformed_message, fmt::format("framing claims {} segments", segments));
-  const std::uint64_t header = (4 + 4 * segments + 7) / 8 * 8;
-  if (header > left) return make_error(Errc::truncated_message, "the segment table is cut off");
-  std::uint64_t words = 0;
-  for (std::uint64_t i = 0; i < segments; ++i) {
-    std::uint32_t w = 0;
-    std::memcpy(&w, bytes + pos + 4 + 4 * i, 4);
-    words += w;
-  }
-  const std::uint64_t total = header + words * 8;
-  if (total > max_bytes) return make_error(Errc::message_too_large, fmt::format("framing claims {} bytes", total));
-  if (total > left)
-    return make_error(Errc::truncated_message, fmt::format("framing claims {} bytes, {} remain", total, left));
-  return total;
-}
-
 }  // namespace rlx::logfiles

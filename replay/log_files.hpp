@@ -45,9 +45,4 @@ Result<std::vector<std::uint8_t>> read_all(const DataFile& f, std::string* probl
 // removes `path`.
 Result<bool> compress_file(const fs::path& path, int level);
 
-// Length of the framed message starting at bytes[pos]: an error when the
-// framing is malformed or announces more bytes than remain (truncated).
-Result<std::uint64_t> framed_size(const std::uint8_t* bytes, std::uint64_t size, std::uint64_t pos,
-                                  std::uint64_t max_bytes);
-
 }  // namespace rlx::logfiles

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "messages/stream_frame.hpp"
+
 namespace rlx {
 
 namespace fs = std::filesystem;
@@ -25,7 +27,7 @@ std::optional<std::vector<IndexEntryData>> load_index(const fs::path& path, std:
   std::vector<IndexEntryData> out;
   std::uint64_t pos = 0;
   while (pos < raw.size()) {
-    auto n = logfiles::framed_size(raw.data(), raw.size(), pos, 1 << 16);
+    auto n = framed_size(raw.data(), raw.size(), pos, 1 << 16);
     if (!n) {
       problem = fmt::format("index {} damaged at byte {}: {}; using its first {} entries", path.string(), pos,
                             n.error().message, out.size());
@@ -69,7 +71,7 @@ class FileReader {
     std::uint64_t pos = 0;
     std::vector<std::uint64_t> bad_offsets;  // reported already: not again by the index check
     while (pos < size) {
-      auto n = logfiles::framed_size(data, size, pos, options_.decode.max_bytes);
+      auto n = framed_size(data, size, pos, options_.decode.max_bytes);
       Result<LogEntryData> entry = n ? decode_log_entry(WireBuffer::copy_of(data + pos, *n), options_.with_segments,
                                                         options_.decode)
                                      : Result<LogEntryData>(n.error());

@@ -70,7 +70,8 @@ Result<OfflineTraining> train_offline(const std::filesystem::path& log, const Of
   out.read = std::move(report).value();
   out.segments = data.size();
   if (data.empty()) return make_error(Errc::not_found, log.string() + ": the log holds no segments to train on");
-  Trainer trainer(o.trainer);
+  auto trainer_ptr = make_trainer(o.trainer);
+  Trainer& trainer = *trainer_ptr;
   std::vector<std::size_t> order(data.size());
   std::mt19937_64 rng(o.shuffle_seed);
   for (int pass = 0; pass < o.passes; ++pass) {

@@ -1,6 +1,9 @@
 // Shared test fixtures: small valid messages and configs.
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <string>
 
 #include "core/config.hpp"
@@ -23,6 +26,23 @@ Result<ClusterConfig> parse(const std::string& text);
 
 // The largest difference between two weight sets' values (same layout).
 double max_diff(const WeightSetData& a, const WeightSetData& b);
+
+// A fresh, empty directory of this test process (named `name`-pid under
+// the system's temporary directory), removed with everything in it.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
 
 // Connects to 127.0.0.1:port, writes `n` random bytes (from `seed`), closes.
 void send_garbage(std::uint16_t port, std::size_t n, std::uint32_t seed = 7);

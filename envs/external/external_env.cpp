@@ -15,11 +15,11 @@
 #include <capnp/serialize.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "messages/extenv.capnp.h"
+#include "messages/stream_frame.hpp"
 
 extern char** environ;
 
@@ -72,28 +72,22 @@ void ExternalEnv::start() {
     close(in_pipe[1]);
     throw EnvFailure(options_.name + ": pipe: " + std::strerror(errno));
   }
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, in_pipe[0], STDIN_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, out_pipe[1], STDOUT_FILENO);
-  if (!options_.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, options_.cwd.c_str());
-  std::vector<char*> argv, envp;
-  for (auto& a : options_.argv) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (char** e = environ; *e; ++e) envp.push_back(*e);
-  for (auto& e : options_.env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  int rc = posix_spawnp(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
+  ChildOptions co;
+  co.env = options_.env;
+  co.stdin_fd = in_pipe[0];
+  co.stdout_fd = out_pipe[1];
+  co.cwd = options_.cwd;
+  co.search_path = true;  // "python3 env.py"
+  auto child = spawn_child(options_.argv, co);
+  pid_ = child ? *child : -1;
   close(in_pipe[0]);
   close(out_pipe[1]);
   to_child_ = in_pipe[1];
   from_child_ = out_pipe[0];
   buffer_.clear();
-  if (rc != 0) {
-    pid_ = -1;
+  if (!child) {
     // Reported on the first exchange as "the process is not running".
-    options_.log->error("{}: cannot start '{}': {}", options_.name, options_.argv[0], std::strerror(rc));
+    options_.log->error("{}: {}", options_.name, child.error().message);
   }
 }
 
@@ -198,32 +192,20 @@ bool ExternalEnv::exchange(const std::vector<unsigned char>& request, std::vecto
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
   if (options_.protocol == "json") return read_line(reply, deadline, why);
-  unsigned char head[8];
-  if (!read_bytes(head, 8, deadline, why)) return false;
-  std::uint32_t count = 0, first = 0;
-  std::memcpy(&count, head, 4);
-  std::memcpy(&first, head + 4, 4);
-  count += 1;
-  if (count > 512) {
-    why = "garbage: not a Cap'n Proto frame";
+  auto frame = read_stream_frame(
+      [&](void* into, std::size_t n) -> Result<void> {
+        if (!read_bytes(static_cast<unsigned char*>(into), n, deadline, why)) return make_error(Errc::io, why);
+        return {};
+      },
+      kMaxReplyBytes);
+  if (!frame) {
+    if (frame.error().code != Errc::io) why = "garbage: " + frame.error().message;  // else: why says it
     return false;
   }
-  const std::size_t head_bytes = (4 + 4 * count + 7) / 8 * 8;
-  reply.assign(head, head + 8);
-  reply.resize(head_bytes);
-  if (head_bytes > 8 && !read_bytes(reply.data() + 8, head_bytes - 8, deadline, why)) return false;
-  std::size_t words = 0;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    std::uint32_t w = 0;
-    std::memcpy(&w, reply.data() + 4 + 4 * i, 4);
-    words += w;
-  }
-  if (words * 8 > kMaxReplyBytes) {
-    why = "garbage: a frame larger than 64 MiB";
-    return false;
-  }
-  reply.resize(head_bytes + words * 8);
-  return read_bytes(reply.data() + head_bytes, words * 8, deadline, why);
+  const auto bytes = frame->bytes();
+  reply.assign(reinterpret_cast<const unsigned char*>(bytes.data()),
+               reinterpret_cast<const unsigned char*>(bytes.data()) + bytes.size());
+  return true;
 }
 
 namespace {

@@ -65,7 +65,7 @@ struct Rig {
     REQUIRE(spec.num_actions == 5);
     const PolicyConfig policy;
     store = spawn_weight_store(f.system, WeightStoreOptions{4, 64 << 10, f.log});
-    const WeightSetData w = Trainer(TrainerOptions{LearnerConfig{}, policy, spec.obs_dim, spec.num_actions, 1}).weights();
+    const WeightSetData w = make_trainer(TrainerOptions{LearnerConfig{}, policy, spec.obs_dim, spec.num_actions, 1})->weights();
     f.self->send(store, publish_atom::value, WireMsg{encode(w, "test")});
     learner = f.system.spawn(forwarding_learner, caf::actor{f.self});
     coordinator = f.system.spawn(test::stub_coordinator, caf::actor{});

@@ -63,7 +63,7 @@ TEST_CASE("an explorer rebound to a restarted head drops what the dead head's ne
   const EnvSpec spec = factory(1, 0, 1)->spec();
   const PolicyConfig policy;
   auto store = spawn_weight_store(f.system, WeightStoreOptions{4, 64 << 10, f.log});
-  WeightSetData w = Trainer(TrainerOptions{LearnerConfig{}, policy, spec.obs_dim, spec.num_actions, 1}).weights();
+  WeightSetData w = make_trainer(TrainerOptions{LearnerConfig{}, policy, spec.obs_dim, spec.num_actions, 1})->weights();
   w.version = 5;  // the dead head's newest: the restarted one resumes at v2
   f.self->send(store, publish_atom::value, WireMsg{encode(w, "test")});
   std::vector<caf::actor> stubs;

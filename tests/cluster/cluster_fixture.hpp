@@ -23,6 +23,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/child_process.hpp"
+#include "tests/helpers.hpp"
 #include "tests/metrics_fixture.hpp"
 
 namespace rlx::test {
@@ -208,16 +209,5 @@ inline pid_t start_split_run(const fs::path& config, const fs::path& dir, int no
   return pid;
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / (name + "-" + std::to_string(getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 }  // namespace rlx::test

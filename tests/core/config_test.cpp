@@ -92,13 +92,15 @@ TEST_CASE("a topology without a learner or explorers is refused", "[core][config
 }
 
 TEST_CASE("rlx launch exits 2 with the message on a bad config", "[core][config][tools]") {
-  const std::string path = "rlx_bad_config_test.toml";
+  test::TempDir dir("rlx-bad-config");
+  const std::string path = (dir.path / "rlx_bad_config_test.toml").string();
+  const std::string err_path = (dir.path / "err.txt").string();
   std::ofstream(path) << "[run]\nmax_staleness = -3\n" << valid_nodes();
-  const std::string cmd = std::string(RLX_BINARY) + " launch " + path + " 2> rlx_bad_config_test.err";
+  const std::string cmd = std::string(RLX_BINARY) + " launch " + path + " 2> " + err_path;
   int status = std::system(cmd.c_str());
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 2);
-  std::ifstream err("rlx_bad_config_test.err");
+  std::ifstream err(err_path);
   std::string text((std::istreambuf_iterator<char>(err)), {});
   CHECK(text.find("rlx_bad_config_test.toml:2:17") != std::string::npos);
   CHECK(text.find("run.max_staleness") != std::string::npos);

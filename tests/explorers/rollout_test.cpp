@@ -2,7 +2,7 @@
 
 #include "envs/vector_env.hpp"
 #include "explorers/rollout.hpp"
-#include "learner/trainer.hpp"
+#include "learner/mlp_trainer.hpp"
 #include "tests/helpers.hpp"
 
 using namespace rlx;
@@ -16,7 +16,7 @@ RolloutOptions options(std::int64_t T, std::int64_t B) {
 
 TEST_CASE("an explorer records the version of every step across a weight swap", "[explorers][weights]") {
   auto cfg = test::default_config();
-  Trainer trainer(TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1});
+  MlpTrainer trainer(TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1});
   Rollout rollout(options(6, 2));
   VectorEnv env(*builtin_envs().find("cartpole"), 1, 0, 2);
   EnvStepResultData r;
@@ -72,7 +72,7 @@ TEST_CASE("an explorer refuses weights that do not fit its policy", "[explorers]
 TEST_CASE("an explorer drops the steps in hand and goes on with the next segment and its running episodes",
           "[explorers][resume]") {
   auto cfg = test::default_config();
-  Trainer trainer(TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1});
+  MlpTrainer trainer(TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1});
   Rollout rollout(options(4, 2));
   VectorEnv env(*builtin_envs().find("cartpole"), 1, 0, 2);
   EnvStepResultData r;

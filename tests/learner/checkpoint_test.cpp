@@ -39,14 +39,7 @@ void feed(LearnerCore& core, std::uint32_t first, std::uint32_t n) {
   }
 }
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / name) { fs::remove_all(path); }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using test::TempDir;
 
 }  // namespace
 

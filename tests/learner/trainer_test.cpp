@@ -1,7 +1,7 @@
 #include "tests/torch_catch.hpp"
 
 #include "learner/run_stats.hpp"
-#include "learner/trainer.hpp"
+#include "learner/mlp_trainer.hpp"
 #include "policy/weights_io.hpp"
 #include "tests/helpers.hpp"
 
@@ -16,7 +16,7 @@ TrainerOptions options(const std::string& algorithm) {
 }  // namespace
 
 TEST_CASE("a PPO update bumps the version and changes the weights", "[learner][ppo]") {
-  Trainer t(options("ppo"));
+  MlpTrainer t(options("ppo"));
   auto before = t.weights().checksum;
   auto a = test::make_segment(16, 4, 0), b = test::make_segment(16, 4, 0, 1);
   auto stats = t.update({&a, &b}).value();
@@ -29,7 +29,7 @@ TEST_CASE("a PPO update bumps the version and changes the weights", "[learner][p
 }
 
 TEST_CASE("a V-trace update bumps the version and changes the weights", "[learner][vtrace]") {
-  Trainer t(options("vtrace"));
+  MlpTrainer t(options("vtrace"));
   auto before = t.weights().checksum;
   auto a = test::make_segment(16, 4, 0);
   t.update({&a});
@@ -38,7 +38,7 @@ TEST_CASE("a V-trace update bumps the version and changes the weights", "[learne
 }
 
 TEST_CASE("the same seed and segments give bit-identical weights", "[learner][determinism]") {
-  Trainer t1(options("ppo")), t2(options("ppo"));
+  MlpTrainer t1(options("ppo")), t2(options("ppo"));
   auto a = test::make_segment(16, 4, 0), b = test::make_segment(8, 4, 0, 1);
   for (int i = 0; i < 3; ++i) {
     t1.update({&a, &b});

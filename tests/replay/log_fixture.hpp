@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "messages/codec.hpp"
+#include "messages/stream_frame.hpp"
 #include "replay/log_reader.hpp"
 #include "replay/log_writer.hpp"
 #include "tests/helpers.hpp"
@@ -19,17 +20,6 @@ namespace rlx::test {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) : path(fs::temp_directory_path() / name) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // A log of a start entry, then `segments` rollouts (a weights entry after
 // every 4th): seq 0 is the start.
@@ -64,7 +54,7 @@ inline std::vector<IndexEntryData> read_index(const fs::path& p) {
   std::vector<IndexEntryData> out;
   std::uint64_t pos = 0;
   while (pos < raw.size()) {
-    auto n = logfiles::framed_size(raw.data(), raw.size(), pos, 1 << 16);
+    auto n = framed_size(raw.data(), raw.size(), pos, 1 << 16);
     REQUIRE(n.ok());
     auto e = decode_index_entry(WireBuffer::copy_of(raw.data() + pos, *n));
     REQUIRE(e.ok());

@@ -114,7 +114,7 @@ TEST_CASE("a policy trained offline from a CartPole log reaches a useful return"
   eo.episodes = 16;
   eo.seed = 424242;
   auto factory = make_batch_env_factory(cfg.run.env, cfg.external, builtin_envs(), null_logger());
-  auto before = evaluate(Trainer(o.trainer).weights(), factory, eo);
+  auto before = evaluate(make_trainer(o.trainer)->weights(), factory, eo);
   auto after = evaluate(trained->weights, factory, eo);
   REQUIRE(before.ok());
   REQUIRE(after.ok());

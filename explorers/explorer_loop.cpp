@@ -1,0 +1,165 @@
+#include "explorers/explorer_loop.hpp"
+
+#include <algorithm>
+
+namespace rlx {
+
+ExplorerLoop::ExplorerLoop(const ExplorerLoopOptions& options, SegmentSource& engine)
+    : options_(options), engine_(engine), credits_(options.credits) {}
+
+ExplorerLoop::Next ExplorerLoop::next() {
+  if (step_in_flight_) return Next::wait;
+  // Draining: the segment in hand is finished and sent (its credit
+  // awaited), held segments wait for their rewards (each request ends:
+  // answered, re-asked or given up), then it leaves.
+  const bool in_hand = started_ && has_weights() && engine_.steps_in_segment() > 0;
+  if (draining_ && !in_hand) return !pending_ && deferred_.held() == 0 ? Next::leave : Next::wait;
+  // Every step is labelled with the version that chose it, so the first
+  // step waits for the learner's weights.
+  if (!started_ || !has_weights() || paused_) return Next::wait;
+  if (pending_) return Next::wait;  // no credit: wait for an ack
+  if (engine_.steps_in_segment() == 0) {
+    const auto v = engine_.version();
+    if (follower_.newest() > v + options_.max_staleness) return Next::wait;  // fetch first (pacing)
+    if (options_.sync && v < sync_wait_for_) return Next::wait;             // sync: wait for the next version
+    if (deferred_.held() >= options_.max_held) return Next::wait;           // rewards first
+  }
+  step_in_flight_ = true;
+  return Next::step;
+}
+
+bool ExplorerLoop::segment_done(Segment seg) {
+  if (check_segment_above_ && seg.newest_version() > *check_segment_above_) {
+    // Completed by the step that was in flight at a rebind: the dead head's weights.
+    deferred_.forget(seg.sequence);
+    check_segment_above_.reset();
+    return false;
+  }
+  if (options_.sync) sync_wait_for_ = seg.policy_versions.back() + 1;
+  deferred_.finished(std::move(seg));
+  release();
+  return true;
+}
+
+std::optional<RewardAsk> ExplorerLoop::deferred(std::uint64_t sequence, std::uint32_t t, std::uint32_t env,
+                                                std::uint32_t episode) {
+  const auto id = deferred_.note(sequence, t, env, episode);
+  if (options_.reward_workers == 0) {
+    if (!std::exchange(warned_no_pool_, true)) warn_no_pool_ = true;
+    deferred_.scored(id, 0.0f);  // released with the segment, after the step
+    return std::nullopt;
+  }
+  return RewardAsk{id, next_worker_++, 0};
+}
+
+void ExplorerLoop::scored(std::uint64_t id, float score, std::string hint) {
+  deferred_.scored(id, score, std::move(hint));
+  release();
+}
+
+std::optional<RewardAsk> ExplorerLoop::reward_failed(const RewardAsk& ask) {
+  if (ask.attempt + 1 < options_.reward_attempts) return RewardAsk{ask.id, ask.worker + 1, ask.attempt + 1};
+  scored(ask.id, 0.0f);
+  return std::nullopt;
+}
+
+WeightFetch ExplorerLoop::fetch(std::uint64_t version, bool latest) {
+  return WeightFetch{version, latest, follower_.fetch_started()};
+}
+
+std::optional<WeightFetch> ExplorerLoop::announced(std::uint64_t version) {
+  follower_.announced(version);
+  if (follower_.behind() && !follower_.fetch_in_flight()) return fetch(follower_.newest(), false);
+  return std::nullopt;
+}
+
+ExplorerLoop::Fetched ExplorerLoop::fetched(const WeightFetch& asked, const WeightSetData* w) {
+  Fetched out;
+  if (!follower_.fetched(asked.epoch)) {
+    // Asked before a rebind: possibly the dead head's weights. Ask again.
+    if (!has_weights() || follower_.newest() > engine_.version()) out.next = fetch(0, true);
+    return out;
+  }
+  if (w && (!has_weights() || w->version > engine_.version())) {
+    if (auto ok = engine_.load_weights(*w); !ok) {
+      out.rejected = ok.error();
+    } else {
+      follower_.hold(w->version);
+      out.loaded = true;
+    }
+  }
+  // Newer than what runs, and than weights just refused (asking for those
+  // again would only be refused again).
+  const auto have = out.rejected ? std::max(engine_.version(), w->version) : engine_.version();
+  if (follower_.newest() > have) out.next = fetch(follower_.newest(), false);
+  return out;
+}
+
+ExplorerLoop::FetchFailed ExplorerLoop::fetch_failed(const WeightFetch& asked) {
+  const bool current = follower_.fetched(asked.epoch);
+  if (!current && !asked.latest) return {FetchFailure::before_rebind, fetch(0, true)};
+  // After a rebind the node's store is empty until the new head's weights arrive (an announcement).
+  if (!has_weights() && follower_.epoch() > 0) return {FetchFailure::empty_after_rebind, std::nullopt};
+  // The store evicted that version: ask for the newest instead. If the
+  // store itself failed, the next announcement retries.
+  if (!asked.latest) return {FetchFailure::evicted, fetch(0, true)};
+  return {FetchFailure::newest_failed, std::nullopt};
+}
+
+void ExplorerLoop::ack() {
+  ++credits_;
+  if (pending_) offer(*std::exchange(pending_, std::nullopt));
+  release();
+}
+
+void ExplorerLoop::offer(Segment segment) {
+  if (credits_ > 0 && !paused_) {
+    --credits_;
+    outbox_.push_back(Outgoing{Outgoing::Kind::segment, 0, std::move(segment)});
+  } else {
+    pending_ = std::move(segment);
+  }
+}
+
+void ExplorerLoop::release() {
+  while (!pending_) {
+    auto seg = deferred_.ready();
+    if (!seg) return;
+    outbox_.push_back(Outgoing{Outgoing::Kind::produced, ++produced_, {}});
+    offer(std::move(*seg));
+  }
+}
+
+ExplorerLoop::Rebound ExplorerLoop::rebind(std::uint64_t valid) {
+  Rebound r;
+  paused_ = false;
+  credits_ = options_.credits;  // the dead learner's acks will not come
+  // A segment counts as made when it is released to be sent: the pending
+  // one is, and dropping it makes it lost; held ones (waiting for rewards)
+  // and the steps in hand are not, and go as dropped steps.
+  r.pending_dropped = pending_ && pending_->newest_version() > valid;
+  if (r.pending_dropped) pending_.reset();
+  r.held_dropped = deferred_.drop_newer_than(valid);
+  // Weights newer than `valid` are the dead head's: wait for the new
+  // head's. The node's store forgot the dead head's sets before the rebind
+  // was sent, so whatever it holds now is the new head's.
+  follower_.restart(valid);
+  if (!has_weights() && !follower_.fetch_in_flight()) r.fetch = fetch(0, true);
+  check_segment_above_ = valid;
+  r.dropped_steps = check_segment();
+  r.produced = produced_;
+  r.kept = pending_ ? 1 : 0;
+  if (pending_) offer(*std::exchange(pending_, std::nullopt));
+  return r;
+}
+
+std::uint64_t ExplorerLoop::check_segment() {
+  if (!check_segment_above_ || step_in_flight_) return 0;
+  const std::uint64_t valid = *std::exchange(check_segment_above_, std::nullopt);
+  const auto steps = engine_.steps_in_segment();
+  if (steps == 0 || engine_.newest_in_segment() <= valid) return 0;
+  deferred_.forget(engine_.drop_segment());
+  return steps;
+}
+
+}  // namespace rlx

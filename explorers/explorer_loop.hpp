@@ -1,0 +1,179 @@
+// The explorer's decisions, without the actor: when to step, when to fetch
+// weights and which, when a segment may go to the learner (credits), when
+// it must wait (staleness pacing, sync mode, segments held for deferred
+// rewards), when to leave (drain), what a restarted head costs (the
+// rebind) and where a reward request goes next. The explorer actor
+// (actors/explorer_actor.cpp) feeds it events (a step done, weights
+// announced or fetched, an ack, a reward, a drain, a pause, a rebind) and
+// carries out what it says: it sends what outbox() holds, makes the fetch
+// or reward request returned, and steps when next() says step. CAF-free;
+// single-threaded (owned by one actor). Tested decision by decision in
+// tests/explorers/explorer_loop_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "explorers/deferred_rewards.hpp"
+#include "explorers/segment_source.hpp"
+#include "explorers/weight_follower.hpp"
+
+namespace rlx {
+
+struct ExplorerLoopOptions {
+  std::uint64_t max_staleness = 4;   // no new segment while the newest version announced is further ahead
+  bool sync = false;                 // wait for a new version after every segment
+  std::uint32_t credits = 2;         // segments in flight to the learner (unacknowledged)
+  std::size_t max_held = 4;          // segments held for rewards before the explorer pauses
+  std::size_t reward_workers = 0;    // the node's reward pool (0: deferred rewards score 0)
+  int reward_attempts = 3;           // workers asked in all before a reward is given up
+};
+
+// A weight fetch to make: `version` exactly, or the newest the store holds.
+struct WeightFetch {
+  std::uint64_t version = 0;
+  bool latest = false;
+  std::uint64_t epoch = 0;  // hand back with the answer
+};
+
+// A request to score deferred episode `id` on reward worker `worker` (an
+// index into the pool, taken modulo its size), the `attempt`-th (from 0).
+struct RewardAsk {
+  std::uint64_t id = 0;
+  std::size_t worker = 0;
+  int attempt = 0;
+};
+
+// What to send, in order: a segment made (counted to the coordinator
+// before it leaves, so a node that dies with it in hand is known to have
+// lost it), or a segment to the learner (its credit taken).
+struct Outgoing {
+  enum class Kind { produced, segment } kind = Kind::segment;
+  std::uint64_t produced = 0;  // kind produced: the explorer's count so far
+  Segment segment;             // kind segment
+};
+
+class ExplorerLoop {
+ public:
+  // `engine`: the explorer's compute (not owned; outlives the loop).
+  ExplorerLoop(const ExplorerLoopOptions& options, SegmentSource& engine);
+
+  enum class Next { wait, step, leave };
+  // What to do now: step (the step is then in flight until step_done()),
+  // wait for an event, or leave (drained: nothing in hand, pending or held).
+  Next next();
+
+  // The environments gave their first observations (a token policy has
+  // none to wait for: call it at once).
+  void started() { started_ = true; }
+  bool is_started() const { return started_; }
+  // The environments' reset is out: its result comes back as a step.
+  void reset_sent() { step_in_flight_ = true; }
+  // The step in flight ended (its result is in the engine).
+  void step_done() { step_in_flight_ = false; }
+  bool step_in_flight() const { return step_in_flight_; }
+
+  // A segment is complete: held for its deferred rewards, then released.
+  // A segment completed by the step in flight at a rebind, with steps of
+  // versions the restarted head never made, is dropped: returns false.
+  bool segment_done(Segment segment);
+
+  // Deferred rewards. An episode ended with its reward deferred: where to
+  // ask (nullopt when the node has no reward worker: the episode is
+  // scored 0 at once and no_pool_warning() says so, once).
+  std::optional<RewardAsk> deferred(std::uint64_t sequence, std::uint32_t t, std::uint32_t env, std::uint32_t episode);
+  bool no_pool_warning() { return std::exchange(warn_no_pool_, false); }
+  // A score came back (0 for one given up).
+  void scored(std::uint64_t id, float score, std::string hint = {});
+  // The request failed or timed out: the next worker to ask, or nullopt
+  // when every attempt is spent (the episode is then scored 0).
+  std::optional<RewardAsk> reward_failed(const RewardAsk& ask);
+
+  // Weights. The store announced `version`: the fetch to make, if any.
+  std::optional<WeightFetch> announced(std::uint64_t version);
+  // A fetch answered with `weights` (null: the answer did not decode). The
+  // loop loads them when they are newer (or the first); returns what came
+  // of it and the fetch to make next, if any.
+  struct Fetched {
+    bool loaded = false;                  // the engine now runs these weights
+    std::optional<Error> rejected;        // they did not fit the engine
+    std::optional<WeightFetch> next;      // a newer version to fetch
+  };
+  Fetched fetched(const WeightFetch& asked, const WeightSetData* weights);
+  // A fetch failed: why it matters and what to ask instead.
+  enum class FetchFailure {
+    before_rebind,       // asked of the dead head's store: ask again
+    empty_after_rebind,  // the node's store has nothing yet: the next announcement fetches
+    evicted,             // that version is gone (the explorer fell behind): ask for the newest
+    newest_failed,       // the store could not give its newest: the next announcement retries
+  };
+  struct FetchFailed {
+    FetchFailure why;
+    std::optional<WeightFetch> next;
+  };
+  FetchFailed fetch_failed(const WeightFetch& asked);
+  bool has_weights() const { return follower_.held().has_value(); }
+  std::uint64_t newest_known() const { return follower_.newest(); }
+
+  // Credits: the learner acknowledged a segment.
+  void ack();
+  // Drain: finish and send the segment in hand, wait for held rewards, leave.
+  void drain() { draining_ = true; }
+  // The node lost its head: no step, no segment sent until rebind().
+  void pause() { paused_ = true; }
+  bool paused() const { return paused_; }
+
+  // The node reached a restarted head that vouches for versions up to
+  // `valid`: what was made with the dead head's newer weights goes (the
+  // pending segment is counted lost, held ones and the steps in hand are
+  // dropped), credits are reset (the dead learner's acks will not come)
+  // and the explorer rejoins with its counts.
+  struct Rebound {
+    bool pending_dropped = false;
+    std::size_t held_dropped = 0;
+    std::uint64_t dropped_steps = 0;   // steps in hand dropped now (else checked after the step in flight)
+    std::uint64_t produced = 0;        // segments made in its life (for the rejoin)
+    std::uint64_t kept = 0;            // of those, still to send
+    std::optional<WeightFetch> fetch;  // the new head's weights
+  };
+  Rebound rebind(std::uint64_t valid);
+  // After a step: the steps in hand that a rebind found newer than the
+  // restarted head's versions (checked once no step is in flight); the
+  // number dropped (0: none).
+  std::uint64_t check_segment();
+
+  // Messages to send, in order; taken by the actor after each event.
+  std::vector<Outgoing> take_outbox() { return std::exchange(outbox_, {}); }
+
+  std::uint32_t credits() const { return credits_; }
+  bool has_pending() const { return pending_.has_value(); }
+  std::size_t held() const { return deferred_.held(); }
+  std::uint64_t produced() const { return produced_; }
+
+ private:
+  void offer(Segment segment);  // to the learner if a credit allows, else pending
+  void release();               // held segments whose rewards are in, while nothing is pending
+  WeightFetch fetch(std::uint64_t version, bool latest);
+
+  ExplorerLoopOptions options_;
+  SegmentSource& engine_;
+  WeightFollower follower_;
+  DeferredRewards deferred_;
+  std::optional<Segment> pending_;     // a segment waiting for a credit
+  std::vector<Outgoing> outbox_;
+  std::uint32_t credits_ = 0;
+  std::uint64_t sync_wait_for_ = 0;    // sync mode: the version needed before the next segment
+  std::uint64_t produced_ = 0;
+  std::size_t next_worker_ = 0;
+  std::optional<std::uint64_t> check_segment_above_;
+  bool started_ = false;
+  bool step_in_flight_ = false;
+  bool draining_ = false;
+  bool paused_ = false;
+  bool warned_no_pool_ = false;
+  bool warn_no_pool_ = false;
+};
+
+}  // namespace rlx

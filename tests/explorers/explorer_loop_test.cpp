@@ -1,0 +1,333 @@
+// The explorer's decisions on their own (explorers/explorer_loop.hpp), the
+// way a rate limiter is tested: credits, staleness pacing, sync mode,
+// segments held for rewards, drain, the restarted-head rebind, weight
+// fetches and reward retries, each against a fake engine.
+#include <catch2/catch.hpp>
+
+#include "explorers/explorer_loop.hpp"
+
+using namespace rlx;
+
+namespace {
+
+// A SegmentSource whose segment in hand and weights the test sets.
+struct FakeEngine : SegmentSource {
+  std::uint64_t v = 0, steps = 0, newest = 0, next_sequence = 0;
+  bool refuse = false;
+  int loads = 0;
+  Result<bool> load_weights(const WeightSetData& w) override {
+    if (refuse) return make_error(Errc::invalid_field, "another shape");
+    v = w.version;
+    ++loads;
+    return true;
+  }
+  std::uint64_t version() const override { return v; }
+  std::uint64_t steps_in_segment() const override { return steps; }
+  std::uint64_t newest_in_segment() const override { return newest; }
+  std::uint64_t drop_segment() override {
+    steps = newest = 0;
+    return next_sequence++;
+  }
+};
+
+WeightSetData weights(std::uint64_t version) {
+  WeightSetData w;
+  w.version = version;
+  return w;
+}
+
+Segment segment(std::uint64_t sequence, std::uint64_t version) {
+  Segment s;
+  s.sequence = sequence;
+  s.num_steps = 2;
+  s.num_envs = 1;
+  s.policy_versions = {version, version};
+  s.rewards = {0, 0};
+  s.episode_returns = {0};
+  return s;
+}
+
+// A loop that has its environments and weights of `version`, ready to step.
+struct Ready {
+  explicit Ready(ExplorerLoopOptions o = {}, std::uint64_t version = 1) : loop(o, engine) {
+    loop.started();
+    auto f = loop.announced(version);
+    REQUIRE(f);
+    const auto w = weights(version);
+    REQUIRE(loop.fetched(*f, &w).loaded);
+  }
+  FakeEngine engine;
+  ExplorerLoop loop;
+};
+
+std::size_t segments_in(const std::vector<Outgoing>& out) {
+  std::size_t n = 0;
+  for (const auto& o : out) n += o.kind == Outgoing::Kind::segment;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("an explorer takes no step before its environments and the learner's weights are there",
+          "[explorers][loop]") {
+  FakeEngine engine;
+  ExplorerLoop loop({}, engine);
+  CHECK(loop.next() == ExplorerLoop::Next::wait);
+  loop.started();
+  CHECK(loop.next() == ExplorerLoop::Next::wait);  // no weights yet
+  auto f = loop.announced(3);
+  REQUIRE(f);
+  CHECK(f->version == 3);
+  CHECK_FALSE(f->latest);
+  CHECK_FALSE(loop.announced(4));  // one fetch at a time
+  const auto w = weights(3);
+  auto got = loop.fetched(*f, &w);
+  CHECK(got.loaded);
+  REQUIRE(got.next);  // v4 was announced meanwhile
+  CHECK(got.next->version == 4);
+  CHECK(loop.next() == ExplorerLoop::Next::step);
+  CHECK(loop.next() == ExplorerLoop::Next::wait);  // the step is in flight
+  loop.step_done();
+  CHECK(loop.next() == ExplorerLoop::Next::step);
+}
+
+TEST_CASE("an explorer sends at most `credits` segments before the learner acknowledges one", "[explorers][loop]") {
+  ExplorerLoopOptions o;
+  o.credits = 2;
+  Ready r(o);
+  for (std::uint64_t i = 0; i < 3; ++i) REQUIRE(r.loop.segment_done(segment(i, 1)));
+  auto out = r.loop.take_outbox();
+  CHECK(segments_in(out) == 2);
+  CHECK(out.size() == 5);  // each made segment counted before it leaves: 3 counts, 2 segments
+  CHECK(out[0].kind == Outgoing::Kind::produced);
+  CHECK(out[0].produced == 1);
+  CHECK(r.loop.has_pending());
+  CHECK(r.loop.credits() == 0);
+  CHECK(r.loop.next() == ExplorerLoop::Next::wait);  // the third waits for a credit
+  r.loop.ack();
+  out = r.loop.take_outbox();
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].segment.sequence == 2);
+  CHECK_FALSE(r.loop.has_pending());
+  CHECK(r.loop.next() == ExplorerLoop::Next::step);
+}
+
+TEST_CASE("an explorer starts no segment while the newest version is more than max_staleness ahead of its own",
+          "[explorers][loop][staleness]") {
+  ExplorerLoopOptions o;
+  o.max_staleness = 2;
+  Ready r(o, 1);
+  auto f = r.loop.announced(3);  // 2 ahead: still within the bound
+  REQUIRE(f);
+  CHECK(r.loop.next() == ExplorerLoop::Next::step);
+  r.loop.step_done();
+  r.engine.steps = 1;  // a segment in hand is finished whatever the lag
+  CHECK_FALSE(r.loop.announced(4));  // the fetch of v3 is still out
+  CHECK(r.loop.next() == ExplorerLoop::Next::step);
+  r.loop.step_done();
+  r.engine.steps = 0;
+  CHECK(r.loop.next() == ExplorerLoop::Next::wait);  // v4 is 3 ahead of v1: fetch first
+  const auto w = weights(3);
+  auto got = r.loop.fetched(*f, &w);
+  REQUIRE(got.next);
+  CHECK(got.next->version == 4);
+  CHECK(r.loop.next() == ExplorerLoop::Next::step);  // v3 vs v4
+}
+
+TEST_CASE("in sync mode an explorer waits for a newer version after each segment", "[explorers][loop][sync]") {
+  ExplorerLoopOptions o;
+  o.sync = true;
+  Ready r(o, 5);
+  REQUIRE(r.loop.segment_done(segment(0, 5)));
+  CHECK(r.loop.next() == ExplorerLoop::Next::wait);
+  auto f = r.loop.announced(6);
+  REQUIRE(f);
+  CHECK(r.loop.next() == ExplorerLoop::Next::wait);  // announced, not yet loaded
+  const auto w = weights(6);
+  REQUIRE(r.loop.fetched(*f, &w).loaded);
+  CHECK(r.loop.next() == ExplorerLoop::Next::step);
+}
+
+TEST_CASE("an explorer pauses at max_held segments waiting for rewards and releases them in order once scored",
+          "[explorers][loop][reward]") {
+  ExplorerLoopOptions o;
+  o.max_held = 1;
+  o.reward_workers = 2;
+  Ready r(o);
+  auto ask = r.loop.deferred(0, 1, 0, 0);
+  REQUIRE(ask);
+  CHECK(ask->worker == 0);
+  CHECK(ask->attempt == 0);
+  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  CHECK(r.loop.take_outbox().empty());
+  CHECK(r.loop.held() == 1);
+  CHECK(r.loop.next() == ExplorerLoop::Next::wait);
+  r.loop.scored(ask->id, 1.0f);
+  auto out = r.loop.take_outbox();
+  REQUIRE(segments_in(out) == 1);
+  CHECK(out.back().segment.rewards[1] == 1.0f);
+  CHECK(r.loop.next() == ExplorerLoop::Next::step);
+}
+
+TEST_CASE("a failed reward request goes to the next worker, reward_attempts times in all, then scores 0",
+          "[explorers][loop][reward]") {
+  ExplorerLoopOptions o;
+  o.reward_workers = 3;
+  o.reward_attempts = 3;
+  Ready r(o);
+  auto first = r.loop.deferred(0, 1, 0, 0);
+  auto second = r.loop.deferred(0, 1, 0, 0);
+  REQUIRE(first);
+  REQUIRE(second);
+  CHECK(second->worker == 1);  // new requests go round the pool
+  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  r.loop.scored(second->id, 0.5f);
+  auto a1 = r.loop.reward_failed(*first);
+  REQUIRE(a1);
+  CHECK(a1->worker == 1);
+  CHECK(a1->attempt == 1);
+  auto a2 = r.loop.reward_failed(*a1);
+  REQUIRE(a2);
+  CHECK(a2->worker == 2);
+  CHECK(r.loop.take_outbox().empty());  // still held
+  CHECK_FALSE(r.loop.reward_failed(*a2));  // given up: scored 0, released
+  CHECK(segments_in(r.loop.take_outbox()) == 1);
+}
+
+TEST_CASE("an explorer on a node without reward workers scores deferred episodes 0 and warns once",
+          "[explorers][loop][reward]") {
+  Ready r;
+  CHECK_FALSE(r.loop.deferred(0, 1, 0, 0));
+  CHECK(r.loop.no_pool_warning());
+  CHECK_FALSE(r.loop.deferred(0, 0, 0, 0));
+  CHECK_FALSE(r.loop.no_pool_warning());
+  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  CHECK(segments_in(r.loop.take_outbox()) == 1);
+}
+
+TEST_CASE("a draining explorer finishes the segment in hand, waits for credits and rewards, then leaves",
+          "[explorers][loop][drain]") {
+  ExplorerLoopOptions o;
+  o.credits = 0;
+  o.reward_workers = 1;
+  Ready r(o);
+  r.engine.steps = 1;
+  r.loop.drain();
+  CHECK(r.loop.next() == ExplorerLoop::Next::step);  // the segment in hand is finished
+  r.loop.step_done();
+  r.engine.steps = 0;
+  auto ask = r.loop.deferred(0, 1, 0, 0);
+  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  CHECK(r.loop.next() == ExplorerLoop::Next::wait);  // held for its reward
+  r.loop.scored(ask->id, 1.0f);
+  CHECK(r.loop.has_pending());                       // no credit
+  CHECK(r.loop.next() == ExplorerLoop::Next::wait);
+  r.loop.ack();
+  CHECK(segments_in(r.loop.take_outbox()) == 1);
+  CHECK(r.loop.next() == ExplorerLoop::Next::leave);
+}
+
+TEST_CASE("a paused explorer neither steps nor sends until it is rebound", "[explorers][loop][rebind]") {
+  Ready r;
+  r.loop.pause();
+  CHECK(r.loop.next() == ExplorerLoop::Next::wait);
+  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  CHECK(segments_in(r.loop.take_outbox()) == 0);
+  CHECK(r.loop.has_pending());
+  auto b = r.loop.rebind(1);
+  CHECK_FALSE(b.pending_dropped);
+  CHECK(b.kept == 1);
+  CHECK(b.produced == 1);
+  CHECK(segments_in(r.loop.take_outbox()) == 1);  // sent to the new learner
+  CHECK(r.loop.next() == ExplorerLoop::Next::step);
+}
+
+TEST_CASE("a rebind drops what was made with the dead head's newer weights and fetches the new head's",
+          "[explorers][loop][rebind]") {
+  ExplorerLoopOptions o;
+  o.credits = 0;
+  o.reward_workers = 1;
+  Ready r(o, 5);
+  r.loop.pause();
+  REQUIRE(r.loop.segment_done(segment(0, 5)));  // pending (no credit), made with v5
+  auto ask = r.loop.deferred(1, 0, 0, 0);
+  REQUIRE(r.loop.segment_done(segment(1, 5)));  // held for its reward
+  CHECK(segments_in(r.loop.take_outbox()) == 0);
+  r.engine.steps = 3;
+  r.engine.newest = 5;  // and steps in hand
+  auto b = r.loop.rebind(3);  // the new head knows versions up to v3
+  CHECK(b.pending_dropped);
+  CHECK(b.held_dropped == 1);
+  CHECK(b.dropped_steps == 3);
+  CHECK(r.engine.steps == 0);
+  CHECK(b.kept == 0);
+  REQUIRE(b.fetch);
+  CHECK(b.fetch->latest);
+  CHECK_FALSE(r.loop.has_weights());
+  CHECK(r.loop.next() == ExplorerLoop::Next::wait);  // the new head's weights first
+  r.loop.scored(ask->id, 1.0f);  // a score of a dropped segment changes nothing
+  CHECK(r.loop.take_outbox().empty());
+  const auto w = weights(3);
+  REQUIRE(r.loop.fetched(*b.fetch, &w).loaded);
+  CHECK(r.loop.credits() == 0);  // reset to the configured credits
+  CHECK(r.loop.next() == ExplorerLoop::Next::step);
+}
+
+TEST_CASE("a fetch answered from before a rebind is not trusted and is asked again", "[explorers][loop][rebind]") {
+  Ready r({}, 2);
+  auto f = r.loop.announced(4);
+  REQUIRE(f);
+  auto b = r.loop.rebind(2);  // v2 held is still good: no fetch of its own
+  CHECK_FALSE(b.fetch);
+  const auto w = weights(4);  // the dead head's v4
+  auto got = r.loop.fetched(*f, &w);
+  CHECK_FALSE(got.loaded);
+  CHECK(r.engine.version() == 2);
+  CHECK_FALSE(got.next);  // nothing newer than v2 is known since
+  auto f2 = r.loop.announced(3);
+  REQUIRE(f2);
+  CHECK(r.loop.fetch_failed(*f2).why == ExplorerLoop::FetchFailure::evicted);
+}
+
+TEST_CASE("a segment completed by the step in flight at a rebind is dropped when it holds newer versions",
+          "[explorers][loop][rebind]") {
+  Ready r({}, 5);
+  CHECK(r.loop.next() == ExplorerLoop::Next::step);
+  r.engine.steps = 1;
+  r.engine.newest = 5;
+  auto b = r.loop.rebind(4);
+  CHECK(b.dropped_steps == 0);  // a step is in flight: checked after it
+  r.loop.step_done();
+  CHECK_FALSE(r.loop.segment_done(segment(0, 5)));
+  CHECK(r.loop.take_outbox().empty());
+}
+
+TEST_CASE("weights that do not fit the engine are reported and leave the explorer waiting", "[explorers][loop]") {
+  FakeEngine engine;
+  engine.refuse = true;
+  ExplorerLoop loop({}, engine);
+  loop.started();
+  auto f = loop.announced(1);
+  const auto w = weights(1);
+  auto got = loop.fetched(*f, &w);
+  CHECK_FALSE(got.loaded);
+  REQUIRE(got.rejected);
+  CHECK(got.rejected->code == Errc::invalid_field);
+  CHECK_FALSE(got.next);  // not the same version again (a newer announcement fetches)
+  CHECK(loop.announced(2));
+  CHECK(loop.next() == ExplorerLoop::Next::wait);
+}
+
+TEST_CASE("a failed fetch of an evicted version asks for the newest, and a failed newest waits for the next announcement",
+          "[explorers][loop]") {
+  Ready r({}, 1);
+  auto f = r.loop.announced(9);
+  auto failed = r.loop.fetch_failed(*f);
+  CHECK(failed.why == ExplorerLoop::FetchFailure::evicted);
+  REQUIRE(failed.next);
+  CHECK(failed.next->latest);
+  auto again = r.loop.fetch_failed(*failed.next);
+  CHECK(again.why == ExplorerLoop::FetchFailure::newest_failed);
+  CHECK_FALSE(again.next);
+  CHECK(r.loop.announced(10));  // the next announcement retries
+}
