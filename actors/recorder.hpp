@@ -1,7 +1,7 @@
 // The recorder: appends every segment that reached the learner (with its
 // verdict, the learner version at admission and the order of arrival)
 // and every published weight version to the rollout log through a
-// LogWriter (replay/log_writer.hpp; format in docs/replay.md). A write
+// LogWriter (rollout_log/log_writer.hpp; format in docs/replay.md). A write
 // failure turns recording off with an error in the log; the run goes on.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
-#include "replay/log_writer.hpp"
+#include "rollout_log/log_writer.hpp"
 
 namespace rlx {
 

@@ -16,7 +16,7 @@
 
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
-#include "messages/weight_bulk.hpp"
+#include "transport/weight_bulk.hpp"
 
 namespace rlx {
 

@@ -8,7 +8,7 @@
 
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
-#include "messages/weight_shelf.hpp"
+#include "transport/weight_shelf.hpp"
 
 namespace rlx {
 

@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "actors/cluster.hpp"
+#include "assembly/cluster.hpp"
 #include "envs/external/external_env.hpp"
 #include "envs/vector_env.hpp"
 #include "explorers/rollout.hpp"

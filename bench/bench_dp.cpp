@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <torch/torch.h>
 
-#include "actors/cluster.hpp"
+#include "assembly/cluster.hpp"
 #include "bench/common.hpp"
 #include "learner/learner_group.hpp"
 #include "learner/token_trainer.hpp"

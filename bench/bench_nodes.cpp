@@ -17,12 +17,12 @@
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
 
-#include "actors/remote.hpp"
+#include "assembly/remote.hpp"
 #include "actors/weight_relay.hpp"
 #include "actors/weight_store.hpp"
 #include "bench/common.hpp"
 #include "messages/codec.hpp"
-#include "messages/weight_bulk.hpp"
+#include "transport/weight_bulk.hpp"
 
 namespace rlx {
 namespace {

@@ -6,12 +6,13 @@
 
 #include <fmt/format.h>
 
-#include "actors/cluster.hpp"
+#include "assembly/component_options.hpp"
+#include "assembly/cluster.hpp"
 #include "bench/common.hpp"
 #include "envs/batch_env.hpp"
 #include "messages/codec.hpp"
-#include "replay/log_writer.hpp"
-#include "replay/replay.hpp"
+#include "rollout_log/log_writer.hpp"
+#include "rollout_log/replay.hpp"
 
 namespace rlx {
 

@@ -1,4 +1,7 @@
-# Shell helpers of the bench/*.sh scripts (sourced).
+# Shell helpers of the bench/*.sh scripts, sourced first: from the
+# repository root, with $rlx the built command line.
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+rlx=$PWD/build/tools/rlx
 now() { date +%s.%N; }
 
 # Waits (polling 20 ms: a benchmark, not a test) until FILE has COUNT (1)

@@ -8,11 +8,9 @@
 # in S s"), median of the runs (docs/BENCHMARKS.md).
 #   bench/dp_resume_times.sh [runs] [env steps before the stop]   (after building: build/tools/rlx)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 steps=${2:-600000}
-rlx=$PWD/build/tools/rlx
-source bench/common.sh
 
 one_run() {  # $1: checkpoint_every; prints: rebuild seconds, updates replayed, versions identical
   local dir every=$1 line

@@ -5,12 +5,10 @@
 # [launch] evict_after_s (docs/BENCHMARKS.md).
 #   bench/failure_times.sh [runs]      (after building: build/tools/rlx)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 runs=${1:-3}
-rlx=$PWD/build/tools/rlx
 heartbeat=0.5
 evict=3.0
-source bench/common.sh
 
 one_run() {  # $1 = kill or stop; prints seconds from the signal to the head noticing
   local how=$1 dir pid node t0 t1

@@ -8,11 +8,9 @@
 # segment of a rejoined explorer at the new learner (docs/BENCHMARKS.md).
 #   bench/head_restart_times.sh [runs] [updates before the kill]   (after building: build/tools/rlx)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 updates=${2:-30}
-rlx=$PWD/build/tools/rlx
-source bench/common.sh
 export RLX_CLUSTER_SECRET=bench-head-restart-secret-0123456789
 
 one_run() {  # prints: listening rejoined first-segment (seconds after the kill)

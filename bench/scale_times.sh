@@ -10,11 +10,9 @@
 #  3. env steps/s over a one-node run whose explorers go 1 -> 4 -> 2.
 #   bench/scale_times.sh [runs] [phase_seconds]   (after building: build/tools/rlx)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 runs=${1:-3}
 phase=${2:-20}
-rlx=$PWD/build/tools/rlx
-source bench/common.sh
 
 
 # A copy of TOML for a run in DIR that only SIGTERM (or max_seconds) ends.

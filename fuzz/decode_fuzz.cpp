@@ -10,7 +10,7 @@
 
 #include "core/config.hpp"
 #include "messages/codec.hpp"
-#include "messages/weight_bulk.hpp"
+#include "messages/stream_frame.hpp"
 #include "messages/weight_chunks.hpp"
 #include "messages/log_codec.hpp"
 

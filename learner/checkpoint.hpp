@@ -8,7 +8,7 @@
 //
 // A checkpoint is taken right after an update (the batch is empty), so
 // what it lacks is exactly the rollout log after its `received` arrivals:
-// a resumed run loads it and replays only that tail (replay/replay.hpp).
+// a resumed run loads it and replays only that tail (rollout_log/replay.hpp).
 #pragma once
 
 #include <filesystem>

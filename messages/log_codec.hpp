@@ -1,6 +1,6 @@
 // Entries of the rollout log (messages/log.capnp): encoding with a
 // checksum per entry, and defensive decoding that verifies it. The log
-// files themselves (rotation, index, compression) live in replay/.
+// files themselves (rotation, index, compression) live in rollout_log/.
 #pragma once
 
 #include <string>

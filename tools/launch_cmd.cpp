@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "actors/cluster.hpp"
-#include "actors/member_node.hpp"
-#include "actors/remote.hpp"
+#include "assembly/cluster.hpp"
+#include "assembly/member_node.hpp"
+#include "assembly/remote.hpp"
 #include "core/auth.hpp"
 #include "core/files.hpp"
 #include "policy/moe_mlp_policy.hpp"

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "actors/coordinator.hpp"
+#include "assembly/component_options.hpp"
 #include "envs/batch_env.hpp"
 #include "learner/learner_core.hpp"
 #include "learner/learner_group.hpp"

@@ -7,14 +7,14 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include "actors/coordinator.hpp"
+#include "assembly/component_options.hpp"
 #include "envs/batch_env.hpp"
 #include "explorers/evaluate.hpp"
 #include "learner/learner_ranks.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "policy/threads.hpp"
-#include "replay/inspect.hpp"
-#include "replay/replay.hpp"
+#include "rollout_log/inspect.hpp"
+#include "rollout_log/replay.hpp"
 
 namespace rlx {
 

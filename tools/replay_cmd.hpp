@@ -1,5 +1,5 @@
 // `rlx replay`, `rlx inspect` and `rlx plot`: the command-line side of
-// replay/ (argument handling, progress, exit codes). docs/replay.md.
+// rollout_log/ (argument handling, progress, exit codes). docs/replay.md.
 #pragma once
 
 #include <string>

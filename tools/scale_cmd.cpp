@@ -6,7 +6,7 @@
 
 #include <caf/all.hpp>
 
-#include "actors/remote.hpp"
+#include "assembly/remote.hpp"
 #include "core/auth.hpp"
 #include "tools/launch_cmd.hpp"
 

@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 #include <spdlog/sinks/ostream_sink.h>
 
-#include "actors/cluster.hpp"
+#include "assembly/cluster.hpp"
 #include "learner/checkpoint.hpp"
 #include "tests/helpers.hpp"
 #include "tests/actors/token_toml.hpp"

@@ -4,9 +4,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "actors/cluster.hpp"
+#include "assembly/cluster.hpp"
 #include "messages/codec.hpp"
-#include "replay/log_reader.hpp"
+#include "rollout_log/log_reader.hpp"
 #include "tests/helpers.hpp"
 
 using namespace rlx;

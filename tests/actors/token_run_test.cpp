@@ -2,9 +2,9 @@
 
 #include <catch2/catch.hpp>
 
-#include "actors/cluster.hpp"
+#include "assembly/cluster.hpp"
 #include "envs/code/sandbox.hpp"
-#include "replay/log_reader.hpp"
+#include "rollout_log/log_reader.hpp"
 #include "tests/helpers.hpp"
 #include "tests/metrics_fixture.hpp"
 #include "tests/actors/token_toml.hpp"

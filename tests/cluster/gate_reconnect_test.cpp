@@ -5,8 +5,8 @@
 #include <caf/io/all.hpp>
 #include <catch2/catch.hpp>
 
-#include "actors/gate.hpp"
-#include "actors/remote.hpp"
+#include "control/gate.hpp"
+#include "assembly/remote.hpp"
 #include "core/auth.hpp"
 #include "tests/helpers.hpp"
 

@@ -8,9 +8,9 @@
 
 #include <caf/io/all.hpp>
 
-#include "actors/cluster.hpp"
-#include "actors/member_node.hpp"
-#include "actors/remote.hpp"
+#include "assembly/cluster.hpp"
+#include "assembly/member_node.hpp"
+#include "assembly/remote.hpp"
 #include "core/auth.hpp"
 #include "tests/cluster/cluster_fixture.hpp"
 #include "tests/helpers.hpp"

@@ -2,7 +2,7 @@
 
 #include "messages/codec.hpp"
 #include "messages/weight_chunks.hpp"
-#include "messages/weight_shelf.hpp"
+#include "transport/weight_shelf.hpp"
 #include "tests/helpers.hpp"
 
 using namespace rlx;

@@ -1,0 +1,56 @@
+// Runs a topology's head in this process: the rollout log opened (or
+// resumed: the learner rebuilt by replaying it), an actor system, the
+// coordinator (which spawns every other actor of this process), with
+// `serve` the gate for member nodes, and a wait for the end. `rlx launch`,
+// `rlx node` (the head) and the end-to-end tests call this.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "control/coordinator.hpp"
+#include "learner/learner_ranks.hpp"
+
+namespace rlx {
+
+struct RunResult {
+  RunOutcome outcome = RunOutcome::failed;
+  std::string summary;
+};
+
+struct RunHooks {
+  std::function<void(const Status&)> on_status;   // progress (coordinator's thread)
+  // Called once the run started, with a function that drains and stops
+  // it as interrupted (any thread may call it; `rlx launch` does on
+  // SIGINT/SIGTERM). May be null.
+  std::function<void(std::function<void(const std::string&)> stop)> on_start;
+  // Multi-node head: called once the gate listens, with its port (start
+  // the member nodes here); a non-empty return is an error that ends the
+  // run as failed. May be null.
+  std::function<std::string(std::uint16_t port)> on_listening;
+};
+
+struct RunOptions {
+  // Continue the run recorded in log_dir: the learner is rebuilt by an
+  // exact replay of the rollout log, and the log goes on from its end.
+  bool resume = false;
+  // The rlx executable, for learner rank processes ([learner] ranks > 1);
+  // empty: this process's own executable.
+  std::string binary;
+  // Starts a learner rank on a node of its own host ([[node]] learner_ranks
+  // with launcher = "ssh"; rlx launch sets it): learner/learner_ranks.hpp.
+  RemoteStarter start_remote_rank;
+  // Multi-node head: spawn only the head node's fleet and publish the gate
+  // on the head's host and port, for member nodes that prove `secret`.
+  bool serve = false;
+  std::string secret;
+};
+
+// Runs `config` to its stop condition. `envs` names the environments.
+RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, const RunHooks& hooks, const Logger& log,
+                      const RunOptions& options = {});
+
+// Threads of the CAF scheduler for a topology on this machine.
+std::size_t scheduler_threads(const ClusterConfig& config);
+
+}  // namespace rlx

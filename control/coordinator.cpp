@@ -1,0 +1,389 @@
+#include "control/coordinator.hpp"
+
+#include "assembly/component_options.hpp"
+
+#include "control/coordinator_state.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "assembly/fleet.hpp"
+#include "actors/guard.hpp"
+#include "actors/learner_actor.hpp"
+#include "actors/evaluator_actor.hpp"
+#include "actors/recorder.hpp"
+#include "actors/weight_store.hpp"
+#include "core/free_memory.hpp"
+#include "envs/batch_env.hpp"
+#include "envs/tokens/token_env.hpp"
+#include "envs/tokens/token_tasks.hpp"
+
+namespace rlx {
+
+namespace coord {
+
+std::chrono::milliseconds report_period(const ClusterConfig& c) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(c.run.report_interval_s * 1000.0));
+}
+
+
+// produced = trained + dropped_stale + rejected + lost + in_flight, where
+// the learner's counts come from its last report.
+SegmentLedger::Totals account(const CoordinatorState& st) {
+  return st.ledger.account(
+      SegmentLedger::Counts(st.metrics.segments_by_explorer.begin(), st.metrics.segments_by_explorer.end()));
+}
+
+std::uint64_t reward_workers(const CoordinatorState& st) {
+  std::uint64_t n = st.rewards.size();
+  for (const auto& [node, r] : st.node_rewards) n += r;
+  return n;
+}
+
+// The coordinator's own counts, for the report.
+RunCounts run_counts(const CoordinatorState& st) {
+  RunCounts r;
+  r.time_s = st.elapsed();
+  r.explorers = st.explorers.size();
+  r.explorers_lost = st.explorers_lost;
+  r.explorers_retired = st.explorers_retired;
+  r.explorers_rejoined = st.ledger.rejoined_count();
+  r.nodes = st.nodes.size() + 1;
+  r.joins_refused = st.joins_refused;
+  r.nodes_evicted = st.nodes_evicted;
+  r.reward_workers = reward_workers(st);
+  r.autoscale_changes = st.autoscale_changes;
+  r.weight_swap_mean_us = st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0;
+  r.rss_mb = resident_bytes() >> 20;
+  r.segments = account(st);
+  r.eval = st.eval;
+  return r;
+}
+
+void write_metrics_line(Self self) {
+  auto& st = self->state;
+  if (!st.jsonl) return;
+  st.jsonl << metrics_json_line(st.metrics, run_counts(st));
+  st.jsonl.flush();
+}
+
+Status make_status(Self self) {
+  auto& st = self->state;
+  const auto& m = st.metrics;
+  const auto r = run_counts(st);
+  const double dt = r.time_s - st.last_tick_s;
+  // (Before a resumed learner's first report the counts are still zero.)
+  const double steps_per_s = dt > 0 && m.env_steps >= st.last_tick_steps
+                                 ? static_cast<double>(m.env_steps - st.last_tick_steps) / dt
+                                 : 0;
+  return rlx::make_status(m, r, steps_per_s);
+}
+
+// The launcher learns the outcome; the coordinator exits.
+void send_done(Self self) {
+  auto& st = self->state;
+  if (st.done_sent) return;
+  st.done_sent = true;
+  caf::anon_send(st.options.launcher, done_atom::value, static_cast<int>(st.outcome), st.summary);
+  self->quit();
+}
+
+// Every actor exits; the launcher learns the outcome.
+void finish(Self self) {
+  auto& st = self->state;
+  if (st.finish_started) return;
+  st.finish_started = true;
+  auto shutdown = [self](std::uint64_t records) {
+    auto& st = self->state;
+    for (auto& r : st.rewards) self->send_exit(r, caf::exit_reason::user_shutdown);
+    if (st.evaluator) self->send_exit(st.evaluator, caf::exit_reason::user_shutdown);
+    self->send_exit(st.learner, caf::exit_reason::user_shutdown);
+    self->send_exit(st.weight_store, caf::exit_reason::user_shutdown);
+    if (st.recorder) self->send_exit(st.recorder, caf::exit_reason::user_shutdown);
+    const auto& m = st.metrics;
+    const auto a = account(st);
+    std::string summary = fmt::format(
+        "{}: {} after {:.1f} s, {} env steps, {} episodes, mean return {:.1f} at the end, policy v{}, segments produced {}: "
+        "trained {} / dropped stale {} / rejected {} / lost {}{}, {} records",
+        st.options.config.run.name, st.reason, st.elapsed(), m.env_steps, m.episodes, m.mean_return, m.policy_version,
+        a.produced, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, a.lost,
+        a.in_flight ? fmt::format(" / in flight {}", a.in_flight) : "", records);
+    // Member nodes exit when told; their down messages (or the deadline) end the run.
+    st.summary = summary;
+    st.finishing = true;
+    st.stop_deadline = std::chrono::steady_clock::now() + st.drain_allowance();
+    for (auto& [name, agent] : st.nodes) self->send(agent, stop_atom::value, st.reason);
+    if (st.nodes.empty()) send_done(self);
+  };
+  auto flush = [self, shutdown] {
+    auto& st = self->state;
+    if (!st.recorder) return shutdown(0);
+    self->request(st.recorder, std::chrono::seconds(10), flush_atom::value)
+        .then([shutdown](std::uint64_t n) { shutdown(n); },
+              [self, shutdown](const caf::error& e) {
+                self->state.options.log->error("recorder did not flush: {}", caf::to_string(e));
+                shutdown(0);
+              });
+  };
+  // The final counts: the drained explorers' last segments reached the
+  // learner before their goodbyes reached this actor.
+  self->request(st.learner, std::chrono::seconds(10), metrics_atom::value)
+      .then(
+          [self, flush](const WireMsg& msg) {
+            if (auto m = decode<MetricsData>(msg.buf)) self->state.metrics = std::move(*m);
+            write_metrics_line(self);
+            flush();
+          },
+          [flush](const caf::error&) { flush(); });
+}
+
+void begin_stop(Self self, RunOutcome outcome, const std::string& reason) {
+  auto& st = self->state;
+  if (st.stopping) return;
+  st.stopping = true;
+  st.outcome = outcome;
+  st.reason = reason;
+  st.options.log->info("stopping: {}", reason);
+  write_metrics_line(self);
+  if (st.options.on_status) st.options.on_status(make_status(self));
+  st.stop_deadline = std::chrono::steady_clock::now() + st.drain_allowance();
+  if (st.explorers.empty()) return finish(self);
+  for (auto& e : st.explorers) self->send(e, drain_atom::value);
+}
+
+void check_stop(Self self) {
+  auto& st = self->state;
+  const auto& stop = st.options.config.run.stop;
+  const auto& m = st.metrics;
+  if (m.episodes >= 100 && m.mean_return >= stop.mean_return)
+    begin_stop(self, RunOutcome::solved, fmt::format("solved (mean return {:.1f} >= {})", m.mean_return, stop.mean_return));
+  else if (m.env_steps >= stop.max_env_steps)
+    begin_stop(self, RunOutcome::budget, fmt::format("max_env_steps {} reached", stop.max_env_steps));
+  else if (stop.max_seconds > 0 && st.elapsed() >= stop.max_seconds)
+    begin_stop(self, RunOutcome::budget, fmt::format("max_seconds {} reached", stop.max_seconds));
+}
+
+void spawn_cluster(Self self) {
+  auto& st = self->state;
+  const auto& cfg = st.options.config;
+  auto log = st.options.log;
+  const BatchEnvFactory factory = make_batch_env_factory(cfg.run.env, cfg.external, *st.options.envs, log);
+  const EnvSpec spec = factory(cfg.run.seed, 0, 1)->spec();  // throws EnvFailure if the env cannot start
+  auto scorer = make_scorer(cfg.reward.scorer);
+  if (!scorer) throw EnvFailure(scorer.error().message);  // e.g. "code" without a sandbox that runs here
+  st.scorer = *scorer;
+  coordinator_actor me{self};
+
+  WeightStoreOptions wo{static_cast<std::size_t>(cfg.weight_store.keep_versions),
+                        static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10, child_logger(log, "weight_store")};
+  wo.shelf = st.options.weight_shelf;
+  st.weight_store = spawn_weight_store(self->system(), wo);
+  if (st.options.log_writer)
+    st.recorder = spawn_recorder(self->system(), RecorderOptions{st.options.log_writer, child_logger(log, "recorder")});
+  LearnerActorOptions lo;
+  lo.core = learner_core_options(cfg, spec);
+  lo.core.trainer.group = st.options.learner_group;
+  lo.resumed = st.options.resumed;
+  // Rank 0's core is the whole learner: the other ranks hold copies of its
+  // state, which they take again from a core loaded from a checkpoint.
+  lo.checkpoint_dir = std::filesystem::path(cfg.run.log_dir) / "checkpoints";
+  lo.checkpoint_every = static_cast<std::uint64_t>(cfg.learner.checkpoint_every);
+  lo.checkpoint_keep = static_cast<int>(cfg.learner.checkpoint_keep);
+  lo.weight_store = st.weight_store;
+  lo.recorder = st.recorder;
+  lo.coordinator = me;
+  lo.log = child_logger(log, "learner");
+  st.learner = spawn_learner(self->system(), lo);
+  self->monitor(st.learner);
+  if (cfg.token_run() && cfg.tokens.eval_tasks > 0) {
+    // Its own scorer: held-out programs run in the sandbox here, not in the reward pool.
+    auto eval_scorer = make_scorer(scorer_for(token_env_kind(cfg.run.env)));
+    if (!eval_scorer) throw EnvFailure("the evaluator: " + eval_scorer.error().message);
+    EvaluatorOptions eo{token_env_kind(cfg.run.env), cfg.policy, cfg.tokens, *eval_scorer, st.weight_store, me,
+                        std::chrono::milliseconds(30000), child_logger(log, "evaluator")};
+    st.evaluator = spawn_evaluator(self->system(), eo);
+  }
+
+  if (st.options.on_core) st.options.on_core(st.learner, st.weight_store);
+  st.factory = factory;
+  st.spec = spec;
+  for (const auto& node : cfg.nodes) {
+    st.next_explorer_id += static_cast<std::uint32_t>(node.explorers);
+    st.next_env_id += static_cast<std::uint64_t>(node.explorers * node.envs_per_explorer);
+    st.next_reward_id += static_cast<std::uint32_t>(node.rewards);
+  }
+  // A resumed run: no explorer id the log knows is given out again, and a
+  // member node whose topology ids the log knows gets fresh ones (it is
+  // back, or its explorers rejoin with theirs).
+  for (const auto& [id, made] : st.ledger.delivered_before()) {
+    if (id == LearnerCore::kUnattributed) continue;
+    st.next_explorer_id = std::max(st.next_explorer_id, id + 1);
+    for (const auto& node : cfg.nodes) {
+      const auto first = cfg.first_ids(node.name).first;
+      if (node.name != cfg.head().name && id >= first && id < first + static_cast<std::uint32_t>(node.explorers))
+        st.entered.insert(node.name);
+    }
+  }
+  for (const auto& node : cfg.nodes) {
+    if (!st.options.spawn_nodes.empty() && !st.options.spawn_nodes.count(node.name)) continue;
+    st.entered.insert(node.name);
+    Fleet fleet = spawn_fleet(self->system(), cfg, node, factory, spec, FleetTargets{st.learner, st.weight_store, me, {}},
+                              st.scorer, log);
+    for (auto& r : fleet.rewards) st.rewards.push_back(r);
+    for (auto& e : fleet.explorers) {
+      self->monitor(e);
+      st.explorers.push_back(e);
+      ++st.explorers_joined;
+    }
+  }
+}
+
+coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions options) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  const auto& cfg = st.options.config;
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.run.log_dir, ec);
+  // A resumed run continues its metrics; a fresh one starts them anew.
+  st.jsonl.open(std::filesystem::path(cfg.run.log_dir) / "metrics.jsonl",
+                st.options.resumed ? std::ios::app : std::ios::trunc);
+  if (st.options.resumed) {
+    st.last_tick_steps = st.options.resumed->stats().env_steps();
+    st.ledger.resume(st.options.resumed->by_explorer());
+  }
+  if (!st.jsonl) st.options.log->error("cannot write {}/metrics.jsonl", cfg.run.log_dir);
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    auto& st = self->state;
+    if (dm.source == st.learner.address()) {
+      if (st.finish_started) return;  // finish() stopped it on purpose
+      st.options.log->error("the learner died: {}", caf::to_string(dm.reason));
+      st.stopping = false;
+      begin_stop(self, RunOutcome::failed, "the learner died (" + caf::to_string(dm.reason) + ")");
+      return;
+    }
+    for (auto n = st.nodes.begin(); n != st.nodes.end(); ++n)
+      if (n->second.address() == dm.source) {
+        if (!st.finishing) st.options.log->warn("node '{}' went away ({})", n->first, caf::to_string(dm.reason));
+        node_gone(self, std::string(n->first));
+        if (st.finishing && st.nodes.empty()) send_done(self);
+        return;
+      }
+    auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
+                           [&](const explorer_actor& e) { return e.address() == dm.source; });
+    if (it == st.explorers.end()) return;
+    explorer_gone(self, it, "died (" + caf::to_string(dm.reason) + ")", dm.reason != caf::exit_reason::normal);
+  });
+  try {
+    spawn_cluster(self);
+    self->delayed_send(self, report_period(cfg), tick_atom::value);
+    self->send(self, beat_atom::value);  // nodes may join even a one-node topology
+  } catch (const EnvFailure& e) {
+    st.options.log->error("cannot start the environment: {}", e.what());
+    if (st.options.on_core) st.options.on_core({}, {});
+    caf::anon_send(st.options.launcher, done_atom::value, static_cast<int>(RunOutcome::failed),
+                   std::string("cannot start the environment: ") + e.what());
+    self->quit();  // after this function: the handlers below never run
+  }
+  return {
+      [self](join_atom, const WireMsg& msg, explorer_actor who) {
+        auto& st = self->state;
+        auto j = decode_or_count<JoinData>(self, msg, st.errors, st.options.log);
+        if (!j || !who) return;
+        st.options.log->debug("{} {} joined from node {}", to_string(j->role), j->member_id, j->node);
+        explorer_joined(self, *j, who);
+      },
+      [self](node_atom, const std::string& name, node_actor agent, std::uint32_t explorers,
+             std::uint32_t envs_per_explorer, std::uint32_t rewards, bool rejoined) {
+        node_entered(self, name, agent, explorers, envs_per_explorer, rewards, rejoined);
+      },
+      [self](refused_atom, const std::string&) { ++self->state.joins_refused; },  // the gate logged it
+      [self](eval_atom, std::uint64_t version, double pass_at_1, double mean_score, std::uint32_t tasks) {
+        auto& st = self->state;
+        if (st.eval.any && version < st.eval.version) return;
+        st.eval = HeldOutScore{version, pass_at_1, mean_score, tasks, true};
+        write_metrics_line(self);  // every score is in metrics.jsonl, however close together
+      },
+      [self](leave_atom, const WireMsg& msg) {
+        auto& st = self->state;
+        auto l = decode_or_count<LeaveData>(self, msg, st.errors, st.options.log);
+        if (l) st.options.log->debug("{} {} left: {}", to_string(l->role), l->member_id, l->reason);
+      },
+      [self](metrics_atom, const WireMsg& msg) {
+        auto& st = self->state;
+        auto m = decode_or_count<MetricsData>(self, msg, st.errors, st.options.log);
+        if (!m) return;
+        st.metrics = std::move(*m);
+        st.metrics_at_s = st.elapsed();
+        note_first_segments(self);
+        if (!st.stopping) check_stop(self);
+      },
+      [self](swap_atom, std::uint32_t, double us) {
+        self->state.swap_us_sum += us;
+        ++self->state.swaps;
+      },
+      [self](tick_atom) {
+        auto& st = self->state;
+        if (st.finishing) {
+          if (std::chrono::steady_clock::now() >= st.stop_deadline) {
+            st.options.log->warn("{} member nodes did not stop in time", st.nodes.size());
+            send_done(self);
+            return;
+          }
+        } else if (st.stopping) {
+          if (!st.finish_started && std::chrono::steady_clock::now() >= st.stop_deadline) {
+            // The run ends without them: what they made and the learner has
+            // not received is lost, not in flight.
+            for (const auto& e : st.explorers)
+              if (auto info = st.explorer_info.find(e.address()); info != st.explorer_info.end())
+                st.ledger.dead(info->second.id);
+            st.options.log->warn("{} explorers did not drain in time: what they hold is counted lost",
+                                 st.explorers.size());
+            st.explorers.clear();
+            finish(self);  // ticks go on: member nodes are awaited next
+          }
+        } else {
+          write_metrics_line(self);
+          auto s = make_status(self);
+          if (st.options.on_status) st.options.on_status(s);
+          st.last_tick_s = s.time_s;
+          st.last_tick_steps = s.env_steps;
+          check_stop(self);
+          autoscale(self);
+          if (!st.stopping && st.explorers_joined == 0 && s.time_s >= st.options.config.launch.join_timeout_s)
+            begin_stop(self, RunOutcome::failed,
+                       fmt::format("no explorer joined within {} s ([launch] join_timeout_s)",
+                                   st.options.config.launch.join_timeout_s));
+        }
+        self->delayed_send(self, report_period(st.options.config), tick_atom::value);
+      },
+      [self](stop_atom, const std::string& why) { begin_stop(self, RunOutcome::interrupted, why); },
+      [self](beat_atom) { heartbeat(self); },
+      [self](scale_atom, std::int32_t explorers, std::int32_t rewards) -> caf::result<std::string> {
+        auto said = scale(self, explorers, rewards);
+        if (!said) return caf::make_error(caf::sec::runtime_error, said.error().message);
+        return *said;
+      },
+      [self](produced_atom, std::uint32_t explorer, std::uint64_t made) {
+        auto& st = self->state;
+        st.ledger.produced(explorer, made);
+        const auto now = std::chrono::steady_clock::now();
+        if (auto last = st.last_produced.find(explorer); last != st.last_produced.end()) {
+          const double gap = std::min(120.0, std::chrono::duration<double>(now - last->second).count());
+          st.segment_s = st.segment_s == 0 ? gap : 0.8 * st.segment_s + 0.2 * gap;
+        }
+        st.last_produced[explorer] = now;
+      },
+  };
+}
+
+}  // namespace coord
+
+coordinator_actor spawn_coordinator(caf::actor_system& system, CoordinatorOptions options) {
+  return system.spawn(coord::coordinator_impl, std::move(options));
+}
+
+}  // namespace rlx

@@ -1,0 +1,73 @@
+// What the coordinator reports of a run every interval, without the
+// actor: the learner's metrics joined with the coordinator's own counts
+// (membership, the segment ledger, weight swaps, the held-out score) into
+// one line of <log_dir>/metrics.jsonl and the launcher's status line.
+// CAF-free; plain data in, text or a struct out.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "control/segment_ledger.hpp"
+#include "messages/types.hpp"
+
+namespace rlx {
+
+// One line of progress, for the launcher to show.
+struct Status {
+  double time_s = 0;
+  std::uint64_t env_steps = 0;
+  double steps_per_s = 0;       // over the last report interval
+  std::uint64_t episodes = 0;
+  double mean_return = 0;       // NaN before the first episode
+  std::uint64_t policy_version = 0;
+  double lag_mean = 0;
+  std::uint64_t lag_max = 0;
+  std::uint64_t trained = 0, dropped_stale = 0, rejected = 0;
+  std::uint64_t lost = 0;       // segments made by explorers that died, never received
+  std::uint64_t explorers = 0;
+  std::uint64_t reward_workers = 0;
+  std::uint64_t nodes = 1;      // processes in the cluster (the head counts)
+  // The token policy's evaluator: the newest held-out score (version 0 and
+  // NaN before the first).
+  std::uint64_t eval_version = 0;
+  double pass_at_1 = std::numeric_limits<double>::quiet_NaN();
+};
+
+// The newest held-out score the evaluator sent.
+struct HeldOutScore {
+  std::uint64_t version = 0;
+  double pass_at_1 = 0, mean_score = 0;
+  std::uint32_t tasks = 0;
+  bool any = false;  // none yet
+};
+
+// What the coordinator counts itself.
+struct RunCounts {
+  double time_s = 0;                     // since the run started
+  std::uint64_t explorers = 0;           // live now
+  std::uint64_t explorers_lost = 0;      // died or evicted
+  std::uint64_t explorers_retired = 0;   // drained by a scale-down
+  std::uint64_t explorers_rejoined = 0;  // outlived a dead head and rejoined this one
+  std::uint64_t nodes = 1;               // processes (the head counts)
+  std::uint64_t joins_refused = 0;
+  std::uint64_t nodes_evicted = 0;
+  std::uint64_t reward_workers = 0;
+  std::uint64_t autoscale_changes = 0;
+  double weight_swap_mean_us = 0;
+  std::uint64_t rss_mb = 0;              // the head process's resident memory
+  SegmentLedger::Totals segments;
+  HeldOutScore eval;
+};
+
+// A double as JSON: shortest of 6 significant digits, null for NaN or infinity.
+std::string json_number(double x);
+
+// One JSON object, newline-terminated: the line of metrics.jsonl.
+std::string metrics_json_line(const MetricsData& learner, const RunCounts& run);
+
+// The status line's numbers; `steps_per_s` over the interval just ended.
+Status make_status(const MetricsData& learner, const RunCounts& run, double steps_per_s);
+
+}  // namespace rlx

@@ -1,0 +1,59 @@
+// Appends entries to a rollout log: rotating data files with an index
+// beside each, a checksum in every entry, each record flushed to the
+// kernel as it is written (a crash loses at most a torn last record),
+// and closed files optionally zstd-compressed whole.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+
+#include "core/logging.hpp"
+#include "messages/log_codec.hpp"
+#include "rollout_log/log_files.hpp"
+
+namespace rlx {
+
+struct LogWriterOptions {
+  std::filesystem::path dir;                 // <log_dir>/rollouts
+  std::uint64_t file_bytes = 64ull << 20;    // rotate when a file would grow past this
+  bool compress = false;                     // zstd-compress files when they are closed
+  int compress_level = 3;
+};
+
+class LogWriter {
+ public:
+  // Starts a new log. Refuses a directory that already holds one (a new
+  // run must not mix with an old log; resume() continues one).
+  static Result<std::unique_ptr<LogWriter>> create(const LogWriterOptions& options);
+  // Continues the log in options.dir: a torn last record (a crash
+  // mid-write) is cut off and reported in `repaired`; other damage is an
+  // error. Writing goes on in a new file with the next sequence number.
+  static Result<std::unique_ptr<LogWriter>> resume(const LogWriterOptions& options, std::string* repaired);
+
+  ~LogWriter();
+  LogWriter(const LogWriter&) = delete;
+  LogWriter& operator=(const LogWriter&) = delete;
+
+  Result<bool> write_start(const RunStartData& x);
+  Result<bool> write_rollout(const RolloutRecordData& x, const WireBuffer& segment_envelope);
+  Result<bool> write_weights(const WeightVersionData& x);
+  // Closes the current file (compressing it if asked). Idempotent.
+  Result<bool> close();
+
+  std::uint64_t next_seq() const { return next_seq_; }
+  std::uint64_t entries_written() const { return written_; }
+  std::uint64_t bytes_written() const { return bytes_; }
+
+ private:
+  explicit LogWriter(const LogWriterOptions& options) : options_(options) {}
+  Result<bool> open_file(std::uint64_t number);
+  Result<bool> append(const EncodedEntry& e, LogKind kind);
+
+  LogWriterOptions options_;
+  std::uint64_t next_seq_ = 0, written_ = 0, bytes_ = 0;
+  std::uint64_t file_number_ = 0, file_bytes_ = 0;
+  std::FILE* data_ = nullptr;
+  std::FILE* index_ = nullptr;
+};
+
+}  // namespace rlx

@@ -1,0 +1,106 @@
+#include "rollout_log/replay.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+namespace rlx {
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+Result<ExactReplay> replay_exact(const std::filesystem::path& log, const LearnerCoreOptions& core_options,
+                                 const ReadOptions& read, const ReplayProgress& progress,
+                                 std::shared_ptr<LearnerCore> start) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ExactReplay out;
+  out.core = start ? std::move(start) : std::make_shared<LearnerCore>(core_options);
+  LearnerCore& core = *out.core;
+  const std::uint64_t held = core.received(), held_version = core.trainer().version();
+  auto report = read_log(log, read, [&](const LogEntryData& e, const LogPosition& at) {
+    if (e.kind == LogKind::rollout && out.skipped < held) {
+      ++out.skipped;  // the checkpoint has it already
+      return true;
+    }
+    if (e.kind == LogKind::weights && e.weights.version < held_version) return true;
+    if (e.kind == LogKind::rollout) {
+      ++out.segments;
+      if (e.rollout.record.learner_version != core.trainer().version()) ++out.admission_mismatches;
+      std::optional<Segment> seg;
+      if (e.rollout.record.verdict != Verdict::rejected) seg = e.rollout.segment;
+      core.admit_recorded(e.rollout.record, std::move(seg));
+      if (core.batch_full() && !core.train()) ++out.failed_updates;
+    } else if (e.kind == LogKind::weights) {
+      ++out.versions_checked;
+      const WeightSetData w = core.weights();
+      out.last_version = w.version;
+      out.last_checksum = w.checksum;
+      if (w.version == e.weights.version && w.checksum == e.weights.checksum) {
+        ++out.versions_matched;
+      } else if (out.mismatches.size() < 8) {
+        out.mismatches.push_back({e.weights.version, w.version, e.weights.checksum, w.checksum, at});
+      }
+    }
+    if (progress && e.seq % 256 == 0) progress(e.seq + 1, core.updates());
+    return true;
+  });
+  if (!report) return report.error();
+  out.read = std::move(report).value();
+  out.seconds = since(t0);
+  return out;
+}
+
+Result<OfflineTraining> train_offline(const std::filesystem::path& log, const OfflineOptions& o,
+                                      const ReadOptions& read, const ReplayProgress& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  OfflineTraining out;
+  std::vector<Segment> data;
+  auto report = read_log(log, read, [&](const LogEntryData& e, const LogPosition&) {
+    if (e.kind != LogKind::rollout) return true;
+    const auto v = e.rollout.record.verdict;
+    if (v == Verdict::trained || (v == Verdict::dropped_stale && o.include_stale)) data.push_back(e.rollout.segment);
+    return true;
+  });
+  if (!report) return report.error();
+  out.read = std::move(report).value();
+  out.segments = data.size();
+  if (data.empty()) return make_error(Errc::not_found, log.string() + ": the log holds no segments to train on");
+  auto trainer_ptr = make_trainer(o.trainer);
+  Trainer& trainer = *trainer_ptr;
+  std::vector<std::size_t> order(data.size());
+  std::mt19937_64 rng(o.shuffle_seed);
+  for (int pass = 0; pass < o.passes; ++pass) {
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    for (std::size_t i = 0; i + o.batch_segments <= order.size(); i += o.batch_segments) {
+      std::vector<const Segment*> batch;
+      for (std::size_t j = i; j < i + o.batch_segments; ++j) batch.push_back(&data[order[j]]);
+      if (trainer.update(batch)) ++out.updates;
+      if (progress && out.updates % 64 == 0) progress(static_cast<std::uint64_t>(pass), out.updates);
+    }
+  }
+  out.weights = trainer.weights();
+  out.seconds = since(t0);
+  return out;
+}
+
+Result<RunStartData> first_run_start(const std::filesystem::path& log) {
+  std::optional<RunStartData> start;
+  ReadOptions ro;
+  ro.with_segments = false;
+  ro.skip_bad = true;
+  auto report = read_log(log, ro, [&](const LogEntryData& e, const LogPosition&) {
+    if (e.kind == LogKind::start) start = e.start;
+    return !start;
+  });
+  if (!report) return report.error();
+  if (!start) return make_error(Errc::not_found, log.string() + ": the log records no run start (pass --config)");
+  return *start;
+}
+
+}  // namespace rlx

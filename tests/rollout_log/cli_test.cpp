@@ -1,0 +1,152 @@
+// rlx inspect / replay / plot as a user runs them: exit codes, messages,
+// files written.
+#include <sys/wait.h>
+
+#include "learner/trainer.hpp"
+#include "tests/rollout_log/log_fixture.hpp"
+
+using namespace rlx;
+using namespace rlx::test;
+
+namespace {
+
+struct Ran {
+  int code = -1;
+  std::string out, err;
+};
+
+Ran run_rlx(const std::string& args, const fs::path& dir) {
+  const auto out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string cmd = std::string(RLX_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
+  const int status = std::system(cmd.c_str());
+  Ran r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto o = read_bytes(out), e = read_bytes(err);
+  r.out.assign(o.begin(), o.end());
+  r.err.assign(e.begin(), e.end());
+  return r;
+}
+
+bool is_png(const fs::path& p) {
+  auto b = read_bytes(p);
+  return b.size() > 1000 && b[0] == 0x89 && b[1] == 'P' && b[2] == 'N' && b[3] == 'G';
+}
+
+}  // namespace
+
+TEST_CASE("rlx inspect summarises a log as text, JSON and a plot", "[replay][inspect][tools]") {
+  TempDir t("rlx-cli-inspect");
+  write_log(LogWriterOptions{t.path / "rollouts"}, 12);
+  auto text = run_rlx("inspect " + t.path.string(), t.path);
+  INFO(text.err);
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("segments     12: trained 12, dropped stale 0, rejected 0") != std::string::npos);
+  CHECK(text.out.find("lag at admission") != std::string::npos);
+  CHECK(text.out.find("returns over time") != std::string::npos);
+  auto json = run_rlx("inspect --json " + t.path.string(), t.path);
+  REQUIRE(json.code == 0);
+  CHECK(json.out.find("\"segments\":12,") != std::string::npos);
+  CHECK(json.out.find("\"explorers\":{\"0\":{\"segments\":6,") != std::string::npos);
+  auto plot = run_rlx("inspect " + t.path.string() + " --plot " + (t.path / "log.png").string(), t.path);
+  INFO(plot.err);
+  REQUIRE(plot.code == 0);
+  CHECK(is_png(t.path / "log.png"));
+}
+
+TEST_CASE("rlx inspect and replay stop with exit code 2 at a damaged record unless told to skip it",
+          "[replay][inspect][damage][tools]") {
+  TempDir t("rlx-cli-damaged");
+  write_log(LogWriterOptions{t.path / "rollouts"}, 8);
+  const auto file = logfiles::data_path(t.path / "rollouts", 0);
+  auto index = read_index(logfiles::index_path(t.path / "rollouts", 0));
+  auto bytes = read_bytes(file);
+  bytes[index[4].offset + index[4].bytes - 24] ^= 0xff;
+  write_bytes(file, bytes);
+  const std::string where = "rollouts-000000.capnp at byte " + std::to_string(index[4].offset);
+
+  auto strict = run_rlx("inspect " + t.path.string(), t.path);
+  CHECK(strict.code == 2);
+  CHECK(strict.err.find(where) != std::string::npos);
+  auto replay = run_rlx("replay " + t.path.string(), t.path);
+  CHECK(replay.code == 2);
+  CHECK(replay.err.find(where) != std::string::npos);
+
+  auto lenient = run_rlx("inspect --skip-bad " + t.path.string(), t.path);
+  CHECK(lenient.code == 0);
+  CHECK(lenient.out.find("segments     7:") != std::string::npos);
+  CHECK(lenient.out.find("bad record: ") != std::string::npos);
+}
+
+TEST_CASE("rlx inspect names a truncated last record and only warns about a missing index", "[replay][inspect][damage][tools]") {
+  TempDir t("rlx-cli-truncated");
+  write_log(LogWriterOptions{t.path / "rollouts"}, 5);
+  const auto file = logfiles::data_path(t.path / "rollouts", 0);
+  auto index = read_index(logfiles::index_path(t.path / "rollouts", 0));
+  auto bytes = read_bytes(file);
+  bytes.resize(bytes.size() - 3);
+  write_bytes(file, bytes);
+  auto strict = run_rlx("inspect " + t.path.string(), t.path);
+  CHECK(strict.code == 2);
+  CHECK(strict.err.find("rollouts-000000.capnp at byte " + std::to_string(index.back().offset) + ": truncated_message") !=
+        std::string::npos);
+  auto lenient = run_rlx("inspect --skip-bad --json " + t.path.string(), t.path);
+  CHECK(lenient.code == 0);
+  CHECK(lenient.out.find("\"fatal\":true") != std::string::npos);
+
+  bytes.resize(index.back().offset);  // a clean cut: what a resume leaves
+  write_bytes(file, bytes);
+  std::filesystem::remove(logfiles::index_path(t.path / "rollouts", 0));
+  auto noindex = run_rlx("inspect " + t.path.string(), t.path);
+  CHECK(noindex.code == 0);
+  CHECK(noindex.out.find("warning: ") != std::string::npos);
+  CHECK(noindex.out.find("rollouts-000000.idx missing") != std::string::npos);
+}
+
+TEST_CASE("rlx replay exits 1 and names the version when the weights differ from the log", "[replay][exact][tools]") {
+  TempDir t("rlx-cli-diverged");
+  write_log(LogWriterOptions{t.path / "rollouts"}, 4);  // its weights entries carry a made-up checksum
+  auto r = run_rlx("replay " + t.path.string(), t.path);
+  INFO(r.out << r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.find("diverged at ") != std::string::npos);
+  CHECK(r.out.find("recorded v1 000000000000002a") != std::string::npos);
+}
+
+TEST_CASE("rlx plot draws a run's metrics.jsonl and skips unreadable lines", "[replay][plot][tools]") {
+  TempDir t("rlx-cli-plot");
+  {
+    std::ofstream m(t.path / "metrics.jsonl");
+    for (int i = 1; i <= 20; ++i)
+      m << "{\"time_s\":" << i << ",\"env_steps\":" << i * 1000 << ",\"mean_return\":" << 20 + i * 10
+        << ",\"lag_mean\":1.5,\"lag_max\":" << (i % 3) << ",\"policy_loss\":0.01,\"value_loss\":" << 40 - i
+        << ",\"entropy\":0.6}\n";
+    m << "{\"time_s\": garbage\n";
+  }
+  auto r = run_rlx("plot " + t.path.string(), t.path);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(is_png(t.path / "metrics.png"));
+  CHECK(r.err.find("skipped 1 unreadable lines") != std::string::npos);
+  auto missing = run_rlx("plot " + (t.path / "nowhere").string(), t.path);
+  CHECK(missing.code == 2);
+}
+
+TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU this machine lacks", "[tools][token][sft]") {
+  const auto dir = fs::temp_directory_path() / "rlx-sft-cli";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto out = dir / "policy.pt";
+  auto r = run_rlx("sft --kind arithmetic --steps 2 --eval-tasks 2 --out " + out.string(), dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("after training, step 2: held-out pass@1") != std::string::npos);
+  PolicyConfig policy;
+  policy.kind = "moe_transformer";
+  policy.init = out.string();
+  CHECK(check_policy_init(policy).ok());
+  if (check_device("cuda").ok()) return;  // a GPU here: nothing to refuse
+  auto gpu = run_rlx("sft --kind arithmetic --steps 2 --device cuda --out " + (dir / "gpu.pt").string(), dir);
+  CHECK(gpu.code == 2);
+  CHECK(gpu.err.find("no CUDA or no GPU is visible") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "gpu.pt"));
+}

@@ -1,0 +1,391 @@
+#include "transport/weight_bulk.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "core/auth.hpp"
+#include "messages/codec.hpp"
+
+namespace rlx {
+namespace {
+
+constexpr std::size_t kControlFrameBytes = 4096;  // handshakes and requests
+constexpr std::size_t kFrameOverhead = 4096;      // a chunk's envelope around its data
+
+Error sys_error(const std::string& what) { return make_error(Errc::io, what + ": " + std::strerror(errno)); }
+
+void set_timeout(int fd, std::chrono::milliseconds t) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+void tune(int fd) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+}
+
+Result<bool> write_all(int fd, const void* data, std::size_t n) {
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const auto w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return make_error(Errc::timeout, "send timed out");
+    if (w <= 0) return sys_error("send");
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+Result<bool> send_frame(int fd, const WireBuffer& frame) {
+  return write_all(fd, frame.bytes().data(), frame.size());
+}
+
+Result<void> read_all(int fd, void* data, std::size_t n) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    const auto r = ::recv(fd, p, n, MSG_WAITALL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return make_error(Errc::timeout, "no data in time");
+    if (r < 0) return sys_error("recv");
+    if (r == 0) return make_error(Errc::io, "the peer closed the connection");
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return {};
+}
+
+Result<WireBuffer> read_frame(int fd, std::size_t max_bytes, kj::Array<capnp::word>* reuse = nullptr) {
+  return read_stream_frame([fd](void* into, std::size_t n) { return read_all(fd, into, n); }, max_bytes, reuse);
+}
+
+std::string peer_name(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  std::uint16_t port = 0;
+  if (a.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    port = ntohs(in->sin_port);
+  } else if (a.ss_family == AF_INET6) {
+    const auto* in = reinterpret_cast<const sockaddr_in6*>(&a);
+    inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
+    port = ntohs(in->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+WireBuffer leave(const std::string& reason, const std::string& sender) {
+  return encode(LeaveData{Role::weight_store, 0, reason}, sender);
+}
+
+}  // namespace
+
+// ---- server ----
+
+struct BulkServer::Impl {
+  BulkServerOptions options;
+  std::shared_ptr<WeightShelf> shelf;
+  int listener = -1;
+  int wake = -1;  // eventfd: the accept loop stops when it is written
+  std::uint16_t port = 0;
+  std::thread acceptor;
+  mutable std::mutex mu;
+  struct Conn {
+    int fd;
+    std::thread thread;
+    bool done = false;
+  };
+  std::list<Conn> conns;
+  bool stopping = false;
+  Counts counts;
+
+  void add(std::uint64_t Counts::*field, std::uint64_t n = 1) {
+    std::lock_guard<std::mutex> lock(mu);
+    counts.*field += n;
+  }
+
+  void refuse(int fd, const std::string& peer, const std::string& node, const std::string& why) {
+    add(&Counts::refused);
+    options.log->warn("bulk channel: refused '{}' from {}: {}", node, peer, why);
+    (void)send_frame(fd, leave("refused: " + why, options.name));
+  }
+
+  // Handshake, then chunks until the peer closes, errs or goes idle.
+  void serve(int fd, const std::string& peer) {
+    set_timeout(fd, options.handshake_timeout);
+    const std::string nonce = random_nonce();
+    if (!send_frame(fd, encode(JoinData{Role::weight_store, options.name, 0, nonce}, options.name))) return;
+    auto frame = read_frame(fd, kControlFrameBytes);
+    if (!frame) return refuse(fd, peer, "?", frame.error().message);
+    auto join = decode<JoinData>(*frame);
+    if (!join) return refuse(fd, peer, "?", "not a login: " + join.error().message);
+    if (!proofs_equal(join->auth_token, secret_proof(options.secret, nonce, join->node)))
+      return refuse(fd, peer, join->node, "wrong proof of the cluster secret");
+    add(&Counts::admitted);
+    options.log->info("bulk channel: node '{}' connected from {}", join->node, peer);
+    if (!send_frame(fd, encode(JoinData{Role::weight_store, options.name, 0, ""}, options.name))) return;
+    set_timeout(fd, options.idle_timeout);
+    for (;;) {
+      auto req_frame = read_frame(fd, kControlFrameBytes);
+      if (!req_frame) {
+        if (req_frame.error().code == Errc::timeout)
+          options.log->info("bulk channel: closing idle connection of '{}'", join->node);
+        else if (req_frame.error().code != Errc::io)
+          options.log->warn("bulk channel: bad frame from '{}': {}", join->node, req_frame.error().message);
+        return;
+      }
+      auto req = decode<WeightRequestData>(*req_frame);
+      if (!req || !req->chunked) {
+        options.log->warn("bulk channel: bad request from '{}': {}", join->node,
+                          req ? "only chunks are served here" : req.error().message);
+        (void)send_frame(fd, leave(req ? "only chunks are served here" : "malformed request", options.name));
+        return;
+      }
+      auto chunk = shelf->chunk(req->version, req->chunk);
+      if (!chunk) {
+        if (!send_frame(fd, leave(chunk.error().message, options.name))) return;
+        continue;
+      }
+      {
+        // Counted before it is sent: once the client holds every chunk, the counts say so.
+        std::lock_guard<std::mutex> lock(mu);
+        ++counts.chunks;
+        counts.bytes += chunk->size();
+      }
+      if (!send_frame(fd, *chunk)) return;
+    }
+  }
+
+  void reap_done() {  // with mu held
+    for (auto it = conns.begin(); it != conns.end();) {
+      if (!it->done) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = conns.erase(it);
+    }
+  }
+
+  void accept_loop() {
+    for (;;) {
+      pollfd fds[2] = {{listener, POLLIN, 0}, {wake, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) {
+        if (errno == EINTR) continue;
+        options.log->error("bulk channel: poll failed: {}", std::strerror(errno));
+        return;
+      }
+      if (fds[1].revents) return;
+      sockaddr_storage addr{};
+      socklen_t len = sizeof addr;
+      const int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
+      if (fd < 0) continue;
+      tune(fd);
+      const std::string peer = peer_name(addr);
+      std::lock_guard<std::mutex> lock(mu);
+      reap_done();
+      if (stopping || conns.size() >= options.max_connections) {
+        ++counts.refused;
+        options.log->warn("bulk channel: refused a connection from {}: {} connections open", peer, conns.size());
+        ::close(fd);
+        continue;
+      }
+      auto& conn = conns.emplace_back(Conn{fd, std::thread{}, false});
+      conn.thread = std::thread([this, &conn, fd, peer] {
+        serve(fd, peer);
+        std::lock_guard<std::mutex> l(mu);
+        ::close(fd);
+        conn.fd = -1;
+        conn.done = true;
+      });
+    }
+  }
+};
+
+BulkServer::BulkServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<BulkServer>> BulkServer::start(BulkServerOptions options, std::shared_ptr<WeightShelf> shelf) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->shelf = std::move(shelf);
+  if (!impl->options.log) impl->options.log = null_logger();
+  const std::string& host = impl->options.host;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(impl->options.port);
+  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found); rc != 0)
+    return make_error(Errc::io, "bulk channel: cannot resolve '" + host + "': " + ::gai_strerror(rc));
+  std::string last = "no address";
+  for (addrinfo* a = found; a && impl->listener < 0; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 64) == 0) {
+      impl->listener = fd;
+    } else {
+      last = std::strerror(errno);
+      ::close(fd);
+    }
+  }
+  ::freeaddrinfo(found);
+  if (impl->listener < 0)
+    return make_error(Errc::io, "bulk channel: cannot listen on " + host + ":" + port + ": " + last);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(impl->listener, reinterpret_cast<sockaddr*>(&bound), &len);
+  impl->port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                 : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  impl->wake = ::eventfd(0, EFD_CLOEXEC);
+  if (impl->wake < 0) {
+    ::close(impl->listener);
+    return sys_error("bulk channel: eventfd");
+  }
+  Impl* raw = impl.get();
+  impl->acceptor = std::thread([raw] { raw->accept_loop(); });
+  return std::unique_ptr<BulkServer>(new BulkServer(std::move(impl)));
+}
+
+BulkServer::~BulkServer() {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto w = ::write(impl_->wake, &one, sizeof one);
+  impl_->acceptor.join();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stopping = true;
+    for (auto& c : impl_->conns)
+      if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);  // blocked reads and writes return
+  }
+  for (auto& c : impl_->conns) c.thread.join();
+  ::close(impl_->listener);
+  ::close(impl_->wake);
+}
+
+std::uint16_t BulkServer::port() const { return impl_->port; }
+
+BulkServer::Counts BulkServer::counts() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->counts;
+}
+
+// ---- client ----
+
+BulkClient::BulkClient(BulkClientOptions options) : options_(std::move(options)) {}
+
+BulkClient::~BulkClient() { disconnect(); }
+
+void BulkClient::cancel() {
+  cancelled_ = true;
+  const int fd = fd_.load();
+  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+}
+
+void BulkClient::disconnect() {
+  const int fd = fd_.exchange(-1);
+  if (fd >= 0) ::close(fd);
+}
+
+Result<bool> BulkClient::connect_and_login() {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  if (const int rc = ::getaddrinfo(options_.host.c_str(), std::to_string(options_.port).c_str(), &hints, &found); rc != 0)
+    return make_error(Errc::io, "cannot resolve " + options_.host + ": " + ::gai_strerror(rc));
+  int fd = -1;
+  std::string last = "no address";
+  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    set_timeout(fd, options_.timeout);  // SO_SNDTIMEO bounds connect() too
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      last = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) return make_error(Errc::io, "cannot connect to " + where + ": " + last);
+  tune(fd);
+  fd_ = fd;
+  if (cancelled_) return make_error(Errc::io, "cancelled");
+  auto challenge = read_frame(fd, kControlFrameBytes);
+  if (!challenge) return challenge.error();
+  auto nonce = decode<JoinData>(*challenge);
+  if (!nonce) return make_error(nonce.error().code, "no challenge from " + where + ": " + nonce.error().message);
+  const std::string proof = secret_proof(options_.secret, nonce->auth_token, options_.node);
+  if (auto s = send_frame(fd, encode(JoinData{Role::weight_store, options_.node, 0, proof}, options_.node)); !s)
+    return s.error();
+  auto answer = read_frame(fd, kControlFrameBytes);
+  if (!answer) return answer.error();
+  if (auto refused = decode<LeaveData>(*answer)) return make_error(Errc::io, where + " " + refused->reason);
+  if (auto welcome = decode<JoinData>(*answer); !welcome) return welcome.error();
+  return true;
+}
+
+Result<std::uint32_t> BulkClient::fetch(ChunkAssembler& into) {
+  if (cancelled_) return make_error(Errc::io, "cancelled");
+  auto fail = [this](Error e) -> Result<std::uint32_t> {
+    disconnect();
+    return e;
+  };
+  if (fd_ < 0)
+    if (auto c = connect_and_login(); !c) return fail(c.error());
+  const int fd = fd_;
+  const std::size_t max_frame = into.chunk_bytes() + kFrameOverhead;
+  std::deque<std::uint32_t> queue;
+  for (auto i : into.missing()) queue.push_back(i);
+  std::deque<std::uint32_t> asked;
+  std::vector<std::uint32_t> tries(into.count(), 0);
+  std::uint32_t refetched = 0;
+  while (!queue.empty() || !asked.empty()) {
+    while (asked.size() < options_.window && !queue.empty()) {
+      const std::uint32_t index = queue.front();
+      queue.pop_front();
+      if (auto s = send_frame(fd, encode(WeightRequestData{into.version(), false, true, index}, options_.node)); !s)
+        return fail(s.error());
+      asked.push_back(index);
+    }
+    auto frame = read_frame(fd, max_frame, &rx_);  // no allocation per chunk: the pages stay warm
+    if (!frame) return fail(frame.error());
+    const std::uint32_t index = asked.front();
+    asked.pop_front();
+    std::uint32_t got = index;
+    auto added = into.add_encoded(*frame, &got);
+    if (added && got == index) continue;
+    if (!added)
+      if (auto gone = decode<LeaveData>(*frame))
+        return fail(make_error(Errc::not_found, "version " + std::to_string(into.version()) + ": " + gone->reason));
+    ++refetched;
+    if (++tries[index] >= options_.max_tries)
+      return fail(make_error(added ? Errc::invalid_field : added.error().code,
+                             "chunk " + std::to_string(index) + " failed " + std::to_string(tries[index]) + " times" +
+                                 (added ? "" : ": " + added.error().message)));
+    queue.push_back(index);
+  }
+  return refetched;
+}
+
+}  // namespace rlx
