@@ -10,5 +10,8 @@ void LearnerGroup::sum(const std::vector<at::Tensor>&) {
   throw GroupError("the standalone GPU build has no learner group");
 }
 void LearnerGroup::sum(at::Tensor&) { throw GroupError("the standalone GPU build has no learner group"); }
+void LearnerGroup::reduce_gradients(const std::vector<at::Tensor>&, double) {
+  throw GroupError("the standalone GPU build has no learner group");
+}
 
 }  // namespace rlx
