@@ -110,18 +110,20 @@ void fetch(Self self, const WeightFetch& f) {
           },
           [self, f](const caf::error& err) {
             auto& st = self->state;
-            const auto out = st.loop->fetch_failed(f);
+            const Error why = from_caf(err);  // the store's own code (not_found: evicted or none yet)
+            const auto out = st.loop->fetch_failed(f, why.code);
+            const std::string said = std::string(to_string(why.code)) + ": " + why.message;
             switch (out.why) {
               case ExplorerLoop::FetchFailure::before_rebind: break;
               case ExplorerLoop::FetchFailure::empty_after_rebind:
-                st.options.log->debug("{}: no weights yet after the rebind: {}", st.name, caf::to_string(err));
+                st.options.log->debug("{}: no weights yet after the rebind: {}", st.name, said);
                 break;
               case ExplorerLoop::FetchFailure::evicted:
-                st.options.log->debug("{}: fetching weights failed: {}; asking for the newest", st.name,
-                                      caf::to_string(err));
+              case ExplorerLoop::FetchFailure::exact_failed:
+                st.options.log->debug("{}: fetching weights failed: {}; asking for the newest", st.name, said);
                 break;
               case ExplorerLoop::FetchFailure::newest_failed:
-                st.options.log->warn("{}: fetching the newest weights failed: {}", st.name, caf::to_string(err));
+                st.options.log->warn("{}: fetching the newest weights failed: {}", st.name, said);
                 break;
             }
             if (out.next) return fetch(self, *out.next);

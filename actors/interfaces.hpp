@@ -9,6 +9,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/caf_errors.hpp"
 #include "messages/caf_wire.hpp"
 
 namespace rlx {
@@ -175,6 +176,7 @@ using gate_actor = caf::typed_actor<
 // Registers every handle type that crosses nodes inside messages.
 inline void register_handle_types(caf::actor_system_config& cfg) {
   register_wire_types(cfg);
+  register_error_category(cfg);
   cfg.add_message_type<learner_actor>("rlx.learner_actor");
   cfg.add_message_type<weight_store_actor>("rlx.weight_store_actor");
   cfg.add_message_type<coordinator_actor>("rlx.coordinator_actor");

@@ -57,12 +57,11 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
         auto req = decode_or_count<WeightRequestData>(self, msg, st.errors, st.options.log);
         if (!req) return caf::sec::invalid_argument;
         auto found = req->latest ? st.shelf->newest() : st.shelf->find(req->version);
-        if (!found && req->latest) return caf::make_error(caf::sec::runtime_error, "no version published yet");
-        if (!found)
-          return caf::make_error(caf::sec::runtime_error, "version " + std::to_string(req->version) + " is not held");
+        if (!found && req->latest) return to_caf(make_error(Errc::not_found, "no version published yet"));
+        if (!found) return to_caf(make_error(Errc::not_found, "version " + std::to_string(req->version) + " is not held"));
         if (!req->chunked) return WireMsg{found->set};
         auto chunk = st.shelf->chunk(found->version, req->chunk);
-        if (!chunk) return caf::make_error(caf::sec::invalid_argument, chunk.error().message);
+        if (!chunk) return to_caf(chunk.error());
         return WireMsg{*chunk};
       },
       [self, &st](subscribe_atom, weights_listener who) {

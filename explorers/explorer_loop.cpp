@@ -95,14 +95,14 @@ ExplorerLoop::Fetched ExplorerLoop::fetched(const WeightFetch& asked, const Weig
   return out;
 }
 
-ExplorerLoop::FetchFailed ExplorerLoop::fetch_failed(const WeightFetch& asked) {
+ExplorerLoop::FetchFailed ExplorerLoop::fetch_failed(const WeightFetch& asked, Errc code) {
   const bool current = follower_.fetched(asked.epoch);
   if (!current && !asked.latest) return {FetchFailure::before_rebind, fetch(0, true)};
   // After a rebind the node's store is empty until the new head's weights arrive (an announcement).
   if (!has_weights() && follower_.epoch() > 0) return {FetchFailure::empty_after_rebind, std::nullopt};
   // The store evicted that version: ask for the newest instead. If the
   // store itself failed, the next announcement retries.
-  if (!asked.latest) return {FetchFailure::evicted, fetch(0, true)};
+  if (!asked.latest) return {code == Errc::not_found ? FetchFailure::evicted : FetchFailure::exact_failed, fetch(0, true)};
   return {FetchFailure::newest_failed, std::nullopt};
 }
 

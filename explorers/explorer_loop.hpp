@@ -102,18 +102,20 @@ class ExplorerLoop {
     std::optional<WeightFetch> next;      // a newer version to fetch
   };
   Fetched fetched(const WeightFetch& asked, const WeightSetData* weights);
-  // A fetch failed: why it matters and what to ask instead.
+  // A fetch failed with `code` (the store's not_found, a timeout, ...):
+  // why it matters and what to ask instead.
   enum class FetchFailure {
     before_rebind,       // asked of the dead head's store: ask again
     empty_after_rebind,  // the node's store has nothing yet: the next announcement fetches
-    evicted,             // that version is gone (the explorer fell behind): ask for the newest
+    evicted,             // not_found: that version is gone (the explorer fell behind): ask for the newest
+    exact_failed,        // that version's fetch failed otherwise (timeout, a dead store): ask for the newest
     newest_failed,       // the store could not give its newest: the next announcement retries
   };
   struct FetchFailed {
     FetchFailure why;
     std::optional<WeightFetch> next;
   };
-  FetchFailed fetch_failed(const WeightFetch& asked);
+  FetchFailed fetch_failed(const WeightFetch& asked, Errc code);
   bool has_weights() const { return follower_.held().has_value(); }
   std::uint64_t newest_known() const { return follower_.newest(); }
 

@@ -13,6 +13,7 @@ struct ActorFixture {
     static caf::actor_system_config cfg = [] {
       caf::actor_system_config c;
       register_wire_types(c);
+      register_error_category(c);
       c.set("scheduler.max-threads", 2);
       c.set("logger.verbosity", caf::atom("quiet"));
       return c;

@@ -109,6 +109,13 @@ TEST_CASE("the weight store keeps the last N versions, serves latest and by vers
   CHECK(fetched_version(f, store, {0, true}) == 5);
   CHECK(fetched_version(f, store, {3, false}) == 3);
   CHECK(fetched_version(f, store, {2, false}) == UINT64_MAX - 1);  // evicted
+  // ... and the store says so by name: the error arrives as Errc::not_found.
+  Error why;
+  f.self->request(store, 10s, fetch_atom::value, WireMsg{encode(WeightRequestData{2, false}, "t")})
+      .receive([](const WireMsg&) {}, [&](const caf::error& e) { why = from_caf(e); });
+  CHECK(why.code == Errc::not_found);
+  CHECK(why.message == "version 2 is not held");
+  CHECK(f.system.render(to_caf(why)) == "rlx.not_found: version 2 is not held");
   // In-process, the store serves the very buffer that was published.
   auto published = weights_of(6);
   f.self->send(store, publish_atom::value, published);

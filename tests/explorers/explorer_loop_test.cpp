@@ -286,7 +286,7 @@ TEST_CASE("a fetch answered from before a rebind is not trusted and is asked aga
   CHECK_FALSE(got.next);  // nothing newer than v2 is known since
   auto f2 = r.loop.announced(3);
   REQUIRE(f2);
-  CHECK(r.loop.fetch_failed(*f2).why == ExplorerLoop::FetchFailure::evicted);
+  CHECK(r.loop.fetch_failed(*f2, Errc::not_found).why == ExplorerLoop::FetchFailure::evicted);
 }
 
 TEST_CASE("a segment completed by the step in flight at a rebind is dropped when it holds newer versions",
@@ -322,12 +322,17 @@ TEST_CASE("a failed fetch of an evicted version asks for the newest, and a faile
           "[explorers][loop]") {
   Ready r({}, 1);
   auto f = r.loop.announced(9);
-  auto failed = r.loop.fetch_failed(*f);
+  auto failed = r.loop.fetch_failed(*f, Errc::not_found);  // the store's code, as it sent it
   CHECK(failed.why == ExplorerLoop::FetchFailure::evicted);
   REQUIRE(failed.next);
   CHECK(failed.next->latest);
-  auto again = r.loop.fetch_failed(*failed.next);
+  auto again = r.loop.fetch_failed(*failed.next, Errc::timeout);
   CHECK(again.why == ExplorerLoop::FetchFailure::newest_failed);
   CHECK_FALSE(again.next);
-  CHECK(r.loop.announced(10));  // the next announcement retries
+  auto f2 = r.loop.announced(10);  // the next announcement retries
+  REQUIRE(f2);
+  auto timed_out = r.loop.fetch_failed(*f2, Errc::timeout);  // not evicted, and still the newest is asked for
+  CHECK(timed_out.why == ExplorerLoop::FetchFailure::exact_failed);
+  REQUIRE(timed_out.next);
+  CHECK(timed_out.next->latest);
 }
