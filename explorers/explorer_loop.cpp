@@ -45,7 +45,6 @@ std::optional<RewardAsk> ExplorerLoop::deferred(std::uint64_t sequence, std::uin
                                                 std::uint32_t episode) {
   const auto id = deferred_.note(sequence, t, env, episode);
   if (options_.reward_workers == 0) {
-    if (!std::exchange(warned_no_pool_, true)) warn_no_pool_ = true;
     deferred_.scored(id, 0.0f);  // released with the segment, after the step
     return std::nullopt;
   }

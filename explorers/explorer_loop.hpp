@@ -82,9 +82,9 @@ class ExplorerLoop {
 
   // Deferred rewards. An episode ended with its reward deferred: where to
   // ask (nullopt when the node has no reward worker: the episode is
-  // scored 0 at once and no_pool_warning() says so, once).
+  // scored 0 at once; no_pool_warning() is true the first time it asks).
   std::optional<RewardAsk> deferred(std::uint64_t sequence, std::uint32_t t, std::uint32_t env, std::uint32_t episode);
-  bool no_pool_warning() { return std::exchange(warn_no_pool_, false); }
+  bool no_pool_warning() { return !std::exchange(warned_no_pool_, true); }
   // A score came back (0 for one given up).
   void scored(std::uint64_t id, float score, std::string hint = {});
   // The request failed or timed out: the next worker to ask, or nullopt
@@ -175,7 +175,6 @@ class ExplorerLoop {
   bool draining_ = false;
   bool paused_ = false;
   bool warned_no_pool_ = false;
-  bool warn_no_pool_ = false;
 };
 
 }  // namespace rlx
