@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <caf/all.hpp>
 
@@ -23,7 +24,9 @@ inline Error from_caf(const caf::error& e) {
   if (e.category() == kErrcCategory) {
     std::string message;
     if (e.context().match_elements<std::string>()) message = e.context().get_as<std::string>(0);
-    return Error{static_cast<Errc>(e.code()), std::move(message)};
+    auto code = static_cast<Errc>(e.code());
+    if (std::string_view(to_string(code)) == "unknown") code = Errc::io;  // a newer peer's code
+    return Error{code, std::move(message)};
   }
   if (e == caf::sec::request_timeout) return Error{Errc::timeout, "no answer in time"};
   return Error{Errc::io, caf::to_string(e)};

@@ -29,7 +29,7 @@ env_actor::behavior_type env_actor_impl(env_actor::stateful_pointer<EnvActorStat
           st.envs->reset(st.result);
         } catch (const EnvFailure& e) {
           st.options.log->error("{}", e.what());
-          return caf::make_error(caf::sec::runtime_error, e.what());
+          return to_caf(Error{Errc::env_failed, e.what()});
         }
         return WireMsg{encode(st.result, st.options.name)};
       },
@@ -50,7 +50,7 @@ env_actor::behavior_type env_actor_impl(env_actor::stateful_pointer<EnvActorStat
           st.envs->step(r->actions, st.result);
         } catch (const EnvFailure& e) {
           st.options.log->error("{}", e.what());
-          return caf::make_error(caf::sec::runtime_error, e.what());
+          return to_caf(Error{Errc::env_failed, e.what()});
         }
         st.result.step_index = r->step_index;
         return WireMsg{encode(st.result, st.options.name)};

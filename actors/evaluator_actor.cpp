@@ -58,7 +58,7 @@ void maybe_evaluate(Self self) {
           [self, epoch](const caf::error& err) {
             auto& st = self->state;
             st.follower.fetched(epoch);
-            st.options.log->warn("evaluator: fetching the newest weights failed: {}", caf::to_string(err));
+            st.options.log->warn("evaluator: fetching the newest weights failed: {}", self->system().render(err));
           });
 }
 

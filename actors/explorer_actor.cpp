@@ -162,12 +162,12 @@ void ask_reward(Self self, const RewardAsk& ask, const std::string& payload) {
             auto& st = self->state;
             if (auto again = st.loop->reward_failed(ask)) {
               st.options.log->info("{}: reward request {} failed ({}); asking another worker", st.name, ask.id,
-                                   caf::to_string(err));
+                                   self->system().render(err));
               return ask_reward(self, *again, payload);
             }
             st.errors.add(Errc::timeout);
             st.options.log->warn("{}: reward request {} failed {} times (last: {}): scored 0", st.name, ask.id,
-                                 st.options.reward_attempts, caf::to_string(err));
+                                 st.options.reward_attempts, self->system().render(err));
             flush(self);
             advance(self);
           });
@@ -263,7 +263,7 @@ void advance(Self self) {
   WireMsg step{encode(EnvStepData{actions, ++st.step_index}, st.name)};
   self->request(st.options.env, st.options.request_timeout, step_atom::value, step)
       .then([self](const WireMsg& msg) { on_step_reply(self, msg); },
-            [self](const caf::error& err) { fail(self, "env step failed: " + caf::to_string(err)); });
+            [self](const caf::error& err) { fail(self, "env step failed: " + self->system().render(err)); });
 }
 
 explorer_actor::behavior_type explorer_behavior(Self self) {
@@ -353,7 +353,7 @@ explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions opti
     EnvResetData reset{st.options.env_seed, static_cast<std::uint32_t>(st.options.rollout.num_envs)};
     self->request(st.options.env, st.options.request_timeout, reset_atom::value, WireMsg{encode(reset, st.name)})
         .then([self](const WireMsg& msg) { on_step_reply(self, msg); },
-              [self](const caf::error& err) { fail(self, "env reset failed: " + caf::to_string(err)); });
+              [self](const caf::error& err) { fail(self, "env reset failed: " + self->system().render(err)); });
   }
   return explorer_behavior(self);
 }

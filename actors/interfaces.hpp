@@ -1,7 +1,8 @@
 // Typed interfaces of every RLX actor (CAF 0.17 syntax). A handle lists
 // every message its actor accepts, so a wrong message is a compile error.
-// Payloads that may cross nodes are WireMsg (an Envelope's bytes) or
-// plain integers/strings.
+// Payloads that may cross nodes are WireMsg (an Envelope's bytes), plain
+// integers/strings, or named structs with an inspect (GateEntry, ...),
+// registered by name in register_handle_types.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "actors/caf_errors.hpp"
 #include "messages/caf_wire.hpp"
+#include "messages/types.hpp"
 
 namespace rlx {
 
@@ -104,12 +106,25 @@ using weight_relay_actor = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg
                                             caf::reacts_to<rebind_atom, weight_store_actor, std::uint16_t>,
                                             caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
-// Appends to the rollout log: a segment's arrival (segment envelope,
-// verdict, learner version, admission index, lag, reason) and each
-// published version (version, weights checksum, updates, parameters).
+// One segment's arrival at the learner, as the rollout log keeps it: the
+// segment envelope and its verdict, learner version, admission index,
+// lag and reason (messages/types.hpp).
+struct RecordEntry {
+  WireMsg segment;
+  RolloutRecordData arrival;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RecordEntry& x) {
+  auto& a = x.arrival;
+  return f(caf::meta::type_name("rlx.record_entry"), x.segment, a.verdict, a.learner_version, a.admission_index, a.lag,
+           a.reason);
+}
+
+// Appends to the rollout log: a segment's arrival and each published
+// version (version, weights checksum, updates, parameters).
 using recorder_actor =
-    caf::typed_actor<caf::reacts_to<record_atom, WireMsg, std::uint8_t, std::uint64_t, std::uint64_t, std::uint64_t,
-                                    std::string>,
+    caf::typed_actor<caf::reacts_to<record_atom, RecordEntry>,
                      caf::reacts_to<version_atom, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>,
                      caf::replies_to<flush_atom>::with<std::uint64_t>>;  // closes the log; entries written
 
@@ -150,26 +165,55 @@ using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, ex
                                            // explorers, reward workers wanted (-1: unchanged) -> what changed
                                            caf::replies_to<scale_atom, std::int32_t, std::int32_t>::with<std::string>>;
 
-// The head's published door (actors/gate.hpp): a node asks for a nonce,
+// The head's published door (control/gate.hpp): a node asks for a nonce,
 // answers it with a proof of the cluster secret and the shape it asks for
-// (explorers, envs per explorer, reward workers; a topology node's own),
-// and only then gets the learner, weight store and coordinator, the port
-// of the head's bulk channel for weights (0: none;
-// messages/weight_bulk.hpp) and the run's configuration (TOML). `rlx
-// scale` proves the secret the same way and asks for a new size.
-// Membership: the run's id and the head process's incarnation come back
-// with the handles, with the newest version the head's learner had when
-// it started (a resumed learner's); a node that outlived its head gives
-// the pair it had, to rejoin the restarted head with what it runs
+// (a GateEntry), and only then gets a GateWelcome: the learner, weight
+// store and coordinator, the port of the head's bulk channel for weights
+// (0: none; transport/weight_bulk.hpp) and the run's configuration
+// (TOML). `rlx scale` proves the secret the same way and asks for a new
+// size. Membership: the run's id and the head process's incarnation come
+// back with the handles, with the newest version the head's learner had
+// when it started (a resumed learner's); a node that outlived its head
+// gives the pair it had, to rejoin the restarted head with what it runs
 // (refused for another run, or by the head that already counted it lost).
+struct GateEntry {
+  std::string node;   // the node's name in the cluster
+  std::string nonce;  // the gate's answer to hello
+  std::string proof;  // secret_proof(secret, nonce, node)
+  node_actor agent;
+  std::uint32_t explorers = 0;
+  std::uint32_t envs_per_explorer = 0;
+  std::uint32_t rewards = 0;  // reward workers
+  std::string run_id;         // "" for a new node; a rejoining node's run and incarnation
+  std::string incarnation;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GateEntry& x) {
+  return f(caf::meta::type_name("rlx.gate_entry"), x.node, x.nonce, x.proof, x.agent, x.explorers,
+           x.envs_per_explorer, x.rewards, x.run_id, x.incarnation);
+}
+
+struct GateWelcome {
+  learner_actor learner;
+  weight_store_actor weight_store;
+  coordinator_actor coordinator;
+  std::uint16_t bulk_port = 0;
+  std::string config_toml;
+  std::string run_id;
+  std::string incarnation;
+  std::uint64_t start_version = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, GateWelcome& x) {
+  return f(caf::meta::type_name("rlx.gate_welcome"), x.learner, x.weight_store, x.coordinator, x.bulk_port,
+           x.config_toml, x.run_id, x.incarnation, x.start_version);
+}
+
 using gate_actor = caf::typed_actor<
     caf::replies_to<hello_atom, std::string>::with<std::string>,  // node name -> nonce
-    caf::replies_to<enter_atom, std::string, std::string, std::string, node_actor, std::uint32_t, std::uint32_t,
-                    std::uint32_t, std::string, std::string>::with<learner_actor, weight_store_actor,
-                                                                   coordinator_actor, std::uint16_t, std::string,
-                                                                   std::string, std::string, std::uint64_t>,
-    // node, nonce, proof, agent, shape, run id and incarnation ("" for a new node) ->
-    // handles, bulk port, configuration, run id, incarnation, starting version
+    caf::replies_to<enter_atom, GateEntry>::with<GateWelcome>,
     caf::replies_to<scale_atom, std::string, std::string, std::string, std::int32_t, std::int32_t>::with<
         std::string>>;  // caller, nonce, proof, explorers, reward workers
 
@@ -183,6 +227,9 @@ inline void register_handle_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<explorer_actor>("rlx.explorer_actor");
   cfg.add_message_type<weights_listener>("rlx.weights_listener");
   cfg.add_message_type<node_actor>("rlx.node_actor");
+  cfg.add_message_type<GateEntry>("rlx.gate_entry");
+  cfg.add_message_type<GateWelcome>("rlx.gate_welcome");
+  cfg.add_message_type<RecordEntry>("rlx.record_entry");
 }
 
 }  // namespace rlx

@@ -94,8 +94,8 @@ void report(Self self, bool force) {
 void record(Self self, const WireMsg& msg, const Arrival& a) {
   auto& st = self->state;
   if (!st.options.recorder) return;
-  self->send(st.options.recorder, record_atom::value, msg, static_cast<std::uint8_t>(a.verdict), a.version, a.index,
-             a.lag, a.reason);
+  self->send(st.options.recorder, record_atom::value,
+             RecordEntry{msg, RolloutRecordData{a.verdict, a.version, a.index, a.lag, a.reason}});
 }
 
 void train(Self self) {

@@ -23,7 +23,7 @@ struct RecorderState {
   }
 
   // False (and recording off) after the first failed write.
-  void check(const Result<bool>& r) {
+  void check(const Result<void>& r) {
     if (r || failed) return;
     failed = true;
     options.log->error("rollout log: {}; recording is off after {} entries", r.error().message,
@@ -35,13 +35,12 @@ recorder_actor::behavior_type recorder_impl(recorder_actor::stateful_pointer<Rec
                                             RecorderOptions options) {
   self->state.options = std::move(options);
   return {
-      [self](record_atom, const WireMsg& segment, std::uint8_t verdict, std::uint64_t version, std::uint64_t index,
-             std::uint64_t lag, const std::string& reason) {
+      [self](record_atom, const RecordEntry& entry) {
         auto& st = self->state;
-        if (st.late() || st.failed || verdict > 2) return;
-        RolloutRecordData r{static_cast<Verdict>(verdict), version, index, lag, reason};
+        if (st.late() || st.failed || static_cast<std::uint8_t>(entry.arrival.verdict) > 2) return;
+        const auto index = entry.arrival.admission_index;
         try {
-          st.check(st.options.writer->write_rollout(r, segment.buf));
+          st.check(st.options.writer->write_rollout(entry.arrival, entry.segment.buf));
         } catch (const kj::Exception& e) {
           // Only segments the learner already validated are copied, so
           // this is a bug; keep recording the rest.

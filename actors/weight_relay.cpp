@@ -208,7 +208,7 @@ void pump(Self self) {
               if (!st.current || st.current->version() != version || st.follower.epoch() != epoch) return;
               // A newer version makes this one moot (the store may have evicted it).
               if (st.newest.version > version) return give_up(self, "newer version " + std::to_string(st.newest.version));
-              retry(self, index, caf::to_string(err));
+              retry(self, index, self->system().render(err));
             });
   }
 }

@@ -21,7 +21,7 @@ std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const Clu
     env_actor env;
     if (cfg.token_run()) {
       eo.tokens = token_rollout_options(cfg, explorer_id, batch.envs_per_explorer);  // it decodes its own tasks
-    } else if (cfg.explorer.env_placement == "actor") {
+    } else if (cfg.explorer.env_placement == EnvPlacement::actor) {
       std::string env_name = "env/" + std::to_string(explorer_id);
       env = spawn_env(system, EnvActorOptions{factory, first_env, env_name, child_logger(log, env_name)});
     } else {
@@ -31,7 +31,7 @@ std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const Clu
     eo.env_seed = cfg.run.seed;
     eo.first_env_id = first_env;
     eo.max_staleness = cfg.run.max_staleness;
-    eo.sync = cfg.run.mode == "sync";
+    eo.sync = cfg.run.mode == RunMode::sync;
     eo.node = batch.node;
     eo.env = env;
     eo.learner = targets.learner;

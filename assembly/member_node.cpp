@@ -104,28 +104,26 @@ void obey(Self self, const Order& order) {
                order.first_id + order.count - 1, order.envs_per_explorer, st.explorers.size());
 }
 
-void start(Self self, learner_actor learner, weight_store_actor head_store, coordinator_actor coordinator,
-           std::uint16_t bulk_port, const std::string& config_toml, const std::string& run_id,
-           const std::string& incarnation) {
+void start(Self self, const GateWelcome& w) {
   auto& st = self->state;
-  st.run_id = run_id;
-  st.incarnation = incarnation;
-  auto parsed = parse_config(config_toml, "<the head's configuration>", st.envs->names(), policy_kinds());
+  st.run_id = w.run_id;
+  st.incarnation = w.incarnation;
+  auto parsed = parse_config(w.config_toml, "<the head's configuration>", st.envs->names());
   if (!parsed) return end(self, RunOutcome::bad_input, "cannot use the head's configuration: " + parsed.error().message);
   const ClusterConfig& cfg = *parsed;
-  self->monitor(coordinator);
+  self->monitor(w.coordinator);
   auto& sys = self->system();
   auto store = spawn_weight_store(sys, WeightStoreOptions{static_cast<std::size_t>(cfg.weight_store.keep_versions),
                                                           static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10,
                                                           child_logger(st.log, "weight_store")});
   WeightRelayOptions ro;
-  ro.upstream = head_store;
+  ro.upstream = w.weight_store;
   ro.local = store;
   ro.log = child_logger(st.log, "weight_relay");
   // The bulk channel (port 0: none) is on the host this node reached the gate at.
   BulkClientOptions bo;
   bo.host = st.options.head_host;
-  bo.port = bulk_port;
+  bo.port = w.bulk_port;
   bo.node = st.options.node;
   bo.secret = st.options.secret;
   bo.timeout = std::chrono::seconds(10);
@@ -144,7 +142,7 @@ void start(Self self, learner_actor learner, weight_store_actor head_store, coor
   auto scorer = make_scorer(cfg.reward.scorer);
   if (!scorer) return end(self, RunOutcome::failed, "cannot start reward workers: " + scorer.error().message);
   st.scorer = *scorer;
-  st.targets = FleetTargets{learner, store, coordinator, {}};
+  st.targets = FleetTargets{w.learner, store, w.coordinator, {}};
   st.config = std::move(*parsed);
   st.log->info("node '{}' joined the cluster; asked for {} explorers ({} envs each), {} reward workers",
                st.options.node, st.options.explorers, st.options.envs_per_explorer, st.options.rewards);
@@ -196,21 +194,21 @@ bool retry_gate(Self self, const caf::error& e) {
 }
 
 // The restarted head let the node back in: everything it runs follows it.
-void rejoined(Self self, learner_actor learner, weight_store_actor head_store, coordinator_actor coordinator,
-              std::uint16_t bulk_port, const std::string& incarnation, std::uint64_t start_version) {
+void rejoined(Self self, const GateWelcome& w) {
   auto& st = self->state;
   st.orphaned = false;
-  st.incarnation = incarnation;
-  self->monitor(coordinator);
-  st.targets.learner = learner;
-  st.targets.coordinator = coordinator;
+  st.incarnation = w.incarnation;
+  self->monitor(w.coordinator);
+  st.targets.learner = w.learner;
+  st.targets.coordinator = w.coordinator;
   // In this order: the store forgets the dead head's sets before the relay
   // can publish the new head's or an explorer can ask for any.
   self->send(st.store, forget_atom::value);
-  self->send(st.relay, rebind_atom::value, head_store, bulk_port);
+  self->send(st.relay, rebind_atom::value, w.weight_store, w.bulk_port);
   for (auto& e : st.explorers)
-    self->send(e, rebind_atom::value, learner, caf::actor_cast<caf::actor>(coordinator), start_version);
-  st.log->info("rejoined the restarted head (its learner at v{}): {} explorers and {} reward workers go on", start_version,
+    self->send(e, rebind_atom::value, w.learner, caf::actor_cast<caf::actor>(w.coordinator), w.start_version);
+  st.log->info("rejoined the restarted head (its learner at v{}): {} explorers and {} reward workers go on",
+               w.start_version,
                st.explorers.size(), st.rewards.size());
 }
 
@@ -225,16 +223,20 @@ void enter(Self self) {
           [self, timeout](const std::string& nonce) {
             auto& st = self->state;
             const auto& o = st.options;
-            const std::string proof = secret_proof(o.secret, nonce, o.node);
-            self->request(st.gate, timeout, enter_atom::value, o.node, nonce, proof, node_actor{self}, o.explorers,
-                          o.envs_per_explorer, static_cast<std::uint32_t>(st.orphaned ? st.rewards.size() : o.rewards),
-                          st.orphaned ? st.run_id : std::string(), st.orphaned ? st.incarnation : std::string())
+            GateEntry entry{o.node,
+                            nonce,
+                            secret_proof(o.secret, nonce, o.node),
+                            node_actor{self},
+                            o.explorers,
+                            o.envs_per_explorer,
+                            static_cast<std::uint32_t>(st.orphaned ? st.rewards.size() : o.rewards),
+                            st.orphaned ? st.run_id : std::string(),
+                            st.orphaned ? st.incarnation : std::string()};
+            self->request(st.gate, timeout, enter_atom::value, std::move(entry))
                 .then(
-                    [self](learner_actor l, weight_store_actor w, coordinator_actor c, std::uint16_t bulk_port,
-                           const std::string& config, const std::string& run_id, const std::string& incarnation,
-                           std::uint64_t start_version) {
-                      if (self->state.orphaned) return rejoined(self, l, w, c, bulk_port, incarnation, start_version);
-                      start(self, l, w, c, bulk_port, config, run_id, incarnation);
+                    [self](const GateWelcome& w) {
+                      if (self->state.orphaned) return rejoined(self, w);
+                      start(self, w);
                     },
                     [self](const caf::error& e) {
                       if (retry_gate(self, e)) return;

@@ -52,7 +52,7 @@ double raw_steps_per_s(const ClusterConfig& cfg, const EnvRegistry& envs, std::u
 double actor_steps_per_s(ClusterConfig cfg, const EnvRegistry& envs, int explorers, const std::string& placement,
                          std::uint64_t steps) {
   cfg.nodes.front().explorers = explorers;
-  cfg.explorer.env_placement = placement;
+  cfg.explorer.env_placement = *choice_of<EnvPlacement>(placement);
   cfg.learner.batch_segments = 1 << 20;
   cfg.run.stop.max_env_steps = steps;
   cfg.run.stop.max_seconds = 300;
@@ -104,7 +104,7 @@ std::vector<double> time_to_solve(ClusterConfig cfg, const EnvRegistry& envs, in
     times.push_back(t);
     *notes += std::isfinite(t) ? fmt::format("{}seed {}: {:.1f} s", notes->empty() ? "" : ", ", s, t)
                                : fmt::format("{}seed {}: not solved in {:.0f} s", notes->empty() ? "" : ", ", s, kSolveCap);
-    std::fprintf(stderr, "  %s seed %d: %.1f s (%s)\n", cfg.run.mode.c_str(), s, t, r.summary.c_str());
+    std::fprintf(stderr, "  %s seed %d: %.1f s (%s)\n", to_string(cfg.run.mode).c_str(), s, t, r.summary.c_str());
   }
   return times;
 }
@@ -123,9 +123,9 @@ std::vector<Row> bench_async_vs_sync(const EnvRegistry& envs, int seeds) {
   cfg.learner.batch_segments = cfg.total_explorers();
   cfg.explorer.segment_steps *= 2;
   std::string an, sn;
-  cfg.run.mode = "async";
+  cfg.run.mode = RunMode::async;
   double a = median(time_to_solve(cfg, envs, seeds, &an));
-  cfg.run.mode = "sync";
+  cfg.run.mode = RunMode::sync;
   double s = median(time_to_solve(cfg, envs, seeds, &sn));
   return {{"wall time to 475, async (overlapped)", fmt::format("{:.1f} s", a), fmt::format("{:.1f} s sync (alternated)", s),
            fmt::format("{:.2f}", s / a), "async " + an + "; sync " + sn}};
@@ -196,7 +196,7 @@ std::vector<Row> bench_external(const EnvRegistry& envs, int seeds) {
   auto served = [&](const std::string& protocol) {
     ExternalEnvOptions o;
     o.argv = {"/proc/self/exe", "serve-env", "cartpole", "--protocol", protocol};
-    o.protocol = protocol;
+    o.protocol = *choice_of<EnvProtocol>(protocol);
     return std::make_unique<ExternalEnv>(o, 1, 0, B);
   };
   VectorEnv builtin(*envs.find("cartpole"), 1, 0, B);
@@ -221,7 +221,7 @@ std::vector<Row> bench_external(const EnvRegistry& envs, int seeds) {
                   "per request/response of 16 envs"});
   // The whole job: the Python env against the built-in one, same seeds.
   auto cfg = bench_config(envs);
-  cfg.explorer.env_placement = "local";
+  cfg.explorer.env_placement = EnvPlacement::local;
   std::string bn, pn;
   double tb = median(time_to_solve(cfg, envs, seeds, &bn));
   cfg.run.env = "exec:python3 examples/envs/cartpole.py";
@@ -235,7 +235,7 @@ std::vector<Row> bench_external(const EnvRegistry& envs, int seeds) {
 }  // namespace
 
 ClusterConfig bench_config(const EnvRegistry& envs) {
-  auto c = parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), policy_kinds());
+  auto c = parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names());
   RLX_REQUIRE(c.ok(), c.error().message);
   c->run.record = false;
   c->run.log_dir = "/tmp/rlx-bench";

@@ -125,7 +125,7 @@ void finish(Self self) {
     self->request(st.recorder, std::chrono::seconds(10), flush_atom::value)
         .then([shutdown](std::uint64_t n) { shutdown(n); },
               [self, shutdown](const caf::error& e) {
-                self->state.options.log->error("recorder did not flush: {}", caf::to_string(e));
+                self->state.options.log->error("recorder did not flush: {}", self->system().render(e));
                 shutdown(0);
               });
   };
@@ -364,7 +364,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       [self](beat_atom) { heartbeat(self); },
       [self](scale_atom, std::int32_t explorers, std::int32_t rewards) -> caf::result<std::string> {
         auto said = scale(self, explorers, rewards);
-        if (!said) return caf::make_error(caf::sec::runtime_error, said.error().message);
+        if (!said) return to_caf(said.error());
         return *said;
       },
       [self](produced_atom, std::uint32_t explorer, std::uint64_t made) {

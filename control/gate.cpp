@@ -37,7 +37,7 @@ caf::error refuse(Self self, const std::string& node, const std::string& why) {
   const std::string what = "refused node '" + node + "' from " + peer + ": " + why;
   st.options.log->warn("{} ({} refused so far)", what, st.refused);
   self->send(st.options.coordinator, refused_atom::value, what);
-  return caf::make_error(caf::sec::runtime_error, "refused by the head: " + why);
+  return to_caf(Error{Errc::refused, "refused by the head: " + why});
 }
 
 void forget_expired(GateState& st) {
@@ -93,42 +93,36 @@ gate_actor::behavior_type gate_impl(Self self, GateOptions options) {
         forget_expired(st);
         return nonce;
       },
-      [self](enter_atom, const std::string& node, const std::string& nonce, const std::string& proof,
-             node_actor agent, std::uint32_t explorers, std::uint32_t envs_per_explorer, std::uint32_t rewards,
-             const std::string& run_id, const std::string& incarnation)
-          -> caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, std::string, std::string,
-                         std::string, std::uint64_t> {
+      [self](enter_atom, const GateEntry& in) -> caf::result<GateWelcome> {
         auto& st = self->state;
         const auto& o = st.options;
-        if (auto why = check_proof(st, node, nonce, proof); !why.empty()) return refuse(self, node, why);
+        const auto& node = in.node;
+        if (auto why = check_proof(st, node, in.nonce, in.proof); !why.empty()) return refuse(self, node, why);
         if (!plain_name(node)) return refuse(self, node, "a node name is 1-64 letters, digits, '.', '_' or '-'");
         if (node == o.head) return refuse(self, node, "that is the head's name");
-        using Entry = caf::result<learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, std::string,
-                                  std::string, std::string, std::uint64_t>;
-        auto entry = [&o] {
-          return Entry(o.learner, o.weight_store, o.coordinator, o.bulk_port, o.config_toml, o.run_id, o.incarnation,
-                       o.start_version);
-        };
+        const GateWelcome welcome{o.learner,     o.weight_store, o.coordinator, o.bulk_port, o.config_toml,
+                                  o.run_id,      o.incarnation,  o.start_version};
         if (auto it = st.joined.find(node); it != st.joined.end()) {
           // The same agent asking again (its first answer was lost): the same answer, counted once.
-          if (it->second == agent) return entry();
+          if (it->second == in.agent) return welcome;
           return refuse(self, node, "a node of that name is already in the cluster");
         }
-        if (explorers > 1024 || rewards > 1024 || envs_per_explorer == 0 || envs_per_explorer > 65536)
+        if (in.explorers > 1024 || in.rewards > 1024 || in.envs_per_explorer == 0 || in.envs_per_explorer > 65536)
           return refuse(self, node, "asks for more than a node may run (1024 explorers or reward workers, 65536 envs each)");
-        if (!agent) return refuse(self, node, "no node agent");
-        const bool rejoin = !run_id.empty();
-        if (rejoin && run_id != o.run_id)
-          return refuse(self, node, "it ran in run " + run_id + ", this head runs " + o.run_id +
+        if (!in.agent) return refuse(self, node, "no node agent");
+        const bool rejoin = !in.run_id.empty();
+        if (rejoin && in.run_id != o.run_id)
+          return refuse(self, node, "it ran in run " + in.run_id + ", this head runs " + o.run_id +
                                         " (started afresh, not resumed): restart the node");
-        if (rejoin && incarnation == o.incarnation)
+        if (rejoin && in.incarnation == o.incarnation)
           return refuse(self, node, "this head counted the node lost already (evicted or cut off): restart the node");
-        st.joined[node] = agent;
-        self->monitor(agent);
-        self->send(o.coordinator, node_atom::value, node, agent, explorers, envs_per_explorer, rewards, rejoin);
+        st.joined[node] = in.agent;
+        self->monitor(in.agent);
+        self->send(o.coordinator, node_atom::value, node, in.agent, in.explorers, in.envs_per_explorer, in.rewards,
+                   rejoin);
         o.log->info("node '{}' {} from {}", node, rejoin ? "rejoined (it outlived the previous head)" : "joined",
                     peer_of(self));
-        return entry();
+        return welcome;
       },
       [self](scale_atom, const std::string& caller, const std::string& nonce, const std::string& proof,
              std::int32_t explorers, std::int32_t rewards) -> caf::result<std::string> {

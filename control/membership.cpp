@@ -180,7 +180,7 @@ void node_entered(Self self, const std::string& name, node_actor agent, std::uin
   const auto& cfg = st.options.config;
   if (st.stopping) return self->send(agent, stop_atom::value, st.reason);
   const NodeConfig* topo = cfg.node(name);
-  if (!rejoined && !topo && cfg.run.mode == "sync") {
+  if (!rejoined && !topo && cfg.run.mode == RunMode::sync) {
     ++st.joins_refused;
     st.options.log->warn("node '{}' is not in the topology, and a sync run has a fixed set of explorers: sent away", name);
     return self->send(agent, stop_atom::value, std::string("a sync run takes only the topology's nodes"));
@@ -343,7 +343,7 @@ void heartbeat(Self self) {
 Result<std::string> scale(Self self, std::int32_t explorers, std::int32_t rewards) {
   auto& st = self->state;
   if (st.stopping) return make_error(Errc::config_range, "the run is stopping (" + st.reason + ")");
-  if (st.options.config.run.mode == "sync")
+  if (st.options.config.run.mode == RunMode::sync)
     return make_error(Errc::config_range, "a sync run has a fixed set of explorers (batch_segments x ranks)");
   if (explorers == 0 || explorers > 4096) return make_error(Errc::config_range, "explorers must be 1..4096");
   if (rewards > 4096) return make_error(Errc::config_range, "reward workers must be 0..4096");

@@ -69,8 +69,7 @@ std::pair<std::uint32_t, std::uint64_t> ClusterConfig::first_ids(const std::stri
 }
 
 Result<ClusterConfig> parse_config(std::string_view text, std::string_view source,
-                                   const std::vector<std::string>& known_envs,
-                                   const std::vector<std::string>& known_policies) {
+                                   const std::vector<std::string>& known_envs) {
   ClusterConfig c;
   c.source = std::string(source);
   toml::table root;
@@ -102,8 +101,6 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     }
     if (const toml::table* t = read_table(top, "policy", k::policy_keys(), c.policy, source)) {
       TableReader r(*t, "policy", source);
-      if (std::find(known_policies.begin(), known_policies.end(), c.policy.kind) == known_policies.end())
-        r.fail(Errc::config_unknown_name, t->get("kind"), "kind", "allowed: " + join(known_policies));
       if (c.policy.d_model % c.policy.heads != 0)
         r.fail(Errc::config_range, t->get("heads"), "heads", "must divide d_model");
       if (c.policy.experts > 254)
@@ -116,7 +113,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       TableReader r(*t, "learner", source);
       if (!valid_device_name(c.learner.device))
         r.fail(Errc::config_range, t->get("device"), "device", "allowed: \"cpu\", \"cuda\" or \"cuda:N\"");
-      if (c.learner.collectives == "nccl" && c.learner.device == "cpu")
+      if (c.learner.collectives == Collectives::nccl && c.learner.device == "cpu")
         r.fail(Errc::config_range, t->get("collectives"), "collectives",
                "nccl carries GPU tensors: it needs device = \"cuda\" or \"cuda:N\"");
     }
@@ -170,7 +167,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
         if (node.name.empty()) r.fail(Errc::config_missing, nullptr, "name", "every [[node]] needs a non-empty name");
         if (!names.insert(node.name).second)
           r.fail(Errc::config_range, nt.get("name"), "name", "node names must be unique");
-        if (node.learner_ranks > 0 && node.launcher == "slurm")
+        if (node.learner_ranks > 0 && node.launcher == Launcher::slurm)
           r.fail(Errc::config_range, nt.get("learner_ranks"), "learner_ranks",
                  "learner ranks start with the run (every rank must join within the group timeout), which a Slurm "
                  "queue cannot promise: place them on a node started by ssh or locally");
@@ -210,23 +207,23 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
                    std::to_string(c.learner.ranks) + " makes " + std::to_string(c.learner.ranks - 1) +
                    " rank processes (rank 0 is the head's learner actor); without learner_ranks they all run on "
                    "the head");
-    if (c.run.mode == "sync" && c.autoscale.enabled)
+    if (c.run.mode == RunMode::sync && c.autoscale.enabled)
       top.fail(Errc::config_range, root.get("autoscale"), "autoscale.enabled",
                "a sync run has a fixed set of explorers (batch_segments x ranks): autoscaling is for async runs");
-    if (c.run.mode == "sync" && c.learner.batch_segments * c.learner.ranks != c.total_explorers())
+    if (c.run.mode == RunMode::sync && c.learner.batch_segments * c.learner.ranks != c.total_explorers())
       top.fail(Errc::config_range, root.get("learner"), "learner.batch_segments",
                "in sync mode batch_segments x ranks must equal the number of explorers (" +
                    std::to_string(c.total_explorers()) + "), got " + std::to_string(c.learner.batch_segments) +
                    " x " + std::to_string(c.learner.ranks));
     // The token policy and its env go together.
-    const bool token_policy = c.policy.kind == "moe_transformer";
+    const bool token_policy = c.policy.kind == PolicyKind::moe_transformer;
     if (token_policy != c.token_run())
       top.fail(Errc::config_range, root.get("policy"), "policy.kind",
                token_policy ? "the moe_transformer policy needs a token env (run.env = \"tokens:arithmetic\" or "
                               "\"tokens:code\")"
                             : "a token env (\"" + c.run.env + "\") needs policy.kind = \"moe_transformer\"");
     if (c.token_run()) {
-      if (c.learner.algorithm == "vtrace")
+      if (c.learner.algorithm == Algorithm::vtrace)
         top.fail(Errc::config_range, root.get("learner"), "learner.algorithm",
                  "the token policy trains with \"grpo\" or \"ppo\"");
       for (const auto& node : c.nodes)
@@ -240,7 +237,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       if (c.run.env == "tokens:code" && c.reward.scorer != "code")
         top.fail(Errc::config_range, root.get("reward"), "reward.scorer",
                  "code tasks are scored by running the program: set [reward] scorer = \"code\"");
-    } else if (c.learner.algorithm == "grpo") {
+    } else if (c.learner.algorithm == Algorithm::grpo) {
       top.fail(Errc::config_range, root.get("learner"), "learner.algorithm",
                "grpo needs the token policy (groups of samples of one task)");
     }
@@ -250,13 +247,12 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
   return c;
 }
 
-Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs,
-                                  const std::vector<std::string>& known_policies) {
+Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs) {
   std::ifstream in(path);
   if (!in) return make_error(Errc::io, path + ": cannot open the topology file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_config(ss.str(), path, known_envs, known_policies);
+  return parse_config(ss.str(), path, known_envs);
 }
 
 }  // namespace rlx

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/choices.hpp"
 #include "core/error.hpp"
 
 namespace rlx {
@@ -24,7 +25,7 @@ struct RunConfig {
   std::uint64_t seed = 1;            // base seed of every RNG
   std::string env = "cartpole";      // environment registry name, or "exec:COMMAND ARGS..."
   std::uint64_t max_staleness = 4;   // policy versions a segment may lag
-  std::string mode = "async";        // async | sync (explorers wait for every version)
+  RunMode mode = RunMode::async;     // async | sync (explorers wait for every version)
   std::string log_dir = "runs/cartpole";  // metrics.jsonl, rollouts/ go here
   double report_interval_s = 1.0;    // metrics.jsonl and status line period
   bool record = true;                // write the rollout log
@@ -33,7 +34,7 @@ struct RunConfig {
 
 // [policy]
 struct PolicyConfig {
-  std::string kind = "moe_mlp";      // moe_mlp | moe_transformer (the token policy: env "tokens:...")
+  PolicyKind kind = PolicyKind::moe_mlp;  // moe_mlp | moe_transformer (the token policy: env "tokens:...")
   std::int64_t hidden = 64;          // moe_mlp: hidden width of the actor and critic
   std::int64_t experts = 4;          // experts in the MoE layer(s)
   std::int64_t top_k = 2;            // experts each token is routed to
@@ -63,10 +64,10 @@ struct TokensConfig {
 
 // [learner]
 struct LearnerConfig {
-  std::string algorithm = "ppo";     // ppo | vtrace | grpo (token policy)
+  Algorithm algorithm = Algorithm::ppo;  // ppo | vtrace | grpo (token policy)
   std::string device = "cpu";        // cpu | cuda | cuda:N (checked against the build and machine at start)
   std::int64_t ranks = 1;            // data-parallel learner ranks (processes); rank 0 publishes
-  std::string collectives = "auto";  // the ranks' all-reduce: auto (nccl on a GPU when built, else gloo) | gloo | nccl
+  Collectives collectives = Collectives::automatic;  // the ranks' all-reduce: auto (nccl on a GPU when built, else gloo) | gloo | nccl
   std::int64_t batch_segments = 4;   // segments per update, per rank
   double lr = 3e-3;                  // Adam learning rate
   std::int64_t warmup_updates = 0;   // the rate rises linearly to lr over the run's first N updates (0: none)
@@ -89,7 +90,7 @@ struct LearnerConfig {
 // [explorer]
 struct ExplorerConfig {
   std::int64_t segment_steps = 64;   // T: steps per segment
-  std::string env_placement = "actor";  // actor (an env actor per explorer) | local (inside the explorer)
+  EnvPlacement env_placement = EnvPlacement::actor;  // actor (an env actor per explorer) | local (inside the explorer)
   std::int64_t threads = 1;          // LibTorch intra-op threads
   double reward_timeout_s = 30.0;    // a deferred reward not scored this long is asked of another worker
 };
@@ -163,13 +164,13 @@ struct NodeConfig {
   std::int64_t envs_per_explorer = 16;  // B
   std::int64_t rewards = 0;          // reward workers on this node
   std::int64_t learner_ranks = 0;    // data-parallel learner rank processes on this node (docs/data-parallel.md)
-  std::string launcher = "local";    // local | ssh | slurm: how `rlx launch` starts this node
+  Launcher launcher = Launcher::local;  // local | ssh | slurm: how `rlx launch` starts this node
 };
 
 // [external]: how "exec:..." environments are run (docs/external-envs.md).
 struct ExternalEnvConfig {
   std::vector<std::string> args;     // more arguments after the exec: command line (may hold spaces)
-  std::string protocol = "json";     // json (JSON lines) | capnp (Cap'n Proto stream framing)
+  EnvProtocol protocol = EnvProtocol::json;  // json (JSON lines) | capnp (Cap'n Proto stream framing)
   double timeout_s = 10.0;           // per request; a process silent longer is restarted
   std::int64_t max_restarts = 3;     // restarts per env process before its explorer gives up
   std::string cwd;                   // working directory of the process; empty = rlx's own
@@ -214,11 +215,10 @@ struct ClusterConfig {
 };
 
 // Parses and validates a topology. Errors name file:line:column, the key,
-// the bad value and what is allowed. `known_envs`/`known_policies` are the
-// registries' names (passed in: no global registry).
+// the bad value and what is allowed. `known_envs` are the env registry's
+// names (passed in: no global registry).
 Result<ClusterConfig> parse_config(std::string_view text, std::string_view source,
-                                   const std::vector<std::string>& known_envs,
-                                   const std::vector<std::string>& known_policies);
+                                   const std::vector<std::string>& known_envs);
 
 // The configuration as TOML (every key, defaults included):
 // parse_config(to_toml(c)) gives c back. What the rollout log records and
@@ -226,7 +226,6 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
 std::string to_toml(const ClusterConfig& config);
 
 // Reads `path` and parses it.
-Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs,
-                                  const std::vector<std::string>& known_policies);
+Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs);
 
 }  // namespace rlx

@@ -32,7 +32,7 @@ const std::vector<Key<RunConfig>>& run_keys() {
       whole("seed", &S::seed, 0, kInt64Max),
       text("env", &S::env),  // a registry name, "exec:..." or "tokens:...": checked in parse_config
       whole("max_staleness", &S::max_staleness, 0, 1'000'000),
-      text("mode", &S::mode, {"async", "sync"}),
+      choice("mode", &S::mode),
       text("log_dir", &S::log_dir),
       real("report_interval_s", &S::report_interval_s, 0.01, 3600.0),
       flag("record", &S::record),
@@ -54,7 +54,7 @@ const std::vector<Key<StopConfig>>& stop_keys() {
 const std::vector<Key<PolicyConfig>>& policy_keys() {
   using S = PolicyConfig;
   static const std::vector<Key<S>> keys = {
-      text("kind", &S::kind),  // the policy registry's names: checked in parse_config
+      choice("kind", &S::kind, Errc::config_unknown_name),
       whole("hidden", &S::hidden, 1, 65536),
       whole("experts", &S::experts, 1, 1024),
       whole("top_k", &S::top_k, 1, 1024),
@@ -75,10 +75,10 @@ const std::vector<Key<PolicyConfig>>& policy_keys() {
 const std::vector<Key<LearnerConfig>>& learner_keys() {
   using S = LearnerConfig;
   static const std::vector<Key<S>> keys = {
-      text("algorithm", &S::algorithm, {"ppo", "vtrace", "grpo"}, Errc::config_unknown_name),
+      choice("algorithm", &S::algorithm, Errc::config_unknown_name),
       text("device", &S::device),  // "cpu", "cuda" or "cuda:N": checked in parse_config
       whole("ranks", &S::ranks, 1, 64),
-      text("collectives", &S::collectives, {"auto", "gloo", "nccl"}, Errc::config_unknown_name),
+      choice("collectives", &S::collectives, Errc::config_unknown_name),
       whole("batch_segments", &S::batch_segments, 1, 1 << 20),
       real("lr", &S::lr, 0.0, 10.0, true),
       whole("warmup_updates", &S::warmup_updates, 0, 1 << 20),
@@ -104,7 +104,7 @@ const std::vector<Key<ExplorerConfig>>& explorer_keys() {
   using S = ExplorerConfig;
   static const std::vector<Key<S>> keys = {
       whole("segment_steps", &S::segment_steps, 1, 1 << 16),
-      text("env_placement", &S::env_placement, {"actor", "local"}),
+      choice("env_placement", &S::env_placement),
       whole("threads", &S::threads, 1, 256),
       real("reward_timeout_s", &S::reward_timeout_s, 0.0, 86400.0, true),
   };
@@ -134,7 +134,7 @@ const std::vector<Key<RecordConfig>>& record_keys() {
 const std::vector<Key<ExternalEnvConfig>>& external_keys() {
   using S = ExternalEnvConfig;
   static const std::vector<Key<S>> keys = {
-      text("protocol", &S::protocol, {"json", "capnp"}),
+      choice("protocol", &S::protocol),
       texts("args", &S::args),
       real("timeout_s", &S::timeout_s, 0.0, 86400.0, true),
       whole("max_restarts", &S::max_restarts, 0, 1'000'000),
@@ -219,7 +219,7 @@ const std::vector<Key<NodeConfig>>& node_keys() {
         whole("envs_per_explorer", &S::envs_per_explorer, 1, 1 << 16),
         whole("rewards", &S::rewards, 0, 4096),
         whole("learner_ranks", &S::learner_ranks, 0, 63),
-        text("launcher", &S::launcher, {"local", "ssh", "slurm"}),
+        choice("launcher", &S::launcher),
     };
     k.front().required = true;
     return k;

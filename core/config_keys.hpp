@@ -6,7 +6,9 @@
 // Private to core/ and its tests.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <variant>
@@ -14,6 +16,7 @@
 
 #include <toml++/toml.h>
 
+#include "core/choices.hpp"
 #include "core/config.hpp"
 #include "core/config_reader.hpp"
 
@@ -21,11 +24,18 @@ namespace rlx::config_keys {
 
 enum class Kind { string, boolean, integer, number, strings, table };
 
+// An enum-class field (core/choices.hpp), read and written by name.
+template <class S>
+struct ChoiceField {
+  std::function<std::string(const S&)> get;  // the name of the enumerator it holds
+  std::function<void(S&, std::size_t)> set;  // holds the enumerator of that index
+};
+
 // One key of section struct S.
 template <class S>
 struct Key {
   using Field = std::variant<std::monostate, std::string S::*, bool S::*, std::int64_t S::*, std::uint64_t S::*,
-                             double S::*, std::vector<std::string> S::*>;
+                             double S::*, std::vector<std::string> S::*, ChoiceField<S>>;
   std::string name;
   Kind kind = Kind::string;
   Field field;                        // monostate: a sub-table, read by its section's own code
@@ -50,6 +60,16 @@ Key<S> text(std::string name, std::string S::*f, std::vector<std::string> allowe
             Errc not_allowed = Errc::config_range) {
   Key<S> k = make_key<S>(std::move(name), Kind::string, f);
   k.allowed = std::move(allowed);
+  k.not_allowed = not_allowed;
+  return k;
+}
+// A string key whose names are an enum class's (an unknown name: `not_allowed`).
+template <class S, Choice E>
+Key<S> choice(std::string name, E S::*f, Errc not_allowed = Errc::config_range) {
+  ChoiceField<S> field{[f](const S& s) { return to_string(s.*f); },
+                       [f](S& s, std::size_t index) { s.*f = static_cast<E>(index); }};
+  Key<S> k = make_key<S>(std::move(name), Kind::string, std::move(field));
+  k.allowed = choice_names<E>();
   k.not_allowed = not_allowed;
   return k;
 }
@@ -117,6 +137,11 @@ void read_section(config_detail::TableReader& r, const std::vector<Key<S>>& keys
             (void)r.find(k.name);  // a sub-table: known here, read by its section's own code
           } else if constexpr (std::is_same_v<F, std::string S::*>) {
             r.string(k.name, out.*field, k.allowed, k.not_allowed);
+          } else if constexpr (std::is_same_v<F, ChoiceField<S>>) {
+            std::string name = field.get(out);
+            r.string(k.name, name, k.allowed, k.not_allowed);
+            const auto at = std::find(k.allowed.begin(), k.allowed.end(), name);
+            if (at != k.allowed.end()) field.set(out, static_cast<std::size_t>(at - k.allowed.begin()));
           } else if constexpr (std::is_same_v<F, bool S::*>) {
             r.boolean(k.name, out.*field);
           } else if constexpr (std::is_same_v<F, double S::*>) {
@@ -142,6 +167,8 @@ toml::table write_section(const std::vector<Key<S>>& keys, const S& in) {
         [&](auto field) {
           using F = decltype(field);
           if constexpr (std::is_same_v<F, std::monostate>) {
+          } else if constexpr (std::is_same_v<F, ChoiceField<S>>) {
+            t.insert(k.name, field.get(in));
           } else if constexpr (std::is_same_v<F, std::vector<std::string> S::*>) {
             toml::array a;
             for (const auto& s : in.*field) a.push_back(s);

@@ -24,6 +24,8 @@ const char* to_string(Errc code) {
     case Errc::not_found: return "not_found";
     case Errc::io: return "io";
     case Errc::group_broken: return "group_broken";
+    case Errc::refused: return "refused";
+    case Errc::env_failed: return "env_failed";
   }
   return "unknown";
 }

@@ -39,6 +39,8 @@ enum class Errc : std::uint8_t {
   not_found,              // asked for something not held (e.g. an evicted weight version)
   io,                     // filesystem or process failure
   group_broken,           // the data-parallel learner group cannot go on (a rank died, hung or failed an update)
+  refused,                // the peer refused the request (a wrong secret, another run, a name taken)
+  env_failed,             // an environment failed to reset or step (an external env process died or broke protocol)
 };
 
 // Name of an error code, as used in logs and metrics ("malformed_message").

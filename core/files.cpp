@@ -11,7 +11,7 @@ namespace rlx {
 
 namespace fs = std::filesystem;
 
-Result<bool> write_file_atomically(const fs::path& path, std::span<const std::uint8_t> bytes, unsigned mode) {
+Result<void> write_file_atomically(const fs::path& path, std::span<const std::uint8_t> bytes, unsigned mode) {
   const fs::path tmp = path.string() + ".tmp";
   auto fail = [&](const char* what) {
     return make_error(Errc::io, tmp.string() + ": " + what + ": " + std::strerror(errno));
@@ -41,10 +41,10 @@ Result<bool> write_file_atomically(const fs::path& path, std::span<const std::ui
     ::fsync(dfd);  // the rename itself survives a crash
     ::close(dfd);
   }
-  return true;
+  return {};
 }
 
-Result<bool> write_text_atomically(const fs::path& path, const std::string& text, unsigned mode) {
+Result<void> write_text_atomically(const fs::path& path, const std::string& text, unsigned mode) {
   return write_file_atomically(
       path, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()), mode);
 }

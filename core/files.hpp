@@ -13,10 +13,10 @@
 namespace rlx {
 
 // `mode`: the file's permissions (0600 for a secret).
-Result<bool> write_file_atomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes,
+Result<void> write_file_atomically(const std::filesystem::path& path, std::span<const std::uint8_t> bytes,
                                    unsigned mode = 0644);
 
 // The same, for text.
-Result<bool> write_text_atomically(const std::filesystem::path& path, const std::string& text, unsigned mode = 0644);
+Result<void> write_text_atomically(const std::filesystem::path& path, const std::string& text, unsigned mode = 0644);
 
 }  // namespace rlx

@@ -126,11 +126,11 @@ std::uint64_t Rollout::drop_segment() {
   return dropped;
 }
 
-Result<bool> Rollout::load_weights(const WeightSetData& w) {
+Result<void> Rollout::load_weights(const WeightSetData& w) {
   auto ok = import_weights(*policy_->module, w);
   if (!ok) return ok.error();
   version_ = w.version;
-  return true;
+  return {};
 }
 
 }  // namespace rlx

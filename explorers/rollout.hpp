@@ -48,7 +48,7 @@ class Rollout : public SegmentSource {
   Segment take_segment();
 
   // Swaps in new weights (between steps). Errors leave the old weights.
-  Result<bool> load_weights(const WeightSetData& weights) override;
+  Result<void> load_weights(const WeightSetData& weights) override;
 
   std::uint64_t version() const override { return version_; }
   std::uint64_t steps_in_segment() const override { return t_; }

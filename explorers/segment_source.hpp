@@ -15,7 +15,7 @@ class SegmentSource {
  public:
   virtual ~SegmentSource() = default;
   // Swaps in new weights (between steps). Errors leave the old weights.
-  virtual Result<bool> load_weights(const WeightSetData& weights) = 0;
+  virtual Result<void> load_weights(const WeightSetData& weights) = 0;
   virtual std::uint64_t version() const = 0;
   virtual std::uint64_t steps_in_segment() const = 0;
   // The newest version among the steps of the segment in hand (0: none).

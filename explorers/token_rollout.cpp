@@ -28,7 +28,7 @@ TokenRollout::TokenRollout(const TokenRolloutOptions& o) : options_(o), impl_(st
 
 TokenRollout::~TokenRollout() = default;
 
-Result<bool> TokenRollout::load_weights(const WeightSetData& w) {
+Result<void> TokenRollout::load_weights(const WeightSetData& w) {
   auto ok = import_weights(*impl_->model, w);
   if (ok) version_ = w.version;
   return ok;

@@ -45,7 +45,7 @@ class TokenRollout : public SegmentSource {
   Segment take_segment();
   const std::vector<Rollout::DeferredEpisode>& deferred() const { return deferred_; }
 
-  Result<bool> load_weights(const WeightSetData& weights) override;
+  Result<void> load_weights(const WeightSetData& weights) override;
   std::uint64_t version() const override { return version_; }
   std::uint64_t steps_in_segment() const override;
   std::uint64_t newest_in_segment() const override;

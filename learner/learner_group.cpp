@@ -121,10 +121,8 @@ Result<std::unique_ptr<NcclComm>> join_nccl(const GroupOptions& o, c10d::Store& 
 }  // namespace
 
 Result<bool> uses_nccl(const GroupOptions& o) {
-  if (o.collectives == "gloo") return false;
-  if (o.collectives == "auto") return is_gpu(o.device) && nccl_built() && gpu_per_rank(o);
-  if (o.collectives != "nccl")
-    return make_error(Errc::config_unknown_name, "collectives \"" + o.collectives + "\": allowed: auto, gloo, nccl");
+  if (o.collectives == Collectives::gloo) return false;
+  if (o.collectives == Collectives::automatic) return is_gpu(o.device) && nccl_built() && gpu_per_rank(o);
   if (!is_gpu(o.device))
     return make_error(Errc::config_range, "collectives = \"nccl\" carries GPU tensors, but device is \"" + o.device + "\"");
   if (auto v = nccl_version(); !v) return v.error();

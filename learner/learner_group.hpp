@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/choices.hpp"
 #include "core/error.hpp"
 
 namespace at {
@@ -47,7 +48,7 @@ struct GroupOptions {
   std::uint16_t port = 0;
   std::chrono::milliseconds timeout{60'000};  // for the rendezvous and for every collective
   std::string device = "cpu";         // where the trainer's tensors live ([learner] device, this rank's)
-  std::string collectives = "auto";   // [learner] collectives: auto | gloo | nccl
+  Collectives collectives = Collectives::automatic;  // [learner] collectives: auto | gloo | nccl
   std::string bind_host = {};         // this rank's own address, for its Gloo pairs (empty: `host`)
 };
 

@@ -14,10 +14,10 @@ Result<pid_t> spawn_rank(const LearnerRanksOptions& o, int rank, std::uint16_t p
   std::vector<std::string> argv{o.binary, "learner-rank", "--config", o.config_file.string(),
                                 "--rank", std::to_string(rank), "--world", std::to_string(o.world),
                                 "--store", o.host + ":" + std::to_string(port), "--host", node ? node->host : o.host};
-  if (node && node->launcher != "local") {
+  if (node && node->launcher != Launcher::local) {
     if (!o.remote)
       return make_error(Errc::config_range, "learner rank " + std::to_string(rank) + " is placed on node '" +
-                                                node->name + "' (launcher " + node->launcher +
+                                                node->name + "' (launcher " + to_string(node->launcher) +
                                                 "), which only `rlx launch` can start");
     log->info("learner rank {} on node '{}' ({})", rank, node->name, node->host);
     return o.remote(*node, argv);

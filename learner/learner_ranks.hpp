@@ -39,7 +39,7 @@ struct LearnerRanksOptions {
   RemoteStarter remote;
   std::chrono::milliseconds timeout{30'000};  // rendezvous and every collective
   std::string device = "cpu";               // [learner] device
-  std::string collectives = "auto";         // [learner] collectives
+  Collectives collectives = Collectives::automatic;  // [learner] collectives
 };
 
 class LearnerRanks {

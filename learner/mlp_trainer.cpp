@@ -84,13 +84,13 @@ MlpTrainer::MlpTrainer(const TrainerOptions& o) : Trainer(o.learner.device), imp
 MlpTrainer::~MlpTrainer() = default;
 
 std::string MlpTrainer::refuses(const Segment& segment) const {
-  if (segment.tokens) return "a token segment for the " + impl_->options.policy.kind + " policy";
+  if (segment.tokens) return "a token segment for the " + to_string(impl_->options.policy.kind) + " policy";
   if (segment.obs_dim != impl_->options.obs_dim) return "obs_dim mismatch";
   return "";
 }
 
 WeightSetData MlpTrainer::weights() const {
-  return export_weights(*impl_->policy, version(), impl_->options.policy.kind);
+  return export_weights(*impl_->policy, version(), to_string(impl_->options.policy.kind));
 }
 
 void MlpTrainer::save(torch::serialize::OutputArchive& a) const {
@@ -110,7 +110,7 @@ UpdateStats MlpTrainer::train(const std::vector<const Segment*>& segments) {
   const auto& L = impl_->options.learner;
   Batch b = impl_->make_batch(segments);
   impl_->optimizer.set_lr(warmup_lr(L.lr, L.warmup_updates, version()));
-  UpdateStats s = L.algorithm == "vtrace" ? impl_->update_vtrace(b) : impl_->update_ppo(b);
+  UpdateStats s = L.algorithm == Algorithm::vtrace ? impl_->update_vtrace(b) : impl_->update_ppo(b);
   s.steps = b.steps;
   return s;
 }

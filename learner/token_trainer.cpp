@@ -94,7 +94,7 @@ MoETransformer& TokenTrainer::model() { return impl_->model; }
 torch::Device TokenTrainer::device() const { return impl_->device; }
 
 WeightSetData TokenTrainer::weights() const { return export_weights(*impl_->model, version_, "moe_transformer"); }
-Result<bool> TokenTrainer::load_weights(const WeightSetData& w) { return import_weights(*impl_->model, w); }
+Result<void> TokenTrainer::load_weights(const WeightSetData& w) { return import_weights(*impl_->model, w); }
 
 void TokenTrainer::save_state(torch::serialize::OutputArchive& a) const { impl_->optimizer.save(a); }
 Result<void> TokenTrainer::load_state(torch::serialize::InputArchive& a) { return impl_->optimizer.load(a); }
@@ -163,7 +163,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   const auto local_admitted = admitted.sum().item<std::int64_t>();
 
   auto rewards = torch::tensor(batch.rewards, torch::kFloat32);
-  const bool grpo = o.algorithm == "grpo";
+  const bool grpo = o.algorithm == Algorithm::grpo;
   auto row_adv = grpo ? grpo_advantages(rewards, batch.group_size) : torch::Tensor();
   // The rows that carry a policy gradient: under GRPO a row of advantage
   // 0 (every row of a group whose samples scored alike) contributes none,

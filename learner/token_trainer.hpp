@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/choices.hpp"
 #include "core/error.hpp"
 #include "learner/update_stats.hpp"
 #include "messages/types.hpp"
@@ -26,7 +27,7 @@ class LearnerGroup;
 
 struct TokenTrainerOptions {
   TransformerOptions model;
-  std::string algorithm = "grpo";   // "grpo" | "ppo"
+  Algorithm algorithm = Algorithm::grpo;  // grpo | ppo
   double lr = 3e-4;
   std::int64_t warmup_updates = 0;  // the rate rises linearly to lr over these first updates
   std::int64_t epochs = 1;          // passes over each batch (one optimizer step each)
@@ -106,7 +107,7 @@ class TokenTrainer {
   std::uint64_t version() const { return version_; }
   void set_version(std::uint64_t v) { version_ = v; }
   WeightSetData weights() const;
-  Result<bool> load_weights(const WeightSetData& weights);
+  Result<void> load_weights(const WeightSetData& weights);
   const TokenTrainerOptions& options() const { return options_; }
 
   torch::Device device() const;

@@ -31,7 +31,7 @@ Result<void> check_device(const std::string& device) {
 }
 
 Result<void> check_policy_init(const PolicyConfig& policy) {
-  if (policy.kind != "moe_transformer" || policy.init.empty()) return {};
+  if (policy.kind != PolicyKind::moe_transformer || policy.init.empty()) return {};
   TrainerOptions o;
   o.policy = policy;
   TokenTrainer t(token_trainer_options(o));
@@ -39,7 +39,7 @@ Result<void> check_policy_init(const PolicyConfig& policy) {
 }
 
 std::unique_ptr<Trainer> make_trainer(const TrainerOptions& o) {
-  if (o.policy.kind != "moe_transformer") return std::make_unique<MlpTrainer>(o);
+  if (o.policy.kind != PolicyKind::moe_transformer) return std::make_unique<MlpTrainer>(o);
   auto t = std::make_unique<TokenPolicyTrainer>(token_trainer_options(o));
   // Ranks 1..N-1 take rank 0's whole state before their first update
   // (LearnerCore::train): only rank 0 reads the start's file.

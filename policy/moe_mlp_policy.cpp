@@ -37,7 +37,6 @@ PolicyOutput MoEMlpPolicyImpl::forward(const torch::Tensor& obs) {
 
 torch::Tensor MoEMlpPolicyImpl::logits(const torch::Tensor& obs) { return pi_->forward(actor_trunk(obs, nullptr)); }
 
-std::vector<std::string> policy_kinds() { return {"moe_mlp", "moe_transformer"}; }
 
 MoEMlpPolicy make_seeded_policy(const PolicyOptions& options, std::uint64_t seed) {
   auto lock = seeded_init(seed);

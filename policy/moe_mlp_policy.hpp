@@ -49,7 +49,4 @@ TORCH_MODULE(MoEMlpPolicy);
 // replay). Every policy in RLX is built through this.
 MoEMlpPolicy make_seeded_policy(const PolicyOptions& options, std::uint64_t seed);
 
-// Names of the policies this build can construct (for config validation).
-std::vector<std::string> policy_kinds();
-
 }  // namespace rlx

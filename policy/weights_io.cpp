@@ -18,7 +18,7 @@ WeightSetData export_weights(const torch::nn::Module& module, std::uint64_t vers
   return w;
 }
 
-Result<bool> import_weights(torch::nn::Module& module, const WeightSetData& weights) {
+Result<void> import_weights(torch::nn::Module& module, const WeightSetData& weights) {
   auto params = module.named_parameters(true);
   if (params.size() != weights.tensors.size())
     return make_error(Errc::invalid_field, "weight set has " + std::to_string(weights.tensors.size()) +
@@ -36,7 +36,7 @@ Result<bool> import_weights(torch::nn::Module& module, const WeightSetData& weig
     auto src = torch::from_blob(const_cast<float*>(t.values.data()), p.value().sizes(), torch::kFloat32);
     p.value().copy_(src);
   }
-  return true;
+  return {};
 }
 
 std::uint64_t weights_checksum(const torch::nn::Module& module) { return export_weights(module, 0, "").checksum; }

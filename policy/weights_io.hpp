@@ -13,7 +13,7 @@ WeightSetData export_weights(const torch::nn::Module& module, std::uint64_t vers
 
 // Copies a weight set into `module`. Every name and shape must match;
 // on mismatch nothing is changed and an invalid_field error is returned.
-Result<bool> import_weights(torch::nn::Module& module, const WeightSetData& weights);
+Result<void> import_weights(torch::nn::Module& module, const WeightSetData& weights);
 
 // xxh64 over all parameters (as export_weights would checksum them).
 std::uint64_t weights_checksum(const torch::nn::Module& module);

@@ -36,10 +36,10 @@ std::string summary_text(const LogSummary& s);
 std::string summary_json(const LogSummary& s);
 
 // Draws return and staleness over time into `png` with gnuplot.
-Result<bool> plot_log(const LogSummary& s, const std::filesystem::path& png);
+Result<void> plot_log(const LogSummary& s, const std::filesystem::path& png);
 
 // Draws the curves of <log_dir>/metrics.jsonl into `png` with gnuplot.
-Result<bool> plot_metrics(const std::filesystem::path& metrics_jsonl, const std::filesystem::path& png,
+Result<void> plot_metrics(const std::filesystem::path& metrics_jsonl, const std::filesystem::path& png,
                           std::uint64_t* bad_lines = nullptr);
 
 }  // namespace rlx

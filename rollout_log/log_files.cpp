@@ -103,7 +103,7 @@ Result<std::vector<std::uint8_t>> read_all(const DataFile& f, std::string* probl
   return out;
 }
 
-Result<bool> compress_file(const fs::path& path, int level) {
+Result<void> compress_file(const fs::path& path, int level) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return io_error(path, "cannot open");
   std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -115,7 +115,7 @@ Result<bool> compress_file(const fs::path& path, int level) {
   if (!written) return written.error();
   std::error_code ec;
   fs::remove(path, ec);
-  return true;
+  return {};
 }
 
 }  // namespace rlx::logfiles

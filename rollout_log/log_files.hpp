@@ -43,6 +43,6 @@ Result<std::vector<std::uint8_t>> read_all(const DataFile& f, std::string* probl
 
 // Compresses `path` to `path`.zst (temporary file, fsync, rename), then
 // removes `path`.
-Result<bool> compress_file(const fs::path& path, int level);
+Result<void> compress_file(const fs::path& path, int level);
 
 }  // namespace rlx::logfiles

@@ -102,7 +102,7 @@ Result<std::unique_ptr<LogWriter>> LogWriter::resume(const LogWriterOptions& opt
 
 LogWriter::~LogWriter() { (void)close(); }
 
-Result<bool> LogWriter::open_file(std::uint64_t number) {
+Result<void> LogWriter::open_file(std::uint64_t number) {
   file_number_ = number;
   file_bytes_ = 0;
   const auto data = logfiles::data_path(options_.dir, number), index = logfiles::index_path(options_.dir, number);
@@ -110,11 +110,11 @@ Result<bool> LogWriter::open_file(std::uint64_t number) {
   if (!data_) return io_error(data, "cannot create");
   index_ = std::fopen(index.c_str(), "wb");
   if (!index_) return io_error(index, "cannot create");
-  return true;
+  return {};
 }
 
-Result<bool> LogWriter::close() {
-  if (!data_) return true;
+Result<void> LogWriter::close() {
+  if (!data_) return {};
   const bool ok = std::fflush(data_) == 0 && ::fsync(fileno(data_)) == 0;
   std::fclose(data_);
   std::fclose(index_);
@@ -122,10 +122,10 @@ Result<bool> LogWriter::close() {
   const auto path = logfiles::data_path(options_.dir, file_number_);
   if (!ok) return io_error(path, "flush failed");
   if (options_.compress) return logfiles::compress_file(path, options_.compress_level);
-  return true;
+  return {};
 }
 
-Result<bool> LogWriter::append(const EncodedEntry& e, LogKind kind) {
+Result<void> LogWriter::append(const EncodedEntry& e, LogKind kind) {
   const std::uint64_t size = e.buf.size();
   if (!data_) return make_error(Errc::io, "the log is closed");
   if (file_bytes_ > 0 && file_bytes_ + size > options_.file_bytes) {
@@ -143,16 +143,16 @@ Result<bool> LogWriter::append(const EncodedEntry& e, LogKind kind) {
   bytes_ += size;
   ++written_;
   ++next_seq_;
-  return true;
+  return {};
 }
 
-Result<bool> LogWriter::write_start(const RunStartData& x) { return append(encode_log_start(next_seq_, x), LogKind::start); }
+Result<void> LogWriter::write_start(const RunStartData& x) { return append(encode_log_start(next_seq_, x), LogKind::start); }
 
-Result<bool> LogWriter::write_rollout(const RolloutRecordData& x, const WireBuffer& segment_envelope) {
+Result<void> LogWriter::write_rollout(const RolloutRecordData& x, const WireBuffer& segment_envelope) {
   return append(encode_log_rollout(next_seq_, x, segment_envelope), LogKind::rollout);
 }
 
-Result<bool> LogWriter::write_weights(const WeightVersionData& x) {
+Result<void> LogWriter::write_weights(const WeightVersionData& x) {
   return append(encode_log_weights(next_seq_, x), LogKind::weights);
 }
 

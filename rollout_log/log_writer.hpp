@@ -34,11 +34,11 @@ class LogWriter {
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
 
-  Result<bool> write_start(const RunStartData& x);
-  Result<bool> write_rollout(const RolloutRecordData& x, const WireBuffer& segment_envelope);
-  Result<bool> write_weights(const WeightVersionData& x);
+  Result<void> write_start(const RunStartData& x);
+  Result<void> write_rollout(const RolloutRecordData& x, const WireBuffer& segment_envelope);
+  Result<void> write_weights(const WeightVersionData& x);
   // Closes the current file (compressing it if asked). Idempotent.
-  Result<bool> close();
+  Result<void> close();
 
   std::uint64_t next_seq() const { return next_seq_; }
   std::uint64_t entries_written() const { return written_; }
@@ -46,8 +46,8 @@ class LogWriter {
 
  private:
   explicit LogWriter(const LogWriterOptions& options) : options_(options) {}
-  Result<bool> open_file(std::uint64_t number);
-  Result<bool> append(const EncodedEntry& e, LogKind kind);
+  Result<void> open_file(std::uint64_t number);
+  Result<void> append(const EncodedEntry& e, LogKind kind);
 
   LogWriterOptions options_;
   std::uint64_t next_seq_ = 0, written_ = 0, bytes_ = 0;

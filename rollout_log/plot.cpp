@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Runs gnuplot on `script`; the data files live in a temporary directory.
-Result<bool> run_gnuplot(const std::string& script, const fs::path& png) {
+Result<void> run_gnuplot(const std::string& script, const fs::path& png) {
   if (std::system("command -v gnuplot > /dev/null 2>&1") != 0)
     return make_error(Errc::not_found, "gnuplot not found: install Debian's gnuplot-nox (tools/install-deps.sh does)");
   std::FILE* p = popen("gnuplot 2>&1", "w");
@@ -29,7 +29,7 @@ Result<bool> run_gnuplot(const std::string& script, const fs::path& png) {
   std::error_code ec;
   if (rc != 0 || !fs::exists(png, ec) || fs::file_size(png, ec) == 0)
     return make_error(Errc::io, fmt::format("gnuplot failed (status {}) drawing {}", rc, png.string()));
-  return true;
+  return {};
 }
 
 std::string gp_quote(const fs::path& p) {
@@ -66,7 +66,7 @@ std::string cell(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) 
 
 }  // namespace
 
-Result<bool> plot_log(const LogSummary& s, const fs::path& png) {
+Result<void> plot_log(const LogSummary& s, const fs::path& png) {
   if (s.points.empty()) return make_error(Errc::not_found, "the log holds no segments to plot");
   const fs::path data = temp_data("log");
   {
@@ -114,7 +114,7 @@ Result<bool> plot_log(const LogSummary& s, const fs::path& png) {
   return r;
 }
 
-Result<bool> plot_metrics(const fs::path& metrics_jsonl, const fs::path& png, std::uint64_t* bad_lines) {
+Result<void> plot_metrics(const fs::path& metrics_jsonl, const fs::path& png, std::uint64_t* bad_lines) {
   std::ifstream in(metrics_jsonl);
   if (!in) return make_error(Errc::not_found, metrics_jsonl.string() + ": cannot read");
   const fs::path data = temp_data("metrics");

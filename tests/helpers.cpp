@@ -49,11 +49,11 @@ Segment make_segment(std::uint32_t T, std::uint32_t B, std::uint64_t version, st
 }
 
 Result<ClusterConfig> parse(const std::string& text) {
-  return parse_config(text, "test.toml", builtin_envs().names(), policy_kinds());
+  return parse_config(text, "test.toml", builtin_envs().names());
 }
 
 ClusterConfig default_config() {
-  auto c = parse_config(embedded_cluster_toml(), "<embedded>", builtin_envs().names(), policy_kinds());
+  auto c = parse_config(embedded_cluster_toml(), "<embedded>", builtin_envs().names());
   REQUIRE(c.ok());
   return *c;
 }

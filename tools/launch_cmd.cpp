@@ -111,8 +111,8 @@ std::string this_executable() {
 int run_head(const ClusterConfig& config, const EnvRegistry& envs, const Logger& log, SignalWatcher& signals,
              RunOptions options, std::function<std::string(std::uint16_t)> on_listening) {
   log->info("run '{}': env {}, policy {} ({} experts, top-{}), {} explorers on {} nodes, max_staleness {}, mode {}",
-            config.run.name, config.run.env, config.policy.kind, config.policy.experts, config.policy.top_k,
-            config.total_explorers(), config.nodes.size(), config.run.max_staleness, config.run.mode);
+            config.run.name, config.run.env, to_string(config.policy.kind), config.policy.experts, config.policy.top_k,
+            config.total_explorers(), config.nodes.size(), config.run.max_staleness, to_string(config.run.mode));
   RunHooks hooks;
   hooks.on_status = print_status;
   hooks.on_start = [&](std::function<void(const std::string&)> stop) { signals.set_stop(std::move(stop)); };
@@ -133,8 +133,8 @@ RemoteStarter remote_rank_starter(const ClusterConfig& config, const Logger& log
 }  // namespace
 
 std::optional<ClusterConfig> config_or_report(const std::string& path, const EnvRegistry& envs) {
-  auto config = path.empty() ? parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), policy_kinds())
-                             : load_config(path, envs.names(), policy_kinds());
+  auto config = path.empty() ? parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names())
+                             : load_config(path, envs.names());
   if (config) return std::move(*config);
   std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
   return std::nullopt;
@@ -154,7 +154,7 @@ int launch_command(const LaunchArgs& args) {
   // Several nodes (or [launch] listen): this process is the head and
   // publishes its gate; the other nodes are started once it listens.
   bool all_local = true;
-  for (const auto& n : config->nodes) all_local = all_local && (n.launcher == "local" || n.name == config->head().name);
+  for (const auto& n : config->nodes) all_local = all_local && (n.launcher == Launcher::local || n.name == config->head().name);
   auto secret = load_cluster_secret(args.secret_file);
   if (!secret && secret.error().code == Errc::not_found && all_local) {
     secret = random_secret();
@@ -183,7 +183,7 @@ int launch_command(const LaunchArgs& args) {
   if (!lo.secret_file.empty()) lo.secret_file = std::filesystem::absolute(lo.secret_file).string();
   lo.log_level = args.log_level;
   for (const auto& n : config->nodes)
-    if (n.launcher == "ssh" && n.name != config->head().name && lo.secret_file.empty()) {
+    if (n.launcher == Launcher::ssh && n.name != config->head().name && lo.secret_file.empty()) {
       std::fprintf(stderr,
                    "rlx: node '%s' is started over ssh: give the cluster secret as a file that exists on its host "
                    "(--secret-file or RLX_CLUSTER_SECRET_FILE)\n",

@@ -14,7 +14,7 @@ namespace rlx {
 int learner_rank_command(const LearnerRankArgs& a) {
   const std::string me = "rlx learner-rank " + std::to_string(a.rank) + "/" + std::to_string(a.world);
   EnvRegistry envs = builtin_envs();
-  auto config = load_config(a.config, envs.names(), policy_kinds());
+  auto config = load_config(a.config, envs.names());
   if (!config) {
     std::fprintf(stderr, "%s: %s\n", me.c_str(), config.error().message.c_str());
     return 2;

@@ -44,7 +44,7 @@ std::string ssh_line(const ClusterConfig& config, const NodeConfig& node, const 
 
 Result<pid_t> start_on_node(const ClusterConfig& config, const NodeConfig& node, std::vector<std::string> argv,
                             const Logger& log) {
-  if (node.launcher != "ssh")
+  if (node.launcher != Launcher::ssh)
     return make_error(Errc::config_range, "node '" + node.name + "': only ssh starts a learner rank on another host");
   if (!config.launch.rlx_binary.empty() && !argv.empty()) argv[0] = config.launch.rlx_binary;
   const std::string line = ssh_line(config, node, argv);
@@ -89,18 +89,18 @@ Result<std::unique_ptr<NodeLauncher>> NodeLauncher::start(const ClusterConfig& c
     if (node.name == head) continue;
     std::vector<std::string> argv;
     ChildOptions co;
-    if (node.launcher == "local") {
+    if (node.launcher == Launcher::local) {
       argv = node_command(config, node, o, true);
       co.env.push_back("RLX_CLUSTER_SECRET=" + o.secret);
       log->info("starting node '{}': {}", node.name, joined(argv));
     } else {
-      if (node.launcher == "ssh" && o.secret_file.empty())
+      if (node.launcher == Launcher::ssh && o.secret_file.empty())
         return make_error(Errc::config_missing,
                           "node '" + node.name + "' is started over ssh: give the cluster secret as a file that "
                               "exists on its host (RLX_CLUSTER_SECRET_FILE or --secret-file), not only in the "
                               "environment");
       std::string line;
-      if (node.launcher == "ssh") {
+      if (node.launcher == Launcher::ssh) {
         line = ssh_line(config, node, node_command(config, node, o, false));
       } else {
         const fs::path script = fs::absolute(fs::path(config.run.log_dir) / "launch" / (node.name + ".sbatch"));
@@ -114,8 +114,8 @@ Result<std::unique_ptr<NodeLauncher>> NodeLauncher::start(const ClusterConfig& c
       }
       argv = {"/bin/sh", "-c", line};
       // Slurm passes our environment on to the job (sbatch --export=ALL).
-      if (node.launcher == "slurm" && o.secret_file.empty()) co.env.push_back("RLX_CLUSTER_SECRET=" + o.secret);
-      log->info("starting node '{}' ({}): {}", node.name, node.launcher, line);
+      if (node.launcher == Launcher::slurm && o.secret_file.empty()) co.env.push_back("RLX_CLUSTER_SECRET=" + o.secret);
+      log->info("starting node '{}' ({}): {}", node.name, to_string(node.launcher), line);
     }
     auto pid = spawn_child(argv, co);
     if (!pid) return pid.error();

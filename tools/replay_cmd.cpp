@@ -41,14 +41,14 @@ int replay_command(const ReplayArgs& a) {
   EnvRegistry envs = builtin_envs();
   Result<ClusterConfig> config = make_error(Errc::config_missing, "");
   if (!a.config.empty()) {
-    config = load_config(a.config, envs.names(), policy_kinds());
+    config = load_config(a.config, envs.names());
   } else {
     auto start = first_run_start(a.log);
     if (!start) {
       std::fprintf(stderr, "rlx: %s\n", start.error().message.c_str());
       return 2;
     }
-    config = parse_config(start->config, "<config recorded in " + a.log + ">", envs.names(), policy_kinds());
+    config = parse_config(start->config, "<config recorded in " + a.log + ">", envs.names());
   }
   if (!config) {
     std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());

@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
   // climbs with every update. Not the benchmarks, whose timings it would blur.
   std::optional<rlx::FreeMemoryReturner> returner;
   if (*launch_cmd || *node_cmd || *rank_cmd || *sft_cmd || *replay_cmd) returner.emplace(std::chrono::seconds(2));
-  if (*serve_cmd) return rlx::serve_env(serve_name, serve_protocol, rlx::builtin_envs());
+  if (*serve_cmd) return rlx::serve_env(serve_name, *rlx::choice_of<rlx::EnvProtocol>(serve_protocol), rlx::builtin_envs());
   if (*launch_cmd) return rlx::launch_command(launch_args);
   if (*node_cmd) return rlx::node_command(node_args);
   if (*scale_cmd) return rlx::scale_command(scale_args);

@@ -29,7 +29,7 @@ void write_all(const void* data, std::size_t n) {
 
 }  // namespace
 
-int serve_env(const std::string& name, const std::string& protocol, const EnvRegistry& registry) {
+int serve_env(const std::string& name, EnvProtocol protocol, const EnvRegistry& registry) {
   const EnvFactory* factory = registry.find(name);
   if (!factory) {
     std::fprintf(stderr, "rlx serve-env: unknown env '%s'\n", name.c_str());
@@ -47,7 +47,7 @@ int serve_env(const std::string& name, const std::string& protocol, const EnvReg
     capnp::MallocMessageBuilder request_msg;
     wire::EnvRequest::Reader req;
     std::unique_ptr<capnp::InputStreamMessageReader> reader;
-    if (protocol == "json") {
+    if (protocol == EnvProtocol::json) {
       line.clear();
       int c;
       while ((c = std::getc(stdin)) != EOF && c != '\n') line.push_back(static_cast<char>(c));
@@ -118,7 +118,7 @@ int serve_env(const std::string& name, const std::string& protocol, const EnvReg
       default:
         reply.setError("unknown request");
     }
-    if (protocol == "json") {
+    if (protocol == EnvProtocol::json) {
       auto text = codec.encode(reply.asReader());
       write_all(text.begin(), text.size());
       write_all("\n", 1);

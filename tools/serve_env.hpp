@@ -6,9 +6,10 @@
 
 #include <string>
 
+#include "core/choices.hpp"
 #include "envs/env.hpp"
 
 namespace rlx {
 // Serves until `close` or end of input; returns the exit code.
-int serve_env(const std::string& name, const std::string& protocol, const EnvRegistry& registry);
+int serve_env(const std::string& name, EnvProtocol protocol, const EnvRegistry& registry);
 }  // namespace rlx

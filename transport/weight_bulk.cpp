@@ -42,7 +42,7 @@ void tune(int fd) {
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
 }
 
-Result<bool> write_all(int fd, const void* data, std::size_t n) {
+Result<void> write_all(int fd, const void* data, std::size_t n) {
   const auto* p = static_cast<const char*>(data);
   while (n > 0) {
     const auto w = ::send(fd, p, n, MSG_NOSIGNAL);
@@ -52,10 +52,10 @@ Result<bool> write_all(int fd, const void* data, std::size_t n) {
     p += w;
     n -= static_cast<std::size_t>(w);
   }
-  return true;
+  return {};
 }
 
-Result<bool> send_frame(int fd, const WireBuffer& frame) {
+Result<void> send_frame(int fd, const WireBuffer& frame) {
   return write_all(fd, frame.bytes().data(), frame.size());
 }
 
@@ -306,7 +306,7 @@ void BulkClient::disconnect() {
   if (fd >= 0) ::close(fd);
 }
 
-Result<bool> BulkClient::connect_and_login() {
+Result<void> BulkClient::connect_and_login() {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -342,7 +342,7 @@ Result<bool> BulkClient::connect_and_login() {
   if (!answer) return answer.error();
   if (auto refused = decode<LeaveData>(*answer)) return make_error(Errc::io, where + " " + refused->reason);
   if (auto welcome = decode<JoinData>(*answer); !welcome) return welcome.error();
-  return true;
+  return {};
 }
 
 Result<std::uint32_t> BulkClient::fetch(ChunkAssembler& into) {

@@ -96,7 +96,7 @@ class BulkClient {
   void cancel();
 
  private:
-  Result<bool> connect_and_login();
+  Result<void> connect_and_login();
   void disconnect();
 
   BulkClientOptions options_;

@@ -8,14 +8,14 @@ namespace rlx {
 WeightShelf::WeightShelf(std::size_t keep, std::uint64_t chunk_bytes, std::uint32_t corrupt_chunks)
     : keep_(std::max<std::size_t>(keep, 1)), chunk_bytes_(chunk_bytes), corrupt_left_(corrupt_chunks) {}
 
-Result<bool> WeightShelf::put(std::uint64_t version, WireBuffer set) {
+Result<void> WeightShelf::put(std::uint64_t version, WireBuffer set) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!entries_.empty() && version <= entries_.back().version)
     return make_error(Errc::invalid_field, "version " + std::to_string(version) + " is not newer than " +
                                                std::to_string(entries_.back().version));
   entries_.push_back(Entry{version, std::move(set)});
   while (entries_.size() > keep_) entries_.pop_front();
-  return true;
+  return {};
 }
 
 void WeightShelf::clear() {

@@ -24,7 +24,7 @@ class WeightShelf {
   WeightShelf(std::size_t keep, std::uint64_t chunk_bytes, std::uint32_t corrupt_chunks = 0);
 
   // Adds a checked set. Refuses a version not newer than the newest held.
-  Result<bool> put(std::uint64_t version, WireBuffer set);
+  Result<void> put(std::uint64_t version, WireBuffer set);
 
   struct Entry {
     std::uint64_t version = 0;

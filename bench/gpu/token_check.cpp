@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     o.model.max_len = 64;
     o.model.experts = 4;
     o.model.expert_hidden = 64;
-    o.algorithm = algorithm;
+    o.algorithm = *rlx::choice_of<rlx::Algorithm>(algorithm);
     o.epochs = 2;
     o.lr = 1e-3;
     o.hint_coef = 0.5;

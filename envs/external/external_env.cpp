@@ -97,7 +97,7 @@ void ExternalEnv::stop() {
     capnp::MallocMessageBuilder mb;
     mb.initRoot<wire::EnvRequest>().setClose();
     std::vector<unsigned char> req;
-    if (options_.protocol == "json") {
+    if (options_.protocol == EnvProtocol::json) {
       capnp::JsonCodec codec;
       auto text = codec.encode(mb.getRoot<wire::EnvRequest>().asReader());
       req.assign(text.begin(), text.end());
@@ -191,7 +191,7 @@ bool ExternalEnv::exchange(const std::vector<unsigned char>& request, std::vecto
     off += static_cast<std::size_t>(n);
   }
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
-  if (options_.protocol == "json") return read_line(reply, deadline, why);
+  if (options_.protocol == EnvProtocol::json) return read_line(reply, deadline, why);
   auto frame = read_stream_frame(
       [&](void* into, std::size_t n) -> Result<void> {
         if (!read_bytes(static_cast<unsigned char*>(into), n, deadline, why)) return make_error(Errc::io, why);
@@ -212,10 +212,10 @@ namespace {
 
 // Encodes a request in the configured framing.
 template <class Fill>
-std::vector<unsigned char> make_request(const std::string& protocol, Fill&& fill) {
+std::vector<unsigned char> make_request(EnvProtocol protocol, Fill&& fill) {
   capnp::MallocMessageBuilder mb;
   fill(mb.initRoot<wire::EnvRequest>());
-  if (protocol == "json") {
+  if (protocol == EnvProtocol::json) {
     capnp::JsonCodec codec;
     auto text = codec.encode(mb.getRoot<wire::EnvRequest>().asReader());
     std::vector<unsigned char> out(text.begin(), text.end());
@@ -227,9 +227,9 @@ std::vector<unsigned char> make_request(const std::string& protocol, Fill&& fill
 
 // Decodes a reply into `mb` (JSON) or returns a reader (Cap'n Proto).
 template <class Use>
-bool with_reply(const std::string& protocol, const std::vector<unsigned char>& reply, std::string& why, Use&& use) {
+bool with_reply(EnvProtocol protocol, const std::vector<unsigned char>& reply, std::string& why, Use&& use) {
   try {
-    if (protocol == "json") {
+    if (protocol == EnvProtocol::json) {
       capnp::JsonCodec codec;
       capnp::MallocMessageBuilder mb;
       auto root = mb.initRoot<wire::EnvResponse>();

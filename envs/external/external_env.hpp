@@ -17,6 +17,7 @@
 
 #include <sys/types.h>
 
+#include "core/choices.hpp"
 #include "core/logging.hpp"
 #include "envs/batch_env.hpp"
 
@@ -26,7 +27,7 @@ struct ExternalEnvOptions {
   std::vector<std::string> argv;      // program and arguments (argv[0] is looked up in PATH)
   std::string cwd;                    // working directory; empty = inherit
   std::vector<std::string> env;       // extra "KEY=VALUE" entries for its environment
-  std::string protocol = "json";      // json | capnp
+  EnvProtocol protocol = EnvProtocol::json;  // json | capnp
   std::chrono::milliseconds timeout{10000};  // per request
   int max_restarts = 3;               // restarts allowed over the object's life
   std::string name = "env";           // for logs ("explorer/3 env")

@@ -111,7 +111,7 @@ TEST_CASE("a Python CartPole through the external-env protocol learns", "[actors
   auto cfg = e2e_config("rlx-e2e-external", &dir);
   cfg.run.seed = 3;
   cfg.run.env = std::string("exec:python3 ") + RLX_SOURCE_DIR + "/examples/envs/cartpole.py";
-  cfg.explorer.env_placement = "local";
+  cfg.explorer.env_placement = EnvPlacement::local;
   cfg.run.stop.mean_return = 200.0;
   cfg.run.stop.max_env_steps = 600'000;
   cfg.run.stop.max_seconds = 0;

@@ -39,7 +39,7 @@ struct SplitSpec {
   std::vector<std::string> members{"rollout-a", "rollout-b"};
   std::vector<std::string> member_hosts;  // default 127.0.0.1
   std::string head_host = "127.0.0.1";
-  std::string launcher = "local";
+  Launcher launcher = Launcher::local;
   std::string extra;                      // more TOML tables ([launch], [tls])
   int envs = 8;
   int ranks = 1;                          // [learner] ranks
@@ -57,7 +57,7 @@ inline std::string split_toml(const SplitSpec& s) {
     << s.head_explorers << "\nenvs_per_explorer = " << s.envs << "\n";
   for (std::size_t i = 0; i < s.members.size(); ++i)
     t << "\n[[node]]\nname = \"" << s.members[i] << "\"\nhost = \""
-      << (i < s.member_hosts.size() ? s.member_hosts[i] : std::string("127.0.0.1")) << "\"\nlauncher = \"" << s.launcher
+      << (i < s.member_hosts.size() ? s.member_hosts[i] : std::string("127.0.0.1")) << "\"\nlauncher = \"" << to_string(s.launcher)
       << "\"\nexplorers = 1\nenvs_per_explorer = " << s.envs
       << "\nlearner_ranks = " << (i < s.member_ranks.size() ? s.member_ranks[i] : 0) << "\n";
   return t.str();

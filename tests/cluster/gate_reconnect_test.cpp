@@ -29,10 +29,9 @@ GateOptions gate_options(const std::string& incarnation) {
 std::string enter(caf::scoped_actor& self, const gate_actor& gate, const std::string& node, const node_actor& agent) {
   std::string nonce, answer = "no answer";
   self->request(gate, 10s, hello_atom::value, node).receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
-  self->request(gate, 10s, enter_atom::value, node, nonce, secret_proof(gate_options("").secret, nonce, node), agent,
-                std::uint32_t{1}, std::uint32_t{8}, std::uint32_t{0}, std::string(), std::string())
-      .receive([&](learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, const std::string&,
-                   const std::string&, const std::string&, std::uint64_t) { answer = ""; },
+  self->request(gate, 10s, enter_atom::value,
+                GateEntry{node, nonce, secret_proof(gate_options("").secret, nonce, node), agent, 1, 8, 0, "", ""})
+      .receive([&](const GateWelcome&) { answer = ""; },
                [&](caf::error& e) { answer = error_text(self->system(), e); });
   return answer;
 }

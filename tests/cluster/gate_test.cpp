@@ -21,18 +21,21 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// One join attempt: the gate's answer ("" = accepted).
+// A refusal as it arrived across the network: its Errc's name, its reason.
+std::string code_and_message(const caf::error& e) {
+  const Error got = from_caf(e);
+  return std::string(to_string(got.code)) + ": " + got.message;
+}
+
+// One join attempt: the gate's answer ("" = accepted, else "refused: ...").
 std::string try_enter(caf::scoped_actor& self, const gate_actor& gate, const std::string& node,
                       const std::function<std::string(const std::string&)>& proof_for, const std::string& nonce_override = "",
                       std::uint32_t explorers = 1) {
   std::string nonce, answer = "no answer";
   self->request(gate, 10s, hello_atom::value, node).receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
   if (!nonce_override.empty()) nonce = nonce_override;
-  self->request(gate, 10s, enter_atom::value, node, nonce, proof_for(nonce), node_actor{}, explorers, std::uint32_t{8},
-                std::uint32_t{0}, std::string(), std::string())
-      .receive([&](learner_actor, weight_store_actor, coordinator_actor, std::uint16_t, const std::string&,
-                   const std::string&, const std::string&, std::uint64_t) { answer = ""; },
-               [&](caf::error& e) { answer = self->system().render(e); });
+  self->request(gate, 10s, enter_atom::value, GateEntry{node, nonce, proof_for(nonce), node_actor{}, explorers, 8, 0, "", ""})
+      .receive([&](const GateWelcome&) { answer = ""; }, [&](caf::error& e) { answer = code_and_message(e); });
   return answer;
 }
 
@@ -42,7 +45,7 @@ std::string try_scale(caf::scoped_actor& self, const gate_actor& gate, const std
   self->request(gate, 10s, hello_atom::value, std::string("scaler")).receive([&](const std::string& n) { nonce = n; }, [](caf::error&) {});
   self->request(gate, 10s, scale_atom::value, std::string("scaler"), nonce, secret_proof(secret, nonce, "scaler"), explorers,
                 std::int32_t{-1})
-      .receive([&](const std::string& a) { answer = a; }, [&](caf::error& e) { answer = self->system().render(e); });
+      .receive([&](const std::string& a) { answer = a; }, [&](caf::error& e) { answer = code_and_message(e); });
   return answer;
 }
 
@@ -133,7 +136,9 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
     caf::scoped_actor self{client};
     const auto wrong = [](const std::string& n) { return secret_proof("a-wrong-secret-0123456789", n, "rollout-a"); };
     const auto right = [&](const std::string& n) { return secret_proof(secret, n, "rollout-a"); };
-    CHECK(try_enter(self, *gate, "rollout-a", wrong).find("wrong proof") != std::string::npos);
+    const std::string refused = try_enter(self, *gate, "rollout-a", wrong);
+    CHECK(refused.rfind("refused: refused by the head: ", 0) == 0);  // the code crossed the network as itself
+    CHECK(refused.find("wrong proof") != std::string::npos);
     CHECK(try_enter(self, *gate, "rollout-a", [](const std::string&) { return std::string(); }).find("wrong proof") !=
           std::string::npos);  // no secret at all
     CHECK(try_enter(self, *gate, "rollout-a", right, "a-nonce-the-head-never-issued").find("nonce") != std::string::npos);
@@ -146,7 +151,7 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
           std::string::npos);
     // `rlx scale` proves the secret the same way; the coordinator checks what is asked.
     CHECK(try_scale(self, *gate, "a-wrong-secret-0123456789", 2).find("wrong proof") != std::string::npos);
-    CHECK(try_scale(self, *gate, secret, 0).find("explorers must be 1..4096") != std::string::npos);
+    CHECK(try_scale(self, *gate, secret, 0) == "config_range: explorers must be 1..4096");
     // Anonymous messages (no sender to answer or to name in the log): one
     // with no node agent (refused), one with a good proof and an agent that
     // then dies at once (admitted, then gone: the real node can still join).
@@ -163,8 +168,7 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
                   [](retire_atom, std::uint32_t) {}, [](rejoin_atom, caf::actor) {},
                   [](rejoin_atom, const std::string&) {}};
         }, 0);
-      caf::anon_send(*gate, enter_atom::value, std::string("rollout-a"), nonce, right(nonce), agent, std::uint32_t{1},
-                     std::uint32_t{8}, std::uint32_t{0}, std::string(), std::string());
+      caf::anon_send(*gate, enter_atom::value, GateEntry{"rollout-a", nonce, right(nonce), agent, 1, 8, 0, "", ""});
       if (agent) {
         self->request(*gate, 10s, hello_atom::value, std::string("x")).receive([](const std::string&) {}, [](caf::error&) {});
         self->send_exit(agent, caf::exit_reason::kill);

@@ -76,7 +76,7 @@ SplitSpec spec_in(const Hosts& hosts, const TempDir& t) {
   spec.log_dir = t.path / "run";
   spec.head_host = "10.231.0.1";
   spec.member_hosts = {"10.231.0.2", "10.231.0.3"};
-  spec.launcher = "ssh";
+  spec.launcher = Launcher::ssh;
   spec.mean_return = 150;
   spec.max_env_steps = 600'000;
   spec.envs = 16;

@@ -23,7 +23,7 @@ bool refused_naming(const R& result, const std::string& key) {
 TEST_CASE("the embedded cluster.toml is valid and has the documented defaults", "[core][config]") {
   auto c = test::default_config();
   CHECK(c.run.env == "cartpole");
-  CHECK(c.policy.kind == "moe_mlp");
+  CHECK(c.policy.kind == PolicyKind::moe_mlp);
   CHECK(c.total_explorers() >= 2);
   CHECK(c.run.max_staleness > 0);
 }
@@ -111,7 +111,7 @@ TEST_CASE("an exec: env and its [external] table are validated", "[core][config]
                         "args = [\"--name\", \"a b\"]\n"
                         "env = { MODE = \"fast\" }\n" + valid_nodes());
   REQUIRE(ok.ok());
-  CHECK(ok->external.protocol == "capnp");
+  CHECK(ok->external.protocol == EnvProtocol::capnp);
   CHECK(ok->external.timeout_s == 2.0);
   CHECK((ok->external.env == std::vector<std::string>{"MODE=fast"}));
   CHECK((ok->external.args == std::vector<std::string>{"--name", "a b"}));
@@ -203,7 +203,7 @@ TEST_CASE("a configuration written back as TOML parses to the same configuration
   c.run.seed = 77;
   c.learner.ranks = 3;
   c.learner.device = "cuda:1";
-  c.learner.collectives = "nccl";
+  c.learner.collectives = Collectives::nccl;
   c.learner.lr = 0.00125;
   c.record.compress = "zstd";
   c.external.args = {"--level", "two words"};
@@ -219,7 +219,7 @@ TEST_CASE("a configuration written back as TOML parses to the same configuration
   CHECK(to_toml(*back) == text);
   CHECK(back->run.seed == 77);
   CHECK(back->learner.ranks == 3);
-  CHECK(back->learner.collectives == "nccl");
+  CHECK(back->learner.collectives == Collectives::nccl);
   CHECK(back->learner.lr == 0.00125);
   CHECK(back->external.env == c.external.env);
   CHECK(back->external.args == c.external.args);
@@ -292,7 +292,7 @@ TEST_CASE("the learner's collectives are auto, gloo or nccl, and nccl needs a GP
   };
   auto plain = with("ranks = 2");
   REQUIRE(plain.ok());
-  CHECK(plain->learner.collectives == "auto");
+  CHECK(plain->learner.collectives == Collectives::automatic);
   CHECK(with("ranks = 2\ncollectives = \"gloo\"").ok());
   CHECK(with("ranks = 2\ndevice = \"cuda\"\ncollectives = \"nccl\"").ok());  // the build is checked at start
   auto cpu = with("ranks = 2\ncollectives = \"nccl\"");

@@ -59,7 +59,7 @@ TEST_CASE("the Python CartPole follows the same equations through the JSON proto
 TEST_CASE("the Cap'n Proto framing of the protocol steps a served env", "[envs][external]") {
   ExternalEnvOptions o;
   o.argv = {RLX_BINARY, "serve-env", "cartpole", "--protocol", "capnp"};
-  o.protocol = "capnp";
+  o.protocol = EnvProtocol::capnp;
   o.timeout = 2000ms;
   ExternalEnv env(o, 1, 0, 4);
   EnvStepResultData r;

@@ -15,11 +15,11 @@ struct FakeEngine : SegmentSource {
   std::uint64_t v = 0, steps = 0, newest = 0, next_sequence = 0;
   bool refuse = false;
   int loads = 0;
-  Result<bool> load_weights(const WeightSetData& w) override {
+  Result<void> load_weights(const WeightSetData& w) override {
     if (refuse) return make_error(Errc::invalid_field, "another shape");
     v = w.version;
     ++loads;
-    return true;
+    return {};
   }
   std::uint64_t version() const override { return v; }
   std::uint64_t steps_in_segment() const override { return steps; }

@@ -36,7 +36,7 @@ Segment random_segment(std::uint32_t seed, std::uint64_t version = 0) {
 
 TrainerOptions trainer_options(const std::string& algorithm) {
   auto cfg = test::default_config();
-  cfg.learner.algorithm = algorithm;
+  cfg.learner.algorithm = *choice_of<Algorithm>(algorithm);
   cfg.learner.epochs = 1;       // one full-batch step per update: the data-parallel
   cfg.learner.minibatches = 1;  // gradient is then the same sum as one rank's
   cfg.policy.load_balance_coef = 0.0;  // a per-rank statistic (docs/data-parallel.md)

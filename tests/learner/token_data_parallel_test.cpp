@@ -20,7 +20,7 @@ namespace {
 
 TrainerOptions token_options(const std::string& algorithm) {
   auto cfg = test::default_config();
-  cfg.policy.kind = "moe_transformer";
+  cfg.policy.kind = PolicyKind::moe_transformer;
   cfg.policy.d_model = 32;
   cfg.policy.heads = 2;
   cfg.policy.layers = 2;
@@ -32,7 +32,7 @@ TrainerOptions token_options(const std::string& algorithm) {
   // depend on how rows fall into microbatches (docs/data-parallel.md).
   cfg.policy.load_balance_coef = 0;
   cfg.policy.router_z_coef = 0;
-  cfg.learner.algorithm = algorithm;
+  cfg.learner.algorithm = *choice_of<Algorithm>(algorithm);
   cfg.learner.epochs = 2;
   cfg.learner.lr = 3e-3;
   cfg.tokens.hint_coef = 0.5;

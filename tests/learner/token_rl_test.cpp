@@ -115,7 +115,7 @@ TEST_CASE("GRPO steps raise the probability of rewarded tokens", "[learner][toke
   for (const std::string algorithm : {"grpo", "ppo"}) {
     DYNAMIC_SECTION(algorithm) {
       auto o = tiny(12);
-      o.algorithm = algorithm;
+      o.algorithm = *choice_of<Algorithm>(algorithm);
       o.epochs = 2;
       TokenTrainer trainer(o);
       const std::vector<std::int64_t> prompt{3, 4};

@@ -10,7 +10,7 @@ using namespace rlx;
 namespace {
 TrainerOptions options(const std::string& algorithm) {
   auto cfg = test::default_config();
-  cfg.learner.algorithm = algorithm;
+  cfg.learner.algorithm = *choice_of<Algorithm>(algorithm);
   return TrainerOptions{cfg.learner, cfg.policy, 4, 2, 3};
 }
 }  // namespace

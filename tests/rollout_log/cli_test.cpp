@@ -141,7 +141,7 @@ TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU 
   REQUIRE(r.code == 0);
   CHECK(r.out.find("after training, step 2: held-out pass@1") != std::string::npos);
   PolicyConfig policy;
-  policy.kind = "moe_transformer";
+  policy.kind = PolicyKind::moe_transformer;
   policy.init = out.string();
   CHECK(check_policy_init(policy).ok());
   if (check_device("cuda").ok()) return;  // a GPU here: nothing to refuse

@@ -167,7 +167,7 @@ TEST_CASE("a run killed with SIGKILL resumes from its log and replays exactly", 
   std::vector<LogEntryData> entries;
   auto strict = read_all(t.path, false, &entries);
   REQUIRE(strict.ok());  // the torn record, if any, was cut on resume
-  auto cfg = parse_config(toml, "c.toml", builtin_envs().names(), policy_kinds());
+  auto cfg = parse_config(toml, "c.toml", builtin_envs().names());
   REQUIRE(cfg.ok());
   // The learner's thread count is part of what makes updates bit-identical
   // (rlx launch and rlx replay set it; this process must too).
