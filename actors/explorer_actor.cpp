@@ -1,24 +1,18 @@
 #include "actors/explorer_actor.hpp"
 
-#include <optional>
-
 #include "actors/guard.hpp"
 #include "explorers/explorer_loop.hpp"
+#include "explorers/explorer_work.hpp"
 
 namespace rlx {
 
-// The wiring of an explorer: its compute (a Rollout or a TokenRollout), its
-// decisions (ExplorerLoop) and the handles it talks to.
+// The wiring of an explorer: its compute (ExplorerWork), its decisions
+// (ExplorerLoop) and the handles it talks to.
 struct ExplorerState {
   ExplorerActorOptions options;
-  std::unique_ptr<Rollout> rollout;       // vector observations and environments, or
-  std::unique_ptr<TokenRollout> tokens;   // the token policy's own decoding
-  std::unique_ptr<ExplorerLoop> loop;     // over whichever of the two
-  std::unique_ptr<BatchEnv> local;        // set when the envs live in this actor
-  EnvStepResultData result;               // the last local step
+  std::unique_ptr<ExplorerWork> work;     // its compute: a Rollout and its envs, or a TokenRollout
+  std::unique_ptr<ExplorerLoop> loop;     // its decisions, over that compute
   std::string name;
-  std::vector<float> obs;                 // current observations [B, D]
-  std::uint64_t step_index = 0;
   std::chrono::steady_clock::time_point fetch_started;
   ErrorCounts errors;
 };
@@ -113,19 +107,11 @@ void fetch(Self self, const WeightFetch& f) {
             const Error why = from_caf(err);  // the store's own code (not_found: evicted or none yet)
             const auto out = st.loop->fetch_failed(f, why.code);
             const std::string said = std::string(to_string(why.code)) + ": " + why.message;
-            switch (out.why) {
-              case ExplorerLoop::FetchFailure::before_rebind: break;
-              case ExplorerLoop::FetchFailure::empty_after_rebind:
-                st.options.log->debug("{}: no weights yet after the rebind: {}", st.name, said);
-                break;
-              case ExplorerLoop::FetchFailure::evicted:
-              case ExplorerLoop::FetchFailure::exact_failed:
-                st.options.log->debug("{}: fetching weights failed: {}; asking for the newest", st.name, said);
-                break;
-              case ExplorerLoop::FetchFailure::newest_failed:
-                st.options.log->warn("{}: fetching the newest weights failed: {}", st.name, said);
-                break;
-            }
+            if (out.why == ExplorerLoop::FetchFailure::newest_failed)
+              st.options.log->warn("{}: fetching the newest weights failed: {}", st.name, said);
+            else if (out.why != ExplorerLoop::FetchFailure::before_rebind)
+              st.options.log->debug("{}: fetching weights v{} failed: {}; {}", st.name, f.version, said,
+                                    out.next ? "asking for the newest" : "waiting for the next announcement");
             if (out.next) return fetch(self, *out.next);
             advance(self);
           });
@@ -143,10 +129,7 @@ void ask_reward(Self self, const RewardAsk& ask, const std::string& payload) {
   auto& st = self->state;
   const auto& pool = st.options.rewards;
   const reward_actor to = pool[ask.worker % pool.size()];
-  // "TASK\nOUTPUT" (docs/external-envs.md); no newline: all output.
-  const auto nl = payload.find('\n');
-  RewardRequestData req{ask.id, st.options.rollout.explorer_id, nl == std::string::npos ? "" : payload.substr(0, nl),
-                        nl == std::string::npos ? payload : payload.substr(nl + 1)};
+  const RewardRequestData req = reward_request(ask.id, st.options.rollout.explorer_id, payload);
   self->request(to, st.options.reward_timeout, reward_atom::value, WireMsg{encode(req, st.name)})
       .then(
           [self, id = ask.id](const WireMsg& msg) {
@@ -195,47 +178,23 @@ void segment_done(Self self, Segment seg) {
   flush(self);
 }
 
-void on_step_result(Self self, EnvStepResultData* r) {
+// What a step gave: rewards to ask for, a segment to hand on.
+void stepped(Self self, Result<WorkStep> out) {
   auto& st = self->state;
-  st.loop->step_done();
-  if (static_cast<std::int64_t>(r->rewards.size()) != st.options.rollout.num_envs ||
-      static_cast<std::int64_t>(r->obs_dim) != st.options.rollout.obs_dim)
-    return fail(self, "the env answered with a step result of the wrong shape");
-  if (st.loop->is_started()) {
-    const bool complete = st.rollout->observe(*r);
-    ask_rewards(self, st.rollout->deferred());
-    if (complete) segment_done(self, st.rollout->take_segment());
-  }
+  if (!out) return fail(self, out.error().message);
+  ask_rewards(self, out->deferred);
+  if (out->segment) segment_done(self, std::move(*out->segment));
   st.loop->started();
-  st.obs = r->observations;
-  check_segment(self);
-  advance(self);
-}
-
-// One decoding step of the token policy (a message of its own, so weight
-// swaps and drains come between any two tokens).
-void on_token_step(Self self) {
-  auto& st = self->state;
-  st.loop->step_done();
-  auto complete = st.tokens->step();
-  if (!complete) return fail(self, complete.error().message);
-  if (*complete) {
-    Segment seg = st.tokens->take_segment();
-    ask_rewards(self, st.tokens->deferred());
-    segment_done(self, std::move(seg));
-  }
   check_segment(self);
   advance(self);
 }
 
 void on_step_reply(Self self, const WireMsg& msg) {
   auto& st = self->state;
+  st.loop->step_done();
   auto r = decode_or_count<EnvStepResultData>(self, msg, st.errors, st.options.log);
-  if (!r) {
-    st.loop->step_done();
-    return fail(self, "the env answered with a malformed step result");
-  }
-  on_step_result(self, &*r);
+  if (!r) return fail(self, "the env answered with a malformed step result");
+  stepped(self, st.work->observe(*r, st.loop->is_started()));
 }
 
 // Takes the next step unless the loop holds the explorer back.
@@ -246,21 +205,14 @@ void advance(Self self) {
     case ExplorerLoop::Next::leave: return leave(self, "drained");
     case ExplorerLoop::Next::step: break;
   }
-  if (st.tokens) {
-    self->send(self, stepped_atom::value);  // the decoding step runs there
+  if (st.work->steps_here()) {
+    // Back through the mailbox: swaps and drains come between any two steps.
+    if (!st.work->tokens())
+      if (auto r = st.work->step_local(); !r) return fail(self, r.error().message);
+    self->send(self, stepped_atom::value);
     return;
   }
-  const auto& actions = st.rollout->act(st.obs);
-  if (st.local) {
-    try {
-      st.local->step(actions, st.result);
-    } catch (const EnvFailure& e) {
-      return fail(self, e.what());
-    }
-    self->send(self, stepped_atom::value);  // back through the mailbox: swaps and drains come between steps
-    return;
-  }
-  WireMsg step{encode(EnvStepData{actions, ++st.step_index}, st.name)};
+  WireMsg step{encode(st.work->step_request(), st.name)};
   self->request(st.options.env, st.options.request_timeout, step_atom::value, step)
       .then([self](const WireMsg& msg) { on_step_reply(self, msg); },
             [self](const caf::error& err) { fail(self, "env step failed: " + self->system().render(err)); });
@@ -285,9 +237,9 @@ explorer_actor::behavior_type explorer_behavior(Self self) {
       },
       [self](stepped_atom) {
         auto& st = self->state;
-        if (!st.loop->step_in_flight()) return;  // not ours: ignore
-        if (st.tokens) return on_token_step(self);
-        if (st.local) on_step_result(self, &st.result);
+        if (!st.loop->step_in_flight() || !st.work->steps_here()) return;  // not ours: ignore
+        st.loop->step_done();
+        stepped(self, st.work->tokens() ? st.work->token_step() : st.work->observe_local(st.loop->is_started()));
       },
       [self](pause_atom) { self->state.loop->pause(); },
       [self](rebind_atom, learner_actor learner, caf::actor coordinator, std::uint64_t valid) {
@@ -314,44 +266,27 @@ ExplorerLoopOptions loop_options(const ExplorerActorOptions& o) {
 explorer_actor::behavior_type explorer_impl(Self self, ExplorerActorOptions options) {
   auto& st = self->state;
   st.options = std::move(options);
-  st.name = "explorer/" + std::to_string(st.options.rollout.explorer_id);
-  self->send(st.options.weight_store, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
-  if (st.options.tokens) {
-    // The token policy decodes its own tasks: no environment to reset.
-    st.tokens = std::make_unique<TokenRollout>(*st.options.tokens);
-    st.loop = std::make_unique<ExplorerLoop>(loop_options(st.options), *st.tokens);
-    st.loop->started();
-    self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join_data(st), st.name)}, explorer_actor{self});
-    return explorer_behavior(self);
-  }
-  st.rollout = std::make_unique<Rollout>(st.options.rollout);
-  st.loop = std::make_unique<ExplorerLoop>(loop_options(st.options), *st.rollout);
-  if (st.options.local_env) {
-    try {
-      st.local = st.options.local_env(st.options.env_seed, st.options.first_env_id,
-                                      static_cast<int>(st.options.rollout.num_envs));
-    } catch (const EnvFailure& e) {
-      fail(self, e.what());  // quits after this function; st.local stays empty
+  const auto& o = st.options;
+  st.name = "explorer/" + std::to_string(o.rollout.explorer_id);
+  st.work = std::make_unique<ExplorerWork>(
+      ExplorerWorkOptions{o.rollout, o.tokens, o.tokens ? BatchEnvFactory{} : o.local_env, o.env_seed, o.first_env_id});
+  st.loop = std::make_unique<ExplorerLoop>(loop_options(o), st.work->source());
+  self->send(o.weight_store, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
+  self->send(o.coordinator, join_atom::value, WireMsg{encode(join_data(st), st.name)}, explorer_actor{self});
+  if (o.tokens) {
+    st.loop->started();  // the token policy decodes its own tasks: no environment to reset
+  } else if (st.work->steps_here()) {
+    if (auto r = st.work->start_local(); !r) fail(self, r.error().message);  // quits after this function
+    else {
+      st.loop->reset_sent();  // its result comes back as a step
+      self->send(self, stepped_atom::value);
     }
   } else {
-    self->monitor(st.options.env);
+    self->monitor(o.env);
     self->set_down_handler([self](const caf::down_msg& dm) {
       if (dm.source == self->state.options.env.address()) fail(self, "its env actor died");
     });
-  }
-  self->send(st.options.coordinator, join_atom::value, WireMsg{encode(join_data(st), st.name)}, explorer_actor{self});
-  if (st.options.local_env) {
-    if (!st.local) return explorer_behavior(self);
-    try {
-      st.local->reset(st.result);
-    } catch (const EnvFailure& e) {
-      fail(self, e.what());
-    }
-    st.loop->reset_sent();  // its result comes back as a step
-    self->send(self, stepped_atom::value);
-  } else {
-    EnvResetData reset{st.options.env_seed, static_cast<std::uint32_t>(st.options.rollout.num_envs)};
-    self->request(st.options.env, st.options.request_timeout, reset_atom::value, WireMsg{encode(reset, st.name)})
+    self->request(o.env, o.request_timeout, reset_atom::value, WireMsg{encode(st.work->reset_request(), st.name)})
         .then([self](const WireMsg& msg) { on_step_reply(self, msg); },
               [self](const caf::error& err) { fail(self, "env reset failed: " + self->system().render(err)); });
   }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace rlx {
@@ -22,51 +23,30 @@ enum class EnvPlacement { actor, local };              // [explorer] env_placeme
 enum class EnvProtocol { json, capnp };                // [external] protocol
 enum class Launcher { local, ssh, slurm };             // [[node]] launcher
 
+// Each enum's names, in enumerator order.
 template <class E>
-struct ChoiceNames;  // static constexpr std::array<std::string_view, N> names, in enumerator order
-
-template <>
-struct ChoiceNames<RunMode> {
-  static constexpr std::array<std::string_view, 2> names{"async", "sync"};
-};
-template <>
-struct ChoiceNames<PolicyKind> {
-  static constexpr std::array<std::string_view, 2> names{"moe_mlp", "moe_transformer"};
-};
-template <>
-struct ChoiceNames<Algorithm> {
-  static constexpr std::array<std::string_view, 3> names{"ppo", "vtrace", "grpo"};
-};
-template <>
-struct ChoiceNames<Collectives> {
-  static constexpr std::array<std::string_view, 3> names{"auto", "gloo", "nccl"};
-};
-template <>
-struct ChoiceNames<EnvPlacement> {
-  static constexpr std::array<std::string_view, 2> names{"actor", "local"};
-};
-template <>
-struct ChoiceNames<EnvProtocol> {
-  static constexpr std::array<std::string_view, 2> names{"json", "capnp"};
-};
-template <>
-struct ChoiceNames<Launcher> {
-  static constexpr std::array<std::string_view, 3> names{"local", "ssh", "slurm"};
-};
+inline constexpr std::array<std::string_view, 0> kChoiceNames{};
+template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<RunMode>{"async", "sync"};
+template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<PolicyKind>{"moe_mlp", "moe_transformer"};
+template <> inline constexpr std::array<std::string_view, 3> kChoiceNames<Algorithm>{"ppo", "vtrace", "grpo"};
+template <> inline constexpr std::array<std::string_view, 3> kChoiceNames<Collectives>{"auto", "gloo", "nccl"};
+template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<EnvPlacement>{"actor", "local"};
+template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<EnvProtocol>{"json", "capnp"};
+template <> inline constexpr std::array<std::string_view, 3> kChoiceNames<Launcher>{"local", "ssh", "slurm"};
 
 template <class E>
-concept Choice = requires { ChoiceNames<E>::names; };
+concept Choice = std::is_enum_v<E> && kChoiceNames<E>.size() > 0;
 
 // "sync" for RunMode::sync.
 template <Choice E>
 std::string to_string(E e) {
-  return std::string(ChoiceNames<E>::names.at(static_cast<std::size_t>(e)));
+  return std::string(kChoiceNames<E>.at(static_cast<std::size_t>(e)));
 }
 
 // RunMode::sync for "sync"; nothing for a name not in the table.
 template <Choice E>
 std::optional<E> choice_of(std::string_view name) {
-  const auto& names = ChoiceNames<E>::names;
+  const auto& names = kChoiceNames<E>;
   for (std::size_t i = 0; i < names.size(); ++i)
     if (names[i] == name) return static_cast<E>(i);
   return std::nullopt;
@@ -75,7 +55,7 @@ std::optional<E> choice_of(std::string_view name) {
 // Every name, in order (for messages and the configuration's key table).
 template <Choice E>
 std::vector<std::string> choice_names() {
-  return {ChoiceNames<E>::names.begin(), ChoiceNames<E>::names.end()};
+  return {kChoiceNames<E>.begin(), kChoiceNames<E>.end()};
 }
 
 }  // namespace rlx

@@ -2,6 +2,12 @@
 
 namespace rlx {
 
+RewardRequestData reward_request(std::uint64_t id, std::uint32_t explorer_id, const std::string& payload) {
+  const auto nl = payload.find('\n');
+  if (nl == std::string::npos) return RewardRequestData{id, explorer_id, "", payload};
+  return RewardRequestData{id, explorer_id, payload.substr(0, nl), payload.substr(nl + 1)};
+}
+
 std::uint64_t DeferredRewards::note(std::uint64_t sequence, std::uint32_t t, std::uint32_t env, std::uint32_t episode) {
   const std::uint64_t id = next_id_++;
   slots_[id] = Slot{sequence, t, env, episode, std::nullopt, {}};

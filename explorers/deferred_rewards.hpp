@@ -18,6 +18,11 @@
 
 namespace rlx {
 
+// The request that asks the pool to score deferred episode `id`: the env's
+// payload is "TASK\nOUTPUT" (docs/external-envs.md); without a newline it
+// is all output.
+RewardRequestData reward_request(std::uint64_t id, std::uint32_t explorer_id, const std::string& payload);
+
 class DeferredRewards {
  public:
   // An episode of segment `sequence` ended at step `t` in env `env`, its

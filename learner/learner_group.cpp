@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
 
+#include "core/child_process.hpp"
 #include "learner/nccl_comm.hpp"
 
 namespace rlx {
@@ -142,6 +143,10 @@ Result<std::unique_ptr<LearnerGroup>> LearnerGroup::join(const GroupOptions& o) 
     return make_error(Errc::config_range, "rank " + std::to_string(o.rank) + " of " + std::to_string(o.world));
   auto nccl = uses_nccl(o);
   if (!nccl) return nccl.error();
+  // A peer rank that dies closes its sockets; Gloo's next write to them
+  // must fail (EPIPE: the group breaks, with its error) rather than end
+  // this process with SIGPIPE's default action.
+  ignore_sigpipe();
   auto impl = std::make_unique<Impl>();
   try {
     // A client even where this process serves the store: the group holds
