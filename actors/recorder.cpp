@@ -37,7 +37,7 @@ recorder_actor::behavior_type recorder_impl(recorder_actor::stateful_pointer<Rec
   return {
       [self](record_atom, const RecordEntry& entry) {
         auto& st = self->state;
-        if (st.late() || st.failed || static_cast<std::uint8_t>(entry.arrival.verdict) > 2) return;
+        if (st.late() || st.failed || entry.arrival.verdict > Verdict::rejected) return;  // a value no Verdict has
         const auto index = entry.arrival.admission_index;
         try {
           st.check(st.options.writer->write_rollout(entry.arrival, entry.segment.buf));
