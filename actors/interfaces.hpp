@@ -54,6 +54,7 @@ using rebind_atom = caf::atom_constant<caf::atom("rebind")>;      // node -> exp
 using forget_atom = caf::atom_constant<caf::atom("forget")>;      // node -> its weight store: drop every set
 using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;      // reconnect helper -> node: the gate, or why not
 using eval_atom = caf::atom_constant<caf::atom("eval")>;          // evaluator -> coordinator: a version's held-out score
+using unrecorded_atom = caf::atom_constant<caf::atom("unrecord")>;  // recorder -> coordinator: records not written, why
 
 // What a spawn order starts (sent as its byte).
 enum class FleetRole : std::uint8_t { explorer = 0, reward = 1 };
@@ -162,6 +163,8 @@ using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, ex
                                            // version, pass@1, mean fraction of tests passed, tasks
                                            caf::reacts_to<eval_atom, std::uint64_t, double, double, std::uint32_t>,
                                            caf::reacts_to<stop_atom, std::string>,
+                                           // records the rollout log did not take so far, and the first error
+                                           caf::reacts_to<unrecorded_atom, std::uint64_t, std::string>,
                                            // explorers, reward workers wanted (-1: unchanged) -> what changed
                                            caf::replies_to<scale_atom, std::int32_t, std::int32_t>::with<std::string>>;
 

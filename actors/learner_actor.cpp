@@ -34,6 +34,9 @@ struct LearnerState {
     m.env_steps = stats.env_steps();
     m.episodes = stats.episodes();
     m.episodes_lost = stats.episodes_lost();
+    m.reward_retries = stats.reward_retries();
+    m.rows_masked = stats.rows_masked();
+    m.infra_failures = stats.infra_failures();
     m.mean_return = static_cast<float>(stats.mean_return());
     m.policy_version = core->trainer().version();
     m.segments_received = core->received();

@@ -2,7 +2,10 @@
 // verdict, the learner version at admission and the order of arrival)
 // and every published weight version to the rollout log through a
 // LogWriter (rollout_log/log_writer.hpp; format in docs/replay.md). A write
-// failure turns recording off with an error in the log; the run goes on.
+// that fails leaves the log readable up to its last whole entry; from then
+// on nothing more is written, and every record not written is counted and
+// reported to the coordinator (with the first error), which stops the run
+// or goes on as [record] on_error says. It cannot go quiet.
 #pragma once
 
 #include <memory>
@@ -15,6 +18,7 @@ namespace rlx {
 
 struct RecorderOptions {
   std::shared_ptr<LogWriter> writer;  // opened (created or resumed) by the launcher
+  coordinator_actor coordinator;      // told (unrecorded_atom) of every record not written
   Logger log;
 };
 

@@ -66,7 +66,7 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
   p.ranks = std::move(*ranks);
   if (!config.run.record) return p;
   LogWriterOptions wo{dir, static_cast<std::uint64_t>(config.record.file_mb) << 20, config.record.compress == "zstd",
-                      static_cast<int>(config.record.compress_level)};
+                      static_cast<int>(config.record.compress_level), options.log_fail_after_bytes};
   if (options.resume) {
     std::string repaired;
     auto w = LogWriter::resume(wo, &repaired);
@@ -92,7 +92,7 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
       const auto from_version = loaded->core->trainer().version();
       auto attempt = replay_exact(dir, core, ReadOptions{}, progress, loaded->core);
       if (!attempt) return attempt.error();
-      if (attempt->skipped < held || !attempt->identical()) {
+      if (attempt->skipped < held || attempt->diverged()) {
         log->warn("checkpoint {} does not match the rollout log ({} of its {} arrivals logged, {} of {} versions "
                   "identical): trying an older one",
                   file.string(), attempt->skipped, held, attempt->versions_matched, attempt->versions_checked);
@@ -108,10 +108,17 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
       r = replay_exact(dir, core, ReadOptions{}, progress);
     }
     if (!r) return r.error();
-    if (!r->identical())
-      log->warn("the replayed learner differs from the recorded one ({} of {} versions match, {} admission "
-                "mismatches): were seed, config or thread counts changed?",
-                r->versions_matched, r->versions_checked, r->admission_mismatches);
+    if (r->diverged()) {
+      const std::string what = fmt::format(
+          "the replayed learner differs from the rollout log in {}: first at {} ({} of {} versions match; were seed, "
+          "config or thread counts changed?)",
+          dir.string(), r->first_divergence(), r->versions_matched, r->versions_checked);
+      if (!options.resume_diverged)
+        return make_error(Errc::corrupt_record, what + "; --resume-diverged resumes anyway, from the replayed learner");
+      log->error("RESUMING A DIVERGED RUN (--resume-diverged): {}", what);
+    } else if (r->versions_checked == 0) {
+      log->warn("resuming: the log holds no weight version to check the replayed learner against");
+    }
     log->info("resumed at policy v{} after {} entries ({} env steps) in {:.1f} s", r->core->trainer().version(),
               r->read.entries, r->core->stats().env_steps(), r->seconds);
     p.resumed = r->core;
@@ -301,10 +308,24 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     }
     if (hooks.on_start)
       hooks.on_start([coordinator](const std::string& why) { caf::anon_send(coordinator, stop_atom::value, why); });
-    self->receive([&](done_atom, int outcome, const std::string& summary) {
-      result.outcome = static_cast<RunOutcome>(outcome);
-      result.summary = summary;
-    });
+    // The coordinator says how the run ended; should it die instead (an
+    // exception in a handler, a broken invariant), the actors linked to it
+    // die with it and the run ends as failed, with the reason.
+    self->monitor(coordinator);
+    for (bool ended = false; !ended;)
+      self->receive(
+          [&](done_atom, int outcome, const std::string& summary) {
+            result.outcome = static_cast<RunOutcome>(outcome);
+            result.summary = summary;
+            ended = true;
+          },
+          [&](caf::down_msg& dm) {
+            if (dm.source != coordinator.address()) return;
+            result.outcome = RunOutcome::failed;
+            result.summary = config.run.name + ": failed: the coordinator died (" + system.render(dm.reason) + ")";
+            log->error("{}", result.summary);
+            ended = true;
+          });
     if (hooks.on_start) hooks.on_start(nullptr);
     if (gate) self->send_exit(gate, caf::exit_reason::user_shutdown);
     if (!start_failed.empty()) {

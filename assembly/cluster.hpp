@@ -34,6 +34,13 @@ struct RunOptions {
   // Continue the run recorded in log_dir: the learner is rebuilt by an
   // exact replay of the rollout log, and the log goes on from its end.
   bool resume = false;
+  // Resume even when the replayed learner differs from the log (a changed
+  // seed, config or thread count): said loudly. Without it such a resume
+  // is refused (exit 2), naming the first version that differs.
+  bool resume_diverged = false;
+  // Fault injection, for tests: the rollout log's writes fail once they
+  // pass this many bytes (LogWriterOptions::fail_after_bytes).
+  std::uint64_t log_fail_after_bytes = UINT64_MAX;
   // The rlx executable, for learner rank processes ([learner] ranks > 1);
   // empty: this process's own executable.
   std::string binary;

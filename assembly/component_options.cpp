@@ -31,6 +31,7 @@ TokenRolloutOptions token_rollout_options(const ClusterConfig& cfg, std::uint32_
   to.policy = cfg.policy;
   to.tokens = cfg.tokens;
   to.seed = cfg.run.seed;
+  to.reward_retries = static_cast<int>(cfg.reward.retries);
   if (to.kind == "arithmetic") to.in_process = std::make_shared<ArithmeticScorer>();
   return to;
 }

@@ -20,18 +20,19 @@ std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const Clu
     ExplorerActorOptions eo;
     env_actor env;
     if (cfg.token_run()) {
-      eo.tokens = token_rollout_options(cfg, explorer_id, batch.envs_per_explorer);  // it decodes its own tasks
+      eo.work.tokens = token_rollout_options(cfg, explorer_id, batch.envs_per_explorer);  // it decodes its own tasks
     } else if (cfg.explorer.env_placement == EnvPlacement::actor) {
       std::string env_name = "env/" + std::to_string(explorer_id);
       env = spawn_env(system, EnvActorOptions{factory, first_env, env_name, child_logger(log, env_name)});
     } else {
-      eo.local_env = factory;
+      eo.work.local_env = factory;
     }
-    eo.rollout = rollout_options(cfg, spec, explorer_id, batch.envs_per_explorer);
-    eo.env_seed = cfg.run.seed;
-    eo.first_env_id = first_env;
-    eo.max_staleness = cfg.run.max_staleness;
-    eo.sync = cfg.run.mode == RunMode::sync;
+    eo.work.rollout = rollout_options(cfg, spec, explorer_id, batch.envs_per_explorer);
+    eo.work.env_seed = cfg.run.seed;
+    eo.work.first_env_id = first_env;
+    eo.loop.max_staleness = static_cast<std::uint64_t>(cfg.run.max_staleness);
+    eo.loop.sync = cfg.run.mode == RunMode::sync;
+    eo.loop.reward_retries = static_cast<int>(cfg.reward.retries);
     eo.node = batch.node;
     eo.env = env;
     eo.learner = targets.learner;
@@ -58,22 +59,13 @@ std::vector<reward_actor> spawn_rewards(caf::actor_system& system, const std::sh
   return out;
 }
 
-std::uint32_t first_reward_id(const ClusterConfig& cfg, const std::string& node) {
-  std::uint32_t id = 0;
-  for (const auto& n : cfg.nodes) {
-    if (n.name == node) break;
-    id += static_cast<std::uint32_t>(n.rewards);
-  }
-  return id;
-}
-
 Fleet spawn_fleet(caf::actor_system& system, const ClusterConfig& cfg, const NodeConfig& node,
                   const BatchEnvFactory& factory, const EnvSpec& spec, const FleetTargets& targets,
                   const std::shared_ptr<const Scorer>& scorer, const Logger& log) {
   auto [explorer_id, env_id] = cfg.first_ids(node.name);
   Fleet fleet;
   fleet.rewards =
-      spawn_rewards(system, scorer, first_reward_id(cfg, node.name), static_cast<std::uint32_t>(node.rewards), log);
+      spawn_rewards(system, scorer, cfg.first_reward_id(node.name), static_cast<std::uint32_t>(node.rewards), log);
   FleetTargets with_pool = targets;
   with_pool.rewards = fleet.rewards;
   fleet.explorers = spawn_explorers(system, cfg,

@@ -52,7 +52,4 @@ Fleet spawn_fleet(caf::actor_system& system, const ClusterConfig& config, const 
                   const BatchEnvFactory& factory, const EnvSpec& spec, const FleetTargets& targets,
                   const std::shared_ptr<const Scorer>& scorer, const Logger& log);
 
-// The first reward worker id of topology node `node`.
-std::uint32_t first_reward_id(const ClusterConfig& config, const std::string& node);
-
 }  // namespace rlx

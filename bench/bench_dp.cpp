@@ -118,7 +118,7 @@ TokenDp token_data_parallel(int updates) {
   }
   auto batch_of = [&](std::vector<const Segment*> s) {
     auto r = token_rows(s, o.model.layers, o.model.top_k);
-    return TokenBatch{std::move(r.rows), std::move(r.rewards), r.group_size, {}};
+    return TokenBatch{std::move(r.rows), std::move(r.rewards), r.group_size, {}, {}};
   };
   // Update 0 is the warm-up; tokens/s over the rest.
   auto train = [&](TokenTrainer& t, int rank, int world) {

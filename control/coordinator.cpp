@@ -38,12 +38,6 @@ SegmentLedger::Totals account(const CoordinatorState& st) {
       SegmentLedger::Counts(st.metrics.segments_by_explorer.begin(), st.metrics.segments_by_explorer.end()));
 }
 
-std::uint64_t reward_workers(const CoordinatorState& st) {
-  std::uint64_t n = st.rewards.size();
-  for (const auto& [node, r] : st.node_rewards) n += r;
-  return n;
-}
-
 // The coordinator's own counts, for the report.
 RunCounts run_counts(const CoordinatorState& st) {
   RunCounts r;
@@ -55,12 +49,13 @@ RunCounts run_counts(const CoordinatorState& st) {
   r.nodes = st.nodes.size() + 1;
   r.joins_refused = st.joins_refused;
   r.nodes_evicted = st.nodes_evicted;
-  r.reward_workers = reward_workers(st);
+  r.reward_workers = st.plan->reward_workers();
   r.autoscale_changes = st.autoscale_changes;
   r.weight_swap_mean_us = st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0;
   r.rss_mb = resident_bytes() >> 20;
   r.segments = account(st);
   r.eval = st.eval;
+  r.segments_unrecorded = st.unrecorded;
   return r;
 }
 
@@ -108,10 +103,11 @@ void finish(Self self) {
     const auto a = account(st);
     std::string summary = fmt::format(
         "{}: {} after {:.1f} s, {} env steps, {} episodes, mean return {:.1f} at the end, policy v{}, segments produced {}: "
-        "trained {} / dropped stale {} / rejected {} / lost {}{}, {} records",
+        "trained {} / dropped stale {} / rejected {} / lost {}{}, {} records{}",
         st.options.config.run.name, st.reason, st.elapsed(), m.env_steps, m.episodes, m.mean_return, m.policy_version,
         a.produced, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, a.lost,
-        a.in_flight ? fmt::format(" / in flight {}", a.in_flight) : "", records);
+        a.in_flight ? fmt::format(" / in flight {}", a.in_flight) : "", records,
+        st.unrecorded ? fmt::format(" ({} NOT recorded: the rollout log failed)", st.unrecorded) : "");
     // Member nodes exit when told; their down messages (or the deadline) end the run.
     st.summary = summary;
     st.finishing = true;
@@ -152,7 +148,7 @@ void begin_stop(Self self, RunOutcome outcome, const std::string& reason) {
   if (st.options.on_status) st.options.on_status(make_status(self));
   st.stop_deadline = std::chrono::steady_clock::now() + st.drain_allowance();
   if (st.explorers.empty()) return finish(self);
-  for (auto& e : st.explorers) self->send(e, drain_atom::value);
+  for (auto& [id, e] : st.explorers) self->send(e, drain_atom::value);
 }
 
 void check_stop(Self self) {
@@ -182,8 +178,11 @@ void spawn_cluster(Self self) {
                         static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10, child_logger(log, "weight_store")};
   wo.shelf = st.options.weight_shelf;
   st.weight_store = spawn_weight_store(self->system(), wo);
-  if (st.options.log_writer)
-    st.recorder = spawn_recorder(self->system(), RecorderOptions{st.options.log_writer, child_logger(log, "recorder")});
+  self->link_to(st.weight_store);
+  if (st.options.log_writer) {
+    st.recorder = spawn_recorder(self->system(), RecorderOptions{st.options.log_writer, me, child_logger(log, "recorder")});
+    self->link_to(st.recorder);
+  }
   LearnerActorOptions lo;
   lo.core = learner_core_options(cfg, spec);
   lo.core.trainer.group = st.options.learner_group;
@@ -199,6 +198,7 @@ void spawn_cluster(Self self) {
   lo.log = child_logger(log, "learner");
   st.learner = spawn_learner(self->system(), lo);
   self->monitor(st.learner);
+  self->link_to(st.learner);
   if (cfg.token_run() && cfg.tokens.eval_tasks > 0) {
     // Its own scorer: held-out programs run in the sandbox here, not in the reward pool.
     auto eval_scorer = make_scorer(scorer_for(token_env_kind(cfg.run.env)));
@@ -206,46 +206,25 @@ void spawn_cluster(Self self) {
     EvaluatorOptions eo{token_env_kind(cfg.run.env), cfg.policy, cfg.tokens, *eval_scorer, st.weight_store, me,
                         std::chrono::milliseconds(30000), child_logger(log, "evaluator")};
     st.evaluator = spawn_evaluator(self->system(), eo);
+    self->link_to(st.evaluator);
   }
 
   if (st.options.on_core) st.options.on_core(st.learner, st.weight_store);
   st.factory = factory;
   st.spec = spec;
-  for (const auto& node : cfg.nodes) {
-    st.next_explorer_id += static_cast<std::uint32_t>(node.explorers);
-    st.next_env_id += static_cast<std::uint64_t>(node.explorers * node.envs_per_explorer);
-    st.next_reward_id += static_cast<std::uint32_t>(node.rewards);
-  }
-  // A resumed run: no explorer id the log knows is given out again, and a
-  // member node whose topology ids the log knows gets fresh ones (it is
-  // back, or its explorers rejoin with theirs).
-  for (const auto& [id, made] : st.ledger.delivered_before()) {
-    if (id == LearnerCore::kUnattributed) continue;
-    st.next_explorer_id = std::max(st.next_explorer_id, id + 1);
-    for (const auto& node : cfg.nodes) {
-      const auto first = cfg.first_ids(node.name).first;
-      if (node.name != cfg.head().name && id >= first && id < first + static_cast<std::uint32_t>(node.explorers))
-        st.entered.insert(node.name);
-    }
-  }
-  for (const auto& node : cfg.nodes) {
-    if (!st.options.spawn_nodes.empty() && !st.options.spawn_nodes.count(node.name)) continue;
-    st.entered.insert(node.name);
-    Fleet fleet = spawn_fleet(self->system(), cfg, node, factory, spec, FleetTargets{st.learner, st.weight_store, me, {}},
-                              st.scorer, log);
-    for (auto& r : fleet.rewards) st.rewards.push_back(r);
-    for (auto& e : fleet.explorers) {
-      self->monitor(e);
-      st.explorers.push_back(e);
-      ++st.explorers_joined;
-    }
-  }
+  // A resumed run: no explorer id the log knows is given out again.
+  auto before = st.ledger.delivered_before();
+  before.erase(LearnerCore::kUnattributed);
+  st.plan->resume(before);
+  for (const auto& node : cfg.nodes)
+    if (st.options.spawn_nodes.empty() || st.options.spawn_nodes.count(node.name)) spawn_here(self, node);
 }
 
 coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions options) {
   auto& st = self->state;
   st.options = std::move(options);
   const auto& cfg = st.options.config;
+  st.plan.emplace(cfg);
   std::error_code ec;
   std::filesystem::create_directories(cfg.run.log_dir, ec);
   // A resumed run continues its metrics; a fresh one starts them anew.
@@ -256,6 +235,21 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
     st.ledger.resume(st.options.resumed->by_explorer());
   }
   if (!st.jsonl) st.options.log->error("cannot write {}/metrics.jsonl", cfg.run.log_dir);
+  // The actors it spawns here are linked to it: should it die (an
+  // exception in a handler, a broken invariant), they die with it and the
+  // launcher, which watches it, ends the run. Their own deaths reach it as
+  // down messages (below); the exit messages of the links change nothing.
+  self->set_exit_handler([](const caf::exit_msg&) {});
+  // An exception in a handler ends it with the exception's text as the reason.
+  self->set_exception_handler([](std::exception_ptr& x) -> caf::error {
+    try {
+      std::rethrow_exception(x);
+    } catch (const std::exception& e) {
+      return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+    } catch (...) {
+      return caf::make_error(caf::sec::runtime_error, std::string("an exception of unknown type"));
+    }
+  });
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
     if (dm.source == st.learner.address()) {
@@ -272,10 +266,8 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         if (st.finishing && st.nodes.empty()) send_done(self);
         return;
       }
-    auto it = std::find_if(st.explorers.begin(), st.explorers.end(),
-                           [&](const explorer_actor& e) { return e.address() == dm.source; });
-    if (it == st.explorers.end()) return;
-    explorer_gone(self, it, "died (" + caf::to_string(dm.reason) + ")", dm.reason != caf::exit_reason::normal);
+    if (const auto id = explorer_id(st, dm.source))
+      explorer_gone(self, *id, "died (" + caf::to_string(dm.reason) + ")", dm.reason != caf::exit_reason::normal);
   });
   try {
     spawn_cluster(self);
@@ -286,7 +278,8 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
     if (st.options.on_core) st.options.on_core({}, {});
     caf::anon_send(st.options.launcher, done_atom::value, static_cast<int>(RunOutcome::failed),
                    std::string("cannot start the environment: ") + e.what());
-    self->quit();  // after this function: the handlers below never run
+    self->quit(caf::exit_reason::user_shutdown);  // after this function (the handlers below never run); what it
+                                                  // spawned, linked, goes with it
   }
   return {
       [self](join_atom, const WireMsg& msg, explorer_actor who) {
@@ -337,9 +330,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
           if (!st.finish_started && std::chrono::steady_clock::now() >= st.stop_deadline) {
             // The run ends without them: what they made and the learner has
             // not received is lost, not in flight.
-            for (const auto& e : st.explorers)
-              if (auto info = st.explorer_info.find(e.address()); info != st.explorer_info.end())
-                st.ledger.dead(info->second.id);
+            for (const auto& [id, e] : st.explorers) st.ledger.dead(id);
             st.options.log->warn("{} explorers did not drain in time: what they hold is counted lost",
                                  st.explorers.size());
             st.explorers.clear();
@@ -361,6 +352,13 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         self->delayed_send(self, report_period(st.options.config), tick_atom::value);
       },
       [self](stop_atom, const std::string& why) { begin_stop(self, RunOutcome::interrupted, why); },
+      [self](unrecorded_atom, std::uint64_t count, const std::string& why) {
+        // The rollout log took no more: stop ([record] on_error = "stop") or count it.
+        auto& st = self->state;
+        st.unrecorded = std::max(st.unrecorded, count);
+        if (st.options.config.record.on_error == OnRecordError::stop)
+          begin_stop(self, RunOutcome::failed, "the rollout log could not be written: " + why);
+      },
       [self](beat_atom) { heartbeat(self); },
       [self](scale_atom, std::int32_t explorers, std::int32_t rewards) -> caf::result<std::string> {
         auto said = scale(self, explorers, rewards);

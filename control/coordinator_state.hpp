@@ -1,16 +1,19 @@
 // The coordinator's state and the parts of it that live in separate files
-// (actors/membership.cpp: nodes, explorers and reward workers coming,
-// going, scaled; heartbeats and eviction). Private to the coordinator.
+// (control/membership.cpp: nodes, explorers and reward workers coming,
+// going, scaled, as the membership plan orders; heartbeats and eviction).
+// Private to the coordinator.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "control/coordinator.hpp"
 #include "actors/guard.hpp"
+#include "control/membership_plan.hpp"
 #include "control/segment_ledger.hpp"
 #include "envs/batch_env.hpp"
 #include "envs/scorer.hpp"
@@ -24,48 +27,18 @@ struct CoordinatorState {
   recorder_actor recorder;
   evaluator_actor evaluator;               // the token policy's, when [tokens] eval_tasks > 0
   HeldOutScore eval;                       // the newest held-out score
-  std::vector<explorer_actor> explorers;
+  // Explorers spawned here or joined, by id; reward workers in this
+  // process; member nodes and their last heartbeat answers.
+  std::map<std::uint32_t, explorer_actor> explorers;
   std::vector<reward_actor> rewards;
-  std::map<std::string, node_actor> nodes;    // member nodes in the cluster
-  std::map<std::string, std::chrono::steady_clock::time_point> last_heard;  // each node's last heartbeat answer
+  std::map<std::string, node_actor> nodes;
+  std::map<std::string, std::chrono::steady_clock::time_point> last_heard;
+  std::optional<MembershipPlan> plan;         // ids, orders, scaling (made once the options are in)
+  double metrics_at_s = 0;                    // when the learner's newest report arrived
   std::uint64_t nodes_evicted = 0;
-  // Segment accounting: every segment an explorer reports as made ends
-  // trained, dropped stale, rejected, or lost with a dead explorer (or is
-  // still in flight while the run goes on).
-  struct ExplorerInfo {
-    std::uint32_t id = 0;
-    std::string node;
-  };
-  std::map<caf::actor_addr, ExplorerInfo> explorer_info;  // from each explorer's join
-  // Membership: ids allotted so far, orders sent, and what scaling changed.
-  std::uint32_t next_explorer_id = 0;         // after every explorer id used so far
-  std::uint64_t next_env_id = 0;
-  std::uint32_t next_reward_id = 0;
-  std::set<std::string> entered;              // topology nodes whose topology ids are taken
-  std::map<std::uint32_t, std::string> ordered;  // explorer id -> node: ordered, not joined yet
-  std::map<std::string, std::uint32_t> node_envs;     // a member node's envs per explorer
-  std::map<std::string, std::uint32_t> node_rewards;  // a member node's reward workers
-  std::set<caf::actor_addr> retiring;         // explorers drained by a scale-down
   std::uint64_t explorers_retired = 0;
-  // Explorers a scale-up started (or that rejoined after a head restart):
-  // since when, and what the learner had received from them by then;
-  // logged when their next segment reaches the learner.
-  struct Awaited {
-    std::chrono::steady_clock::time_point since;
-    std::uint64_t received = 0;
-    const char* since_what = "";
-  };
-  std::map<std::uint32_t, Awaited> awaiting_first;
-  // [autoscale]: where the current interval began.
-  // Times are when the learner's reports arrived: a report says how busy
-  // the learner was up to then (a long update sends none until it ends).
-  double metrics_at_s = 0;                    // when the newest report arrived
-  struct AutoscaleMark {
-    bool set = false;
-    double time_s = 0, busy_s = 0;
-    std::uint64_t received = 0, dropped_stale = 0;
-  } autoscale_mark;
   std::uint64_t autoscale_changes = 0;
+  std::uint64_t unrecorded = 0;               // records the rollout log did not take ([record] on_error)
   BatchEnvFactory factory;                    // for explorers this process starts later
   std::shared_ptr<const Scorer> scorer;       // for reward workers this process starts ([reward] scorer)
   EnvSpec spec;
@@ -112,7 +85,6 @@ using Self = coordinator_actor::stateful_pointer<CoordinatorState>;
 void begin_stop(Self self, RunOutcome outcome, const std::string& reason);
 void finish(Self self);
 void send_done(Self self);
-std::uint64_t reward_workers(const CoordinatorState& st);
 
 // membership.cpp
 // A node entered through the gate asking for a shape: it is told what to run.
@@ -124,7 +96,11 @@ void node_gone(Self self, const std::string& name);
 // An explorer announced itself.
 void explorer_joined(Self self, const JoinData& join, explorer_actor who);
 // An explorer is gone (died, drained, retired or evicted with its node).
-void explorer_gone(Self self, std::vector<explorer_actor>::iterator it, const std::string& why, bool died);
+void explorer_gone(Self self, std::uint32_t id, const std::string& why, bool died);
+// The explorer whose actor is `who`, if it is one of the run's.
+std::optional<std::uint32_t> explorer_id(const CoordinatorState& st, const caf::actor_addr& who);
+// Spawns a topology node's fleet in this process (the single-process run, the head's own node).
+void spawn_here(Self self, const NodeConfig& node);
 void evict(Self self, const std::string& name, double silent_s);
 void heartbeat(Self self);
 // `rlx scale`: explorers and reward workers wanted (-1: unchanged); what changed, or why not.

@@ -8,6 +8,22 @@ namespace rlx {
 
 std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null"; }
 
+std::string infra_failures_json(const std::vector<std::uint64_t>& by_code) {
+  std::string out;
+  for (std::size_t code = 1; code < kInfraFailureCodes; ++code)
+    out += fmt::format("{}\"{}\":{}", out.empty() ? "" : ",", to_string(static_cast<InfraFailure>(code)),
+                       code < by_code.size() ? by_code[code] : 0);
+  return "{" + out + "}";
+}
+
+std::string infra_failures_text(const std::vector<std::uint64_t>& by_code) {
+  std::string out;
+  for (std::size_t code = 1; code < by_code.size() && code < kInfraFailureCodes; ++code)
+    if (by_code[code] > 0)
+      out += fmt::format("{}{} {}", out.empty() ? "" : ", ", to_string(static_cast<InfraFailure>(code)), by_code[code]);
+  return out;
+}
+
 std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
   std::string util;
   for (auto u : m.expert_utilisation) util += (util.empty() ? "" : ",") + json_number(u);
@@ -23,7 +39,8 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
       "\"joins_refused\":{},\"nodes_evicted\":{},\"segments_produced\":{},\"segments_lost\":{},"
       "\"segments_in_flight\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
       "\"autoscale_changes\":{},\"explorers_rejoined\":{},\"route_mismatch\":{},\"stale_tokens\":{},"
-      "\"hint_kl\":{},\"hinted_rows\":{},\"skipped_rows\":{},\"rss_mb\":{}{}}}\n",
+      "\"hint_kl\":{},\"hinted_rows\":{},\"skipped_rows\":{},\"reward_retries\":{},\"rows_masked\":{},"
+      "\"infra_failures\":{},\"segments_unrecorded\":{},\"rss_mb\":{}{}}}\n",
       json_number(r.time_s), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean),
       m.lag_max, hist, json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
@@ -31,7 +48,8 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
       util, m.updates, json_number(r.weight_swap_mean_us), r.explorers, r.explorers_lost, m.episodes_lost, r.nodes,
       r.joins_refused, r.nodes_evicted, a.produced, a.lost, a.in_flight, r.reward_workers, r.explorers_retired,
       json_number(m.busy_s), r.autoscale_changes, r.explorers_rejoined, json_number(m.route_mismatch), m.stale_tokens,
-      json_number(m.hint_kl), m.hinted_rows, m.skipped_rows, r.rss_mb,
+      json_number(m.hint_kl), m.hinted_rows, m.skipped_rows, m.reward_retries, m.rows_masked,
+      infra_failures_json(m.infra_failures), r.segments_unrecorded, r.rss_mb,
       r.eval.any ? fmt::format(",\"eval_version\":{},\"pass_at_1\":{},\"eval_mean_score\":{},\"eval_tasks\":{}",
                                r.eval.version, json_number(r.eval.pass_at_1), json_number(r.eval.mean_score),
                                r.eval.tasks)
@@ -55,6 +73,9 @@ Status make_status(const MetricsData& m, const RunCounts& r, double steps_per_s)
   s.explorers = r.explorers;
   s.reward_workers = r.reward_workers;
   s.nodes = r.nodes;
+  s.reward_retries = m.reward_retries;
+  s.rows_masked = m.rows_masked;
+  s.infra_failures = infra_failures_text(m.infra_failures);
   if (r.eval.any) {
     s.eval_version = r.eval.version;
     s.pass_at_1 = r.eval.pass_at_1;

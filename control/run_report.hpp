@@ -29,6 +29,11 @@ struct Status {
   std::uint64_t explorers = 0;
   std::uint64_t reward_workers = 0;
   std::uint64_t nodes = 1;      // processes in the cluster (the head counts)
+  // Infrastructure failures: reward requests asked again, episodes masked
+  // out, and the failures met by reason ("overloaded 3, reward_timeout 1";
+  // "" none).
+  std::uint64_t reward_retries = 0, rows_masked = 0;
+  std::string infra_failures;
   // The token policy's evaluator: the newest held-out score (version 0 and
   // NaN before the first).
   std::uint64_t eval_version = 0;
@@ -57,12 +62,18 @@ struct RunCounts {
   std::uint64_t autoscale_changes = 0;
   double weight_swap_mean_us = 0;
   std::uint64_t rss_mb = 0;              // the head process's resident memory
+  std::uint64_t segments_unrecorded = 0;  // records the rollout log failed to take
   SegmentLedger::Totals segments;
   HeldOutScore eval;
 };
 
 // A double as JSON: shortest of 6 significant digits, null for NaN or infinity.
 std::string json_number(double x);
+
+// Failures of the machinery by InfraFailure code: a JSON object of every
+// reason ({"sandbox_start":0,...}), and a text of the non-zero ones.
+std::string infra_failures_json(const std::vector<std::uint64_t>& by_code);
+std::string infra_failures_text(const std::vector<std::uint64_t>& by_code);
 
 // One JSON object, newline-terminated: the line of metrics.jsonl.
 std::string metrics_json_line(const MetricsData& learner, const RunCounts& run);

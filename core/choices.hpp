@@ -22,6 +22,7 @@ enum class Collectives { automatic, gloo, nccl };      // [learner] collectives 
 enum class EnvPlacement { actor, local };              // [explorer] env_placement
 enum class EnvProtocol { json, capnp };                // [external] protocol
 enum class Launcher { local, ssh, slurm };             // [[node]] launcher
+enum class OnRecordError { stop, go_on };              // [record] on_error ("stop", "continue")
 
 // Each enum's names, in enumerator order.
 template <class E>
@@ -33,6 +34,7 @@ template <> inline constexpr std::array<std::string_view, 3> kChoiceNames<Collec
 template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<EnvPlacement>{"actor", "local"};
 template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<EnvProtocol>{"json", "capnp"};
 template <> inline constexpr std::array<std::string_view, 3> kChoiceNames<Launcher>{"local", "ssh", "slurm"};
+template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<OnRecordError>{"stop", "continue"};
 
 template <class E>
 concept Choice = std::is_enum_v<E> && kChoiceNames<E>.size() > 0;

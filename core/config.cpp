@@ -68,6 +68,15 @@ std::pair<std::uint32_t, std::uint64_t> ClusterConfig::first_ids(const std::stri
   return {explorer, env};
 }
 
+std::uint32_t ClusterConfig::first_reward_id(const std::string& name) const {
+  std::uint32_t id = 0;
+  for (const auto& n : nodes) {
+    if (n.name == name) break;
+    id += static_cast<std::uint32_t>(n.rewards);
+  }
+  return id;
+}
+
 Result<ClusterConfig> parse_config(std::string_view text, std::string_view source,
                                    const std::vector<std::string>& known_envs) {
   ClusterConfig c;

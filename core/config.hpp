@@ -117,6 +117,7 @@ struct AutoscaleConfig {
 // [reward]: what reward workers score deferred rewards with.
 struct RewardConfig {
   std::string scorer = "arithmetic";  // arithmetic | code (programs against hidden tests, in the sandbox)
+  std::int64_t retries = 2;           // a reward asked again this often after a failure of the machinery, then masked
 };
 
 // [launch]: how `rlx launch` starts the nodes of a multi-node topology
@@ -152,6 +153,7 @@ struct RecordConfig {
   std::int64_t file_mb = 64;         // rotate data files at this size (MiB)
   std::string compress = "none";     // none | zstd (each file compressed whole when closed)
   std::int64_t compress_level = 3;   // zstd level 1..19
+  OnRecordError on_error = OnRecordError::stop;  // a failed write: stop the run (exit 4) | continue, counting what is not recorded
 };
 
 // [[node]]
@@ -212,6 +214,8 @@ struct ClusterConfig {
   // Ids of the first explorer and first environment of `node` (explorers
   // and envs are numbered across nodes in topology order).
   std::pair<std::uint32_t, std::uint64_t> first_ids(const std::string& node) const;
+  // Id of the first reward worker of `node` (numbered the same way).
+  std::uint32_t first_reward_id(const std::string& node) const;
 };
 
 // Parses and validates a topology. Errors name file:line:column, the key,

@@ -127,6 +127,7 @@ const std::vector<Key<RecordConfig>>& record_keys() {
       whole("file_mb", &S::file_mb, 1, 1 << 16),
       text("compress", &S::compress, {"none", "zstd"}),
       whole("compress_level", &S::compress_level, 1, 19),
+      choice("on_error", &S::on_error),
   };
   return keys;
 }
@@ -169,7 +170,8 @@ const std::vector<Key<LaunchConfig>>& launch_keys() {
 
 const std::vector<Key<RewardConfig>>& reward_keys() {
   using S = RewardConfig;
-  static const std::vector<Key<S>> keys = {text("scorer", &S::scorer, {"arithmetic", "code"})};
+  static const std::vector<Key<S>> keys = {text("scorer", &S::scorer, {"arithmetic", "code"}),
+                                           whole("retries", &S::retries, 0, 100)};
   return keys;
 }
 

@@ -21,6 +21,7 @@ RewardResultData ArithmeticScorer::score(const RewardRequestData& req) const {
   long long a = 0, b = 0, answer = 0;
   if (op == std::string_view::npos || !parse_int(t.substr(0, op), a) || !parse_int(t.substr(op + 1), b)) {
     out.ok = false;
+    out.failure = InfraFailure::bad_request;
     out.reason = "unreadable task";
     return out;
   }
@@ -30,6 +31,7 @@ RewardResultData ArithmeticScorer::score(const RewardRequestData& req) const {
                                   : __builtin_mul_overflow(a, b, &expected);
   if (overflow) {
     out.ok = false;
+    out.failure = InfraFailure::bad_request;
     out.reason = "task overflows";
     return out;
   }

@@ -13,7 +13,9 @@ namespace rlx {
 class Scorer {
  public:
   virtual ~Scorer() = default;
-  // Must not throw for any input: bad payloads score 0 with a reason.
+  // Must not throw for any input: a bad output scores 0 with a reason; a
+  // request it cannot judge (an unreadable task, its machinery failing)
+  // is ok = false with `failure` set: no score.
   virtual RewardResultData score(const RewardRequestData& request) const = 0;
 };
 

@@ -1,5 +1,7 @@
 #include "envs/vector_env.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 
 namespace rlx {
@@ -17,6 +19,7 @@ void VectorEnv::prepare(EnvStepResultData& out) const {
   out.terminated.assign(B, 0);
   out.truncated.assign(B, 0);
   out.lost.assign(B, 0);
+  out.final_observations.clear();
 }
 
 void VectorEnv::reset(EnvStepResultData& out) {
@@ -36,6 +39,10 @@ void VectorEnv::step(const std::vector<std::int64_t>& actions, EnvStepResultData
     out.rewards[i] = o.reward;
     out.terminated[i] = o.terminated;
     out.truncated[i] = o.truncated;
+    if (o.truncated && !o.terminated) {  // the state it was cut in: the value bootstrap's
+      out.final_observations.resize(out.observations.size());
+      std::copy(obs, obs + out.obs_dim, out.final_observations.data() + i * out.obs_dim);
+    }
     if (o.terminated || o.truncated) envs_[i]->reset(obs);
   }
 }

@@ -2,9 +2,13 @@
 // pool, e.g. a program run against hidden tests). The explorer notes each
 // such episode when it ends, sends its payload to a reward worker, and
 // hands every finished segment here: a segment is held until each of its
-// episodes has its score, which is added to the reward of the episode's
-// last step and to the episode's return, then released, in order. A score
-// may come back before its segment is finished. CAF-free.
+// episodes has its outcome, then released, in order. A score is added to
+// the reward of the episode's last step and to the episode's return. An
+// episode the machinery failed to score for good (InfraFailure) is masked
+// instead: its steps in the segment get no loss, its return leaves the
+// segment's list (a token row keeps its place, masked), and the failure is
+// counted with the segment, as are the failures met by requests asked
+// again. An outcome may come back before its segment is finished. CAF-free.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,11 @@ class DeferredRewards {
   // failed output ("" none; a token segment keeps it for its row, env =
   // row). Unknown ids are ignored.
   void scored(std::uint64_t id, float score, std::string hint = {});
+  // The machinery failed to give `id` an outcome for good: the episode is
+  // masked out (why: the reason counted).
+  void failed(std::uint64_t id, InfraFailure why);
+  // A request for `id` met a failure and is asked again: counted.
+  void retried(std::uint64_t id, InfraFailure why);
   // A complete segment, held until all its noted episodes are scored.
   void finished(Segment segment);
   // The oldest held segment if all its episodes are scored.
@@ -51,8 +60,10 @@ class DeferredRewards {
   struct Slot {
     std::uint64_t sequence = 0;
     std::uint32_t t = 0, env = 0, episode = 0;
-    std::optional<float> score;
+    std::optional<float> score;          // set once the outcome is in (0 for a masked one)
     std::string hint;
+    InfraFailure failure = InfraFailure::none;  // masked: why
+    std::vector<InfraFailure> retried;   // failures of requests asked again
   };
   // Each score touches one slot and one count: a segment of B*T deferred
   // episodes costs O(B*T log) in all, not a scan per score.
@@ -60,7 +71,8 @@ class DeferredRewards {
     std::vector<std::uint64_t> ids;
     std::size_t unscored = 0;
   };
-  static void apply(Segment& s, Slot& slot);
+  // Applies a slot's outcome; a masked non-token episode's index goes to `dropped`.
+  static void apply(Segment& s, Slot& slot, std::vector<std::uint32_t>& dropped);
   std::uint64_t next_id_ = 1;
   std::map<std::uint64_t, Slot> slots_;                // noted, not yet applied to a released segment
   std::map<std::uint64_t, PerSegment> by_segment_;     // segment sequence -> its slots

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace rlx {
 
 ExplorerLoop::ExplorerLoop(const ExplorerLoopOptions& options, SegmentSource& engine)
@@ -33,6 +35,8 @@ bool ExplorerLoop::segment_done(Segment seg) {
     // Completed by the step that was in flight at a rebind: the dead head's weights.
     deferred_.forget(seg.sequence);
     check_segment_above_.reset();
+    note(spdlog::level::info, fmt::format("dropped a segment of {} steps made with the dead head's newer weights",
+                                            seg.num_steps));
     return false;
   }
   if (options_.sync) sync_wait_for_ = seg.policy_versions.back() + 1;
@@ -45,21 +49,44 @@ std::optional<RewardAsk> ExplorerLoop::deferred(std::uint64_t sequence, std::uin
                                                 std::uint32_t episode) {
   const auto id = deferred_.note(sequence, t, env, episode);
   if (options_.reward_workers == 0) {
-    deferred_.scored(id, 0.0f);  // released with the segment, after the step
+    deferred_.failed(id, InfraFailure::no_reward_pool);  // released with the segment, after the step
+    if (!std::exchange(warned_no_pool_, true))
+      note(spdlog::level::warn, "the env defers rewards but this node has no reward worker: its episodes are masked out");
     return std::nullopt;
   }
   return RewardAsk{id, next_worker_++, 0};
 }
 
-void ExplorerLoop::scored(std::uint64_t id, float score, std::string hint) {
-  deferred_.scored(id, score, std::move(hint));
+ExplorerLoop::RewardNext ExplorerLoop::answered(const RewardAsk& ask, const RewardResultData* r) {
+  if (!r) return give_up_or_retry(ask, InfraFailure::malformed_reply, "a reply that did not decode");
+  if (r->request_id != ask.id)
+    return give_up_or_retry(ask, InfraFailure::malformed_reply, fmt::format("the answer to request {}", r->request_id));
+  if (!r->ok)
+    return give_up_or_retry(ask, r->failure == InfraFailure::none ? InfraFailure::bad_request : r->failure, r->reason);
+  deferred_.scored(ask.id, r->score, r->hint);
   release();
+  return {};
 }
 
-std::optional<RewardAsk> ExplorerLoop::reward_failed(const RewardAsk& ask) {
-  if (ask.attempt + 1 < options_.reward_attempts) return RewardAsk{ask.id, ask.worker + 1, ask.attempt + 1};
-  scored(ask.id, 0.0f);
-  return std::nullopt;
+ExplorerLoop::RewardNext ExplorerLoop::reward_failed(const RewardAsk& ask, const std::string& detail, InfraFailure why) {
+  return give_up_or_retry(ask, why, detail);
+}
+
+ExplorerLoop::RewardNext ExplorerLoop::give_up_or_retry(const RewardAsk& ask, InfraFailure why, const std::string& detail) {
+  RewardNext next{why, std::nullopt};
+  if (retryable(why) && ask.attempt < options_.reward_retries) {
+    deferred_.retried(ask.id, why);
+    next.again = RewardAsk{ask.id, ask.worker + 1, ask.attempt + 1};
+  } else {
+    deferred_.failed(ask.id, why);
+    release();
+  }
+  if (const auto held = reward_notes_.allow())
+    note(spdlog::level::warn,
+         fmt::format("reward request {} failed ({}{}{}); {}{}", ask.id, to_string(why), detail.empty() ? "" : ": ", detail,
+                     next.again ? "asking another worker" : "its episode is masked out",
+                     *held ? fmt::format(" ({} more failures since the last line)", *held) : ""));
+  return next;
 }
 
 WeightFetch ExplorerLoop::fetch(std::uint64_t version, bool latest) {
@@ -82,6 +109,7 @@ ExplorerLoop::Fetched ExplorerLoop::fetched(const WeightFetch& asked, const Weig
   if (w && (!has_weights() || w->version > engine_.version())) {
     if (auto ok = engine_.load_weights(*w); !ok) {
       out.rejected = ok.error();
+      note(spdlog::level::warn, fmt::format("weights v{} do not fit: {}", w->version, ok.error().message));
     } else {
       follower_.hold(w->version);
       out.loaded = true;
@@ -94,14 +122,22 @@ ExplorerLoop::Fetched ExplorerLoop::fetched(const WeightFetch& asked, const Weig
   return out;
 }
 
-ExplorerLoop::FetchFailed ExplorerLoop::fetch_failed(const WeightFetch& asked, Errc code) {
+ExplorerLoop::FetchFailed ExplorerLoop::fetch_failed(const WeightFetch& asked, Errc code, const std::string& message) {
   const bool current = follower_.fetched(asked.epoch);
   if (!current && !asked.latest) return {FetchFailure::before_rebind, fetch(0, true)};
+  const std::string said = std::string(to_string(code)) + (message.empty() ? "" : ": " + message);
   // After a rebind the node's store is empty until the new head's weights arrive (an announcement).
-  if (!has_weights() && follower_.epoch() > 0) return {FetchFailure::empty_after_rebind, std::nullopt};
+  if (!has_weights() && follower_.epoch() > 0) {
+    note(spdlog::level::debug, "fetching the newest weights failed: " + said + "; the next announcement fetches");
+    return {FetchFailure::empty_after_rebind, std::nullopt};
+  }
   // The store evicted that version: ask for the newest instead. If the
   // store itself failed, the next announcement retries.
-  if (!asked.latest) return {code == Errc::not_found ? FetchFailure::evicted : FetchFailure::exact_failed, fetch(0, true)};
+  if (!asked.latest) {
+    note(spdlog::level::debug, fmt::format("fetching weights v{} failed: {}; asking for the newest", asked.version, said));
+    return {code == Errc::not_found ? FetchFailure::evicted : FetchFailure::exact_failed, fetch(0, true)};
+  }
+  note(spdlog::level::warn, "fetching the newest weights failed: " + said);
   return {FetchFailure::newest_failed, std::nullopt};
 }
 
@@ -149,6 +185,10 @@ ExplorerLoop::Rebound ExplorerLoop::rebind(std::uint64_t valid) {
   r.produced = produced_;
   r.kept = pending_ ? 1 : 0;
   if (pending_) offer(*std::exchange(pending_, std::nullopt));
+  note(spdlog::level::info,
+       fmt::format("rejoined the restarted head ({} segments made so far; dropped as newer than v{}: {} waiting for a "
+                   "credit, {} waiting for rewards, {} steps in hand)",
+                   r.produced, valid, r.pending_dropped ? 1 : 0, r.held_dropped, r.dropped_steps));
   return r;
 }
 
@@ -158,6 +198,8 @@ std::uint64_t ExplorerLoop::check_segment() {
   const auto steps = engine_.steps_in_segment();
   if (steps == 0 || engine_.newest_in_segment() <= valid) return 0;
   deferred_.forget(engine_.drop_segment());
+  note(spdlog::level::info,
+       fmt::format("dropped the {} steps in hand (made with weights newer than v{}, the dead head's)", steps, valid));
   return steps;
 }
 

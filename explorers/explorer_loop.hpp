@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/common.h>
+
+#include "core/log_throttle.hpp"
 #include "explorers/deferred_rewards.hpp"
 #include "explorers/segment_source.hpp"
 #include "explorers/weight_follower.hpp"
@@ -27,8 +30,8 @@ struct ExplorerLoopOptions {
   bool sync = false;                 // wait for a new version after every segment
   std::uint32_t credits = 2;         // segments in flight to the learner (unacknowledged)
   std::size_t max_held = 4;          // segments held for rewards before the explorer pauses
-  std::size_t reward_workers = 0;    // the node's reward pool (0: deferred rewards score 0)
-  int reward_attempts = 3;           // workers asked in all before a reward is given up
+  std::size_t reward_workers = 0;    // the node's reward pool (0: deferred episodes are masked)
+  int reward_retries = 2;            // a reward asked again this often after a failure of the machinery
 };
 
 // A weight fetch to make: `version` exactly, or the newest the store holds.
@@ -39,11 +42,20 @@ struct WeightFetch {
 };
 
 // A request to score deferred episode `id` on reward worker `worker` (an
-// index into the pool, taken modulo its size), the `attempt`-th (from 0).
+// index into the pool, taken modulo its size), the `attempt`-th (from 0:
+// attempts after the first are retries).
 struct RewardAsk {
   std::uint64_t id = 0;
   std::size_t worker = 0;
   int attempt = 0;
+};
+
+// Something the loop did that an operator should read (a dropped segment,
+// weights that did not fit, a failed fetch or reward request, a rebind's
+// cost): the actor logs it, prefixed with the explorer's name.
+struct LoopNote {
+  spdlog::level::level_enum level = spdlog::level::info;
+  std::string text;
 };
 
 // What to send, in order: a segment made (counted to the coordinator
@@ -81,15 +93,24 @@ class ExplorerLoop {
   bool segment_done(Segment segment);
 
   // Deferred rewards. An episode ended with its reward deferred: where to
-  // ask (nullopt when the node has no reward worker: the episode is
-  // scored 0 at once; no_pool_warning() is true the first time it asks).
+  // ask (nullopt when the node has no reward worker: the episode is masked
+  // at once, InfraFailure::no_reward_pool, and a note says so once).
   std::optional<RewardAsk> deferred(std::uint64_t sequence, std::uint32_t t, std::uint32_t env, std::uint32_t episode);
-  bool no_pool_warning() { return !std::exchange(warned_no_pool_, true); }
-  // A score came back (0 for one given up).
-  void scored(std::uint64_t id, float score, std::string hint = {});
-  // The request failed or timed out: the next worker to ask, or nullopt
-  // when every attempt is spent (the episode is then scored 0).
-  std::optional<RewardAsk> reward_failed(const RewardAsk& ask);
+  // What came of a reward request, and what to do next. A failure of the
+  // machinery (the worker's own, a reply that did not decode or answered
+  // another request, a timeout or a dead worker) is asked of the next
+  // worker while retries are left and asking again can help; then the
+  // episode is masked out of the update. It is never a score.
+  struct RewardNext {
+    InfraFailure failure = InfraFailure::none;  // none: scored
+    std::optional<RewardAsk> again;             // ask this next
+  };
+  // A worker answered `ask` with `result` (null: the reply did not decode).
+  // Failures are noted (a line a second at most, with the count held back).
+  RewardNext answered(const RewardAsk& ask, const RewardResultData* result);
+  // The request failed (timeout, a dead or refusing worker: `detail`).
+  RewardNext reward_failed(const RewardAsk& ask, const std::string& detail = "",
+                           InfraFailure why = InfraFailure::reward_timeout);
 
   // Weights. The store announced `version`: the fetch to make, if any.
   std::optional<WeightFetch> announced(std::uint64_t version);
@@ -115,7 +136,7 @@ class ExplorerLoop {
     FetchFailure why;
     std::optional<WeightFetch> next;
   };
-  FetchFailed fetch_failed(const WeightFetch& asked, Errc code);
+  FetchFailed fetch_failed(const WeightFetch& asked, Errc code, const std::string& message = "");
   bool has_weights() const { return follower_.held().has_value(); }
   std::uint64_t newest_known() const { return follower_.newest(); }
 
@@ -148,6 +169,8 @@ class ExplorerLoop {
 
   // Messages to send, in order; taken by the actor after each event.
   std::vector<Outgoing> take_outbox() { return std::exchange(outbox_, {}); }
+  // What to log, in order; taken with the outbox.
+  std::vector<LoopNote> take_notes() { return std::exchange(notes_, {}); }
 
   std::uint32_t credits() const { return credits_; }
   bool has_pending() const { return pending_.has_value(); }
@@ -157,6 +180,8 @@ class ExplorerLoop {
  private:
   void offer(Segment segment);  // to the learner if a credit allows, else pending
   void release();               // held segments whose rewards are in, while nothing is pending
+  RewardNext give_up_or_retry(const RewardAsk& ask, InfraFailure why, const std::string& detail);
+  void note(spdlog::level::level_enum level, std::string text) { notes_.push_back({level, std::move(text)}); }
   WeightFetch fetch(std::uint64_t version, bool latest);
 
   ExplorerLoopOptions options_;
@@ -165,6 +190,8 @@ class ExplorerLoop {
   DeferredRewards deferred_;
   std::optional<Segment> pending_;     // a segment waiting for a credit
   std::vector<Outgoing> outbox_;
+  std::vector<LoopNote> notes_;
+  LogThrottle reward_notes_;
   std::uint32_t credits_ = 0;
   std::uint64_t sync_wait_for_ = 0;    // sync mode: the version needed before the next segment
   std::uint64_t produced_ = 0;

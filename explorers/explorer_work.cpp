@@ -14,17 +14,19 @@ SegmentSource& ExplorerWork::source() {
   return *rollout_;
 }
 
-Result<void> ExplorerWork::start_local() {
+Result<bool> ExplorerWork::start_here() {
+  if (tokens_) return false;
   try {
     local_ = options_.local_env(options_.env_seed, options_.first_env_id, static_cast<int>(options_.rollout.num_envs));
     local_->reset(local_result_);
   } catch (const EnvFailure& e) {
     return make_error(Errc::env_failed, e.what());
   }
-  return {};
+  return true;
 }
 
-Result<void> ExplorerWork::step_local() {
+Result<void> ExplorerWork::begin_step_here() {
+  if (tokens_) return {};
   const auto& actions = rollout_->act(obs_);
   try {
     local_->step(actions, local_result_);

@@ -44,10 +44,15 @@ class ExplorerWork {
   // actor posts itself a message per step, so swaps and drains come between.
   bool steps_here() const { return tokens_ || options_.local_env; }
 
-  // Local envs: creates and resets them; observe_local() takes the reset's result.
-  Result<void> start_local();
-  // Local envs: the next step (act, then step the envs).
-  Result<void> step_local();
+  // Steps here (steps_here()). start_here(): local envs are created and
+  // reset (true: their first observations come back as a step, through
+  // finish_step_here(false)); the token policy has nothing to start.
+  Result<bool> start_here();
+  // A step here, in two halves around a message to itself: local envs act
+  // and step in begin_step_here(); finish_step_here() observes the result
+  // (`started`: false for the reset's), or decodes one token step.
+  Result<void> begin_step_here();
+  Result<WorkStep> finish_step_here(bool started) { return tokens_ ? token_step() : observe(local_result_, started); }
   // Envs in an env actor: the reset to send, and the next step's request.
   EnvResetData reset_request() const;
   EnvStepData step_request();
@@ -55,11 +60,9 @@ class ExplorerWork {
   // A step's result (`started`: false for a reset's, which only gives the
   // first observations). Checked against the explorer's shape.
   Result<WorkStep> observe(const EnvStepResultData& result, bool started);
-  Result<WorkStep> observe_local(bool started) { return observe(local_result_, started); }
-  // The token policy: one decoding step.
-  Result<WorkStep> token_step();
 
  private:
+  Result<WorkStep> token_step();  // the token policy: one decoding step
   ExplorerWorkOptions options_;
   std::unique_ptr<Rollout> rollout_;
   std::unique_ptr<TokenRollout> tokens_;

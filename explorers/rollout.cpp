@@ -78,13 +78,28 @@ bool Rollout::observe(const EnvStepResultData& r) {
   seg_.rewards.insert(seg_.rewards.end(), r.rewards.begin(), r.rewards.end());
   seg_.terminated.insert(seg_.terminated.end(), r.terminated.begin(), r.terminated.end());
   seg_.truncated.insert(seg_.truncated.end(), r.truncated.begin(), r.truncated.end());
+  // The state each time-limit cut was made in: the env's, or (an env that
+  // does not say) the state the action was chosen in.
+  const auto D = static_cast<std::size_t>(options_.obs_dim);
+  for (std::int64_t i = 0; i < B; ++i) {
+    if (!r.truncated[i] || r.terminated[i]) continue;
+    const float* cut = r.final_observations.size() == static_cast<std::size_t>(B) * D
+                           ? r.final_observations.data() + static_cast<std::size_t>(i) * D
+                           : seg_.observations.data() + (t_ * static_cast<std::size_t>(B) + static_cast<std::size_t>(i)) * D;
+    seg_.truncation_observations.insert(seg_.truncation_observations.end(), cut, cut + D);
+  }
   for (std::int64_t i = 0; i < B; ++i) {
     episode_return_[i] += r.rewards[i];
     ++episode_len_[i];
     const bool lost = !r.lost.empty() && r.lost[i];
     if (lost || r.terminated[i] || r.truncated[i]) {
       if (lost) {
-        ++seg_.lost_episodes;  // cut by the env's failure: not a return to learn or report from
+        // Cut by the env's failure: not a return to report, and its steps in
+        // this segment (back to the episode's start) are masked out.
+        ++seg_.lost_episodes;
+        const auto back = std::min<std::uint64_t>(t_, episode_len_[i] - 1);
+        seg_.mask_episode(static_cast<std::uint32_t>(t_ - back), static_cast<std::uint32_t>(t_),
+                          static_cast<std::uint32_t>(i), InfraFailure::env_failed);
       } else {
         seg_.episode_returns.push_back(episode_return_[i]);
         seg_.episode_lengths.push_back(episode_len_[i]);

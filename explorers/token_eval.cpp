@@ -35,22 +35,28 @@ TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, con
       req.request_id = static_cast<std::uint64_t>(first) + b;
       req.task = tasks[b].id;
       req.payload = text;
-      const auto r = scorer.score(req);
+      // A failure of the machinery is asked again, then left out: it is
+      // neither a pass nor a fail of the policy.
+      auto r = scorer.score(req);
+      for (int again = 0; again < 2 && retryable(r.failure); ++again) r = scorer.score(req);
       ++ev.tasks;
-      if (!r.ok) ++ev.unscored;
-      const double score = r.ok ? r.score : 0.0;
+      if (ev.samples.size() < 3) ev.samples.push_back(tasks[b].id + " -> " + text + " (" + r.reason + ")");
+      if (!r.ok) {
+        ++ev.unscored;
+        continue;
+      }
+      const double score = r.score;
       ev.mean_score += score;
       ev.pass_at_1 += score >= 1.0 ? 1.0 : 0.0;
       const auto colon = tasks[b].id.find(':');  // code ids are FAMILY:SEED; other kinds have one family
       auto& fam = ev.by_family[colon == std::string::npos ? o.kind : tasks[b].id.substr(0, colon)];
       fam.first += score >= 1.0 ? 1 : 0;
       ++fam.second;
-      if (ev.samples.size() < 3) ev.samples.push_back(tasks[b].id + " -> " + text + " (" + r.reason + ")");
     }
   }
-  if (ev.tasks > 0) {
-    ev.pass_at_1 /= ev.tasks;
-    ev.mean_score /= ev.tasks;
+  if (const int scored = ev.tasks - ev.unscored; scored > 0) {
+    ev.pass_at_1 /= scored;
+    ev.mean_score /= scored;
   }
   return ev;
 }

@@ -32,7 +32,7 @@ struct TokenEvaluation {
   double pass_at_1 = 0;             // fraction of tasks whose answer scored 1
   double mean_score = 0;            // mean fraction of tests passed
   int tasks = 0;
-  int unscored = 0;                 // the scorer could not score (counted as 0)
+  int unscored = 0;                 // the scorer could not score (asked 3 times): left out of the means
   std::vector<std::string> samples; // the first few completions, for the log
   // Tasks passed and scored per family (a code task id's part before
   // ':'; the kind's name for kinds of one family).

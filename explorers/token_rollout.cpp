@@ -89,21 +89,32 @@ Segment TokenRollout::take_segment() {
   const auto B = static_cast<std::int64_t>(im.tasks.size());
   std::vector<float> rewards(B, 0.0f);
   std::vector<std::string> ids, completions, hints;
+  std::vector<RewardResultData> results;
+  std::vector<InfraFailure> retried;  // failures met by rows scored again
   for (std::int64_t b = 0; b < B; ++b) {
     completions.push_back(Tokenizer::decode(completion(g, b)));
     ids.push_back(im.tasks[b].id);
-    if (options_.in_process) {
-      RewardRequestData req{static_cast<std::uint64_t>(b), options_.explorer_id, ids.back(), completions.back()};
-      const auto r = options_.in_process->score(req);
-      rewards[b] = r.ok ? r.score : 0.0f;
-      if (r.ok && !r.hint.empty()) hints.resize(B), hints[b] = r.hint;
+    if (!options_.in_process) continue;
+    RewardRequestData req{static_cast<std::uint64_t>(b), options_.explorer_id, ids.back(), completions.back()};
+    results.push_back(options_.in_process->score(req));
+    for (int again = 0; again < options_.reward_retries && retryable(results.back().failure); ++again) {
+      retried.push_back(results.back().failure);
+      results.back() = options_.in_process->score(req);
     }
+    const auto& r = results.back();
+    if (r.ok) rewards[b] = r.score;
+    if (r.ok && !r.hint.empty()) hints.resize(B), hints[b] = r.hint;
   }
   const std::uint64_t seq = sequence_++;
   Segment s = token_segment(g, rewards, ids, static_cast<std::uint32_t>(options_.tokens.group_size),
                             options_.explorer_id, seq);
   s.tokens->hints = std::move(hints);
   s.created_unix_ns = unix_now_ns();
+  // A row its scorer could not judge is masked, not scored 0.
+  for (const auto why : retried) s.count_failure(why);
+  s.reward_retries = static_cast<std::uint32_t>(retried.size());
+  for (std::size_t b = 0; b < results.size(); ++b)
+    if (!results[b].ok) s.mask_episode(0, s.num_steps - 1, static_cast<std::uint32_t>(b), results[b].failure);
   if (!options_.in_process)
     for (std::int64_t b = 0; b < B; ++b)
       deferred_.push_back({seq, static_cast<std::uint32_t>(g.prompt_width + g.lengths[b] - 1),

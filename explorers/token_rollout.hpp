@@ -31,6 +31,7 @@ struct TokenRolloutOptions {
   TokensConfig tokens;
   std::uint64_t seed = 1;           // the run's seed
   std::shared_ptr<const Scorer> in_process;  // scores rows here (null: deferred to the reward pool)
+  int reward_retries = 2;           // in_process: a row its scorer's machinery failed is scored again this often, then masked
 };
 
 class TokenRollout : public SegmentSource {

@@ -1,15 +1,18 @@
 // libFuzzer targets for every decoder of untrusted bytes: each Envelope
-// message, peek_kind, the rollout log's entries and index entries, and
-// the TOML topology. One source; CMake builds one target per FUZZ_KIND.
+// message, peek_kind, the rollout log's entries and index entries, the
+// TOML topology, and an external env's replies (JSON lines and Cap'n
+// Proto framing). One source; CMake builds one target per FUZZ_KIND.
 // A decoder may refuse input (that is its job); it must never crash,
 // hang or read out of bounds (ASan/UBSan are on).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string_view>
 
 #include "core/config.hpp"
 #include "messages/codec.hpp"
+#include "messages/extenv_codec.hpp"
 #include "messages/stream_frame.hpp"
 #include "messages/weight_chunks.hpp"
 #include "messages/log_codec.hpp"
@@ -17,6 +20,19 @@
 #ifndef FUZZ_KIND
 #error "FUZZ_KIND selects the decoder"
 #endif
+
+namespace {
+// The input as a stream, read as a socket or a pipe would be.
+rlx::ReadExact reader_of(const std::uint8_t* data, std::size_t size) {
+  auto at = std::make_shared<std::size_t>(0);
+  return [=](void* into, std::size_t n) -> rlx::Result<void> {
+    if (n > size - *at) return rlx::make_error(rlx::Errc::io, "end of input");
+    std::memcpy(into, data + *at, n);
+    *at += n;
+    return {};
+  };
+}
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace rlx;
@@ -55,13 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 19: {  // the bulk channel: frames as they come off the socket, then what each end decodes
-      std::size_t at = 0;
-      const ReadExact from_input = [&](void* into, std::size_t n) -> Result<void> {
-        if (n > size - at) return make_error(Errc::io, "end of input");
-        std::memcpy(into, data + at, n);
-        at += n;
-        return {};
-      };
+      const ReadExact from_input = reader_of(data, size);
       kj::Array<capnp::word> reuse;
       ChunkAssembler a(7, 1000, 256);
       for (int i = 0; i < 64; ++i) {
@@ -71,6 +81,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         (void)decode<LeaveData>(*frame, small);
         (void)decode<WeightRequestData>(*frame, small);
         (void)a.add_encoded(*frame);
+      }
+      break;
+    }
+    case 20: {  // an external env's JSON line, as a spec and as a result of 2 envs of 3 floats
+      const std::span<const unsigned char> line(data, size);
+      (void)parse_ext_env_spec(EnvProtocol::json, line);
+      std::vector<std::string> hints;
+      (void)parse_ext_env_result(EnvProtocol::json, line, 2, 3, &hints);
+      break;
+    }
+    case 21: {  // an external env's Cap'n Proto replies: stream frames off its stdout, then each parsed
+      const ReadExact from_input = reader_of(data, size);
+      for (int i = 0; i < 16; ++i) {
+        auto frame = read_stream_frame(from_input, 1 << 20);
+        if (!frame) break;
+        const auto bytes = frame->bytes();
+        const std::span<const unsigned char> words(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+        (void)parse_ext_env_spec(EnvProtocol::capnp, words);
+        (void)parse_ext_env_result(EnvProtocol::capnp, words, 2, 3);
       }
       break;
     }

@@ -8,6 +8,10 @@
 #include "messages/codec.hpp"
 #include "messages/weight_chunks.hpp"
 #include "messages/log_codec.hpp"
+#include "messages/extenv.capnp.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 
 namespace fs = std::filesystem;
 using namespace rlx;
@@ -39,6 +43,9 @@ Segment segment() {
   s.bootstrap_observations.assign(8, 0.0f);
   s.episode_returns = {2.0f};
   s.episode_lengths = {2};
+  s.mask_episode(0, 1, 1, InfraFailure::overloaded);
+  s.count_failure(InfraFailure::reward_timeout);
+  s.reward_retries = 1;
   return s;
 }
 
@@ -94,5 +101,34 @@ int main(int argc, char** argv) {
   const std::string toml = "[run]\nseed = 3\nenv = \"cartpole\"\n[learner]\nranks = 2\n[[node]]\nname = \"head\"\n"
                            "actors = [\"coordinator\", \"learner\", \"weight_store\", \"recorder\"]\nexplorers = 2\n";
   put(dir, "config", toml.data(), toml.size());
+  const std::string line =
+      R"({"result":{"observations":[0.1,0.2,0.3,0.4,0.5,0.6],"rewards":[1,0],"terminated":[false,true],)"
+      R"("truncated":[false,false],"rewardPayloads":["2+1\n3",""]}})"
+      "\n";
+  put(dir, "ext_env_json", line.data(), line.size());
+  {  // a spec and a result, each in stream framing, back to back
+    std::vector<unsigned char> stream;
+    for (int kind = 0; kind < 2; ++kind) {
+      capnp::MallocMessageBuilder mb;
+      auto root = mb.initRoot<wire::EnvResponse>();
+      if (kind == 0) {
+        auto sp = root.initSpec();
+        sp.setName("seed");
+        sp.setObsDim(3);
+        sp.setNumActions(2);
+      } else {
+        auto res = root.initResult();
+        auto o = res.initObservations(6);
+        for (unsigned i = 0; i < 6; ++i) o.set(i, 0.1f * static_cast<float>(i));
+        res.initRewards(2).set(0, 1.0f);
+        res.initTerminated(2).set(1, true);
+        res.initTruncated(2);
+      }
+      auto words = capnp::messageToFlatArray(mb);
+      auto bytes = words.asBytes();
+      stream.insert(stream.end(), bytes.begin(), bytes.end());
+    }
+    put(dir, "ext_env_capnp", stream.data(), stream.size());
+  }
   return 0;
 }

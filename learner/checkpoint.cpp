@@ -106,6 +106,10 @@ Result<fs::path> save_checkpoint(const LearnerCore& core, const fs::path& dir, i
   }
   w.vec(ids);
   w.vec(counts);
+  // Appended later still: infrastructure failures (older files end above).
+  w.u64(stats.failures.reward_retries);
+  w.u64(stats.failures.rows_masked);
+  w.vec(stats.failures.by_code);
   Writer file;
   file.out.assign(kMagic, kMagic + 8);
   file.u64(w.out.size());
@@ -153,6 +157,12 @@ Result<LoadedCheckpoint> load_checkpoint(const fs::path& path, const LearnerCore
     const auto counts = r.vec<std::uint64_t>();
     if (ids.size() != counts.size()) return bad("malformed per-explorer counts");
     for (std::size_t i = 0; i < ids.size(); ++i) by_explorer[ids[i]] = counts[i];
+  }
+  if (r.ok && r.at != payload.size()) {
+    stats.failures.reward_retries = r.u64();
+    stats.failures.rows_masked = r.u64();
+    stats.failures.by_code = r.vec<std::uint64_t>();
+    if (stats.failures.by_code.size() > kInfraFailureCodes) return bad("malformed infrastructure failure counts");
   }
   if (!r.ok || r.at != payload.size()) return bad("malformed payload");
   auto core = std::make_shared<LearnerCore>(options);

@@ -9,7 +9,7 @@ torch::Tensor truncated_behaviour_weights(const torch::Tensor& prox_log_probs, c
 
 torch::Tensor decoupled_ppo_loss(const torch::Tensor& new_log_probs, const torch::Tensor& prox_log_probs,
                                  const torch::Tensor& behaviour_log_probs, const torch::Tensor& advantages,
-                                 double clip, double rho_bar, LossStats* stats) {
+                                 double clip, double rho_bar, LossStats* stats, const torch::Tensor& mask) {
   auto prox = prox_log_probs.detach();
   auto behaviour_ratio = torch::exp(prox - behaviour_log_probs.detach());
   auto w = torch::clamp_max(behaviour_ratio, rho_bar);
@@ -21,7 +21,12 @@ torch::Tensor decoupled_ppo_loss(const torch::Tensor& new_log_probs, const torch
     stats->ratio_max = behaviour_ratio.max().item<double>();
     stats->truncated_fraction = (behaviour_ratio > rho_bar).to(torch::kFloat32).mean().item<double>();
   }
-  return -(w * surrogate).mean();
+  return -masked_mean(w * surrogate, mask);
+}
+
+torch::Tensor masked_mean(const torch::Tensor& x, const torch::Tensor& mask) {
+  if (!mask.defined()) return x.mean();
+  return (x * mask).sum() / mask.sum().clamp_min(1.0);
 }
 
 }  // namespace rlx

@@ -12,10 +12,15 @@ namespace rlx {
 //   w_t = min(rho_bar, pi_prox / pi_behaviour)
 //   r_t = pi_theta / pi_prox
 //   L   = -mean(w_t * min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t))
-// new_log_probs carries the gradient; the others are constants.
+// new_log_probs carries the gradient; the others are constants. With
+// `mask` (float, 1 keep, 0 leave out; undefined: every row) the mean is
+// over the kept rows (0 when none is).
 torch::Tensor decoupled_ppo_loss(const torch::Tensor& new_log_probs, const torch::Tensor& prox_log_probs,
                                  const torch::Tensor& behaviour_log_probs, const torch::Tensor& advantages,
-                                 double clip, double rho_bar, LossStats* stats = nullptr);
+                                 double clip, double rho_bar, LossStats* stats = nullptr, const torch::Tensor& mask = {});
+
+// The mean of `x` over the rows `mask` keeps (all when undefined; 0 when none).
+torch::Tensor masked_mean(const torch::Tensor& x, const torch::Tensor& mask);
 
 // The truncated behaviour weights alone (exposed for tests): min(rho_bar, e^{prox - behaviour}).
 torch::Tensor truncated_behaviour_weights(const torch::Tensor& prox_log_probs, const torch::Tensor& behaviour_log_probs,

@@ -22,23 +22,20 @@ struct Batch {
   torch::Tensor obs;        // [N, D]
   torch::Tensor actions;    // [N]
   torch::Tensor behaviour;  // [N]
+  // [N] float, 1 = trained on, 0 = masked (an episode the machinery failed
+  // to give an outcome); undefined when no row is masked.
+  torch::Tensor keep;
   struct Part {
     std::int64_t offset, T, B;
     torch::Tensor rewards, terminated, truncated, boot_obs;  // [T,B] x3, [B, D]
+    // The states time limits cut episodes in ([K, D]) and where (flat
+    // indices into [T * B]); undefined for a segment of an older build.
+    torch::Tensor cut_obs, cut_at;
   };
   std::vector<Part> parts;
   std::uint64_t steps = 0;
 };
 
-// next_values and continues of one part (see returns.hpp).
-std::pair<torch::Tensor, torch::Tensor> bootstrap(const torch::Tensor& values, const torch::Tensor& boot_values,
-                                                  const torch::Tensor& terminated, const torch::Tensor& truncated) {
-  const auto T = values.size(0);
-  auto next = torch::cat({values.narrow(0, 1, T - 1), boot_values.unsqueeze(0)}, 0);
-  next = next * (1 - terminated) * (1 - truncated) + values * truncated;
-  auto done = torch::clamp_max(terminated + truncated, 1.0);
-  return {next, 1 - done};
-}
 
 ModelOptimizerOptions optimizer_options(const TrainerOptions& o) {
   ModelOptimizerOptions m;
@@ -63,6 +60,8 @@ struct MlpTrainer::Impl {
   Batch make_batch(const std::vector<const Segment*>& segments) const;
   UpdateStats update_ppo(Batch& b);
   UpdateStats update_vtrace(Batch& b);
+  // next_values and continues of one part, its values V(x_t) [T, B] given.
+  std::pair<torch::Tensor, torch::Tensor> bootstrap(const Batch::Part& p, const torch::Tensor& values);
   // One optimizer step on pg + value + entropy + load-balancing terms;
   // accumulates the terms into `stats` (averaged by finish()).
   void step(const torch::Tensor& pg, const torch::Tensor& vl, const torch::Tensor& entropy, const PolicyOutput& out,
@@ -71,7 +70,8 @@ struct MlpTrainer::Impl {
   // Advantages scaled to mean 0, std 1: over this batch, or over every
   // rank's batch together when data-parallel (so N ranks x B rows train as
   // one rank with N x B would).
-  torch::Tensor normalise(const torch::Tensor& adv) const;
+  // With `keep`, over the kept rows only.
+  torch::Tensor normalise(const torch::Tensor& adv, const torch::Tensor& keep = {}) const;
 
   const TrainerOptions options;
   torch::Device device;
@@ -118,7 +118,8 @@ UpdateStats MlpTrainer::train(const std::vector<const Segment*>& segments) {
 Batch MlpTrainer::Impl::make_batch(const std::vector<const Segment*>& segments) const {
   RLX_REQUIRE(!segments.empty());
   Batch b;
-  std::vector<torch::Tensor> obs, act, beh;
+  std::vector<torch::Tensor> obs, act, beh, keep;
+  bool any_masked = false;
   std::int64_t offset = 0;
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
   for (const Segment* s : segments) {
@@ -130,11 +131,21 @@ Batch MlpTrainer::Impl::make_batch(const std::vector<const Segment*>& segments) 
     obs.push_back(clone(s->observations, {T * B, D}, torch::kFloat32));
     act.push_back(clone(s->actions, {T * B}, torch::kInt64));
     beh.push_back(clone(s->behaviour_log_probs, {T * B}, torch::kFloat32));
+    keep.push_back(s->masked.empty() ? torch::ones({T * B}, f32)
+                                     : 1 - clone(s->masked, {T * B}, torch::kUInt8).to(f32));
+    any_masked = any_masked || !s->masked.empty();
     Batch::Part p{offset, T, B,
                   clone(s->rewards, {T, B}, torch::kFloat32),
                   clone(s->terminated, {T, B}, torch::kUInt8).to(f32),
                   clone(s->truncated, {T, B}, torch::kUInt8).to(f32),
                   clone(s->bootstrap_observations, {B, D}, torch::kFloat32)};
+    if (!s->truncation_observations.empty()) {
+      std::vector<std::int64_t> at;
+      for (std::int64_t i = 0; i < T * B; ++i)
+        if (s->truncated[i] && !s->terminated[i]) at.push_back(i);
+      p.cut_obs = clone(s->truncation_observations, {static_cast<std::int64_t>(at.size()), D}, torch::kFloat32);
+      p.cut_at = torch::tensor(at, torch::kLong);
+    }
     b.parts.push_back(std::move(p));
     offset += T * B;
     b.steps += s->env_steps();
@@ -142,12 +153,14 @@ Batch MlpTrainer::Impl::make_batch(const std::vector<const Segment*>& segments) 
   b.obs = torch::cat(obs).to(device);
   b.actions = torch::cat(act).to(device);
   b.behaviour = torch::cat(beh).to(device);
+  if (any_masked) b.keep = torch::cat(keep).to(device);
   if (!device.is_cpu())
     for (auto& p : b.parts) {
       p.rewards = p.rewards.to(device);
       p.terminated = p.terminated.to(device);
       p.truncated = p.truncated.to(device);
       p.boot_obs = p.boot_obs.to(device);
+      if (p.cut_obs.defined()) p.cut_obs = p.cut_obs.to(device), p.cut_at = p.cut_at.to(device);
     }
   return b;
 }
@@ -164,8 +177,7 @@ UpdateStats MlpTrainer::Impl::update_ppo(Batch& b) {
     std::vector<torch::Tensor> advs, rets;
     for (auto& p : b.parts) {
       auto v = out.value.narrow(0, p.offset, p.T * p.B).view({p.T, p.B});
-      auto boot = policy->forward(p.boot_obs).value;
-      auto [next, cont] = bootstrap(v, boot, p.terminated, p.truncated);
+      auto [next, cont] = bootstrap(p, v);
       auto g = gae(p.rewards, v, next, cont, L.gamma, L.gae_lambda);
       advs.push_back(g.advantages.reshape({-1}));
       rets.push_back(g.returns.reshape({-1}));
@@ -174,6 +186,8 @@ UpdateStats MlpTrainer::Impl::update_ppo(Batch& b) {
     ret_all = torch::cat(rets);
     // Behaviour-ratio statistics over the whole batch.
     decoupled_ppo_loss(prox_all, prox_all, b.behaviour, adv_all, L.clip, L.rho_bar, &stats.correction);
+    // Masked rows (no outcome) count in no loss; the minibatches stay the
+    // same on every rank, so data-parallel ranks step together.
   }
   const std::int64_t mb = std::max<std::int64_t>(1, N / L.minibatches);
   int n = 0;
@@ -184,16 +198,26 @@ UpdateStats MlpTrainer::Impl::update_ppo(Batch& b) {
       auto out = policy->forward(b.obs.index_select(0, idx));
       auto logp_all = torch::log_softmax(out.logits, -1);
       auto logp = logp_all.gather(1, b.actions.index_select(0, idx).unsqueeze(1)).squeeze(1);
-      auto entropy = -(logp_all.exp() * logp_all).sum(-1).mean();
-      auto adv = normalise(adv_all.index_select(0, idx));
+      const auto keep = b.keep.defined() ? b.keep.index_select(0, idx) : torch::Tensor();
+      auto entropy = masked_mean(-(logp_all.exp() * logp_all).sum(-1), keep);
+      auto adv = normalise(adv_all.index_select(0, idx), keep);
       auto pg = decoupled_ppo_loss(logp, prox_all.index_select(0, idx), b.behaviour.index_select(0, idx), adv, L.clip,
-                                   L.rho_bar);
-      auto vl = 0.5 * (out.value - ret_all.index_select(0, idx)).pow(2).mean();
+                                   L.rho_bar, nullptr, keep);
+      auto vl = 0.5 * masked_mean((out.value - ret_all.index_select(0, idx)).pow(2), keep);
       step(pg, vl, entropy, out, stats, n);
     }
   }
   finish(stats, n);
   return stats;
+}
+
+std::pair<torch::Tensor, torch::Tensor> MlpTrainer::Impl::bootstrap(const Batch::Part& p, const torch::Tensor& v) {
+  auto boot = policy->forward(p.boot_obs).value;
+  auto cut_values = v;  // older segments: V(x_t) stands in for the state a time limit cut
+  if (p.cut_obs.defined() && p.cut_obs.size(0) > 0)
+    cut_values = torch::zeros_like(v).view({-1}).index_put({p.cut_at}, policy->forward(p.cut_obs).value).view({p.T, p.B});
+  auto b = bootstrap_targets(v, boot, p.terminated, p.truncated, cut_values);
+  return {b.next_values, b.continues};
 }
 
 void MlpTrainer::Impl::step(const torch::Tensor& pg, const torch::Tensor& vl, const torch::Tensor& entropy,
@@ -212,11 +236,18 @@ void MlpTrainer::Impl::step(const torch::Tensor& pg, const torch::Tensor& vl, co
   ++steps;
 }
 
-torch::Tensor MlpTrainer::Impl::normalise(const torch::Tensor& adv) const {
-  if (!options.group) return (adv - adv.mean()) / (adv.std() + 1e-8);
-  const auto m = mean_std_over_ranks(adv.sum().item<double>(), adv.pow(2).sum().item<double>(),
-                                     static_cast<double>(adv.numel()), options.group);
-  return (adv - m.mean) / (m.std + 1e-8);
+torch::Tensor MlpTrainer::Impl::normalise(const torch::Tensor& adv, const torch::Tensor& keep) const {
+  if (!keep.defined()) {
+    if (!options.group) return (adv - adv.mean()) / (adv.std() + 1e-8);
+    const auto m = mean_std_over_ranks(adv.sum().item<double>(), adv.pow(2).sum().item<double>(),
+                                       static_cast<double>(adv.numel()), options.group);
+    return (adv - m.mean) / (m.std + 1e-8);
+  }
+  // Over the kept rows (a masked row's value is then multiplied by 0).
+  const double n = keep.sum().item<double>(), sum = (adv * keep).sum().item<double>(),
+               squares = (adv.pow(2) * keep).sum().item<double>();
+  const auto m = mean_std_over_ranks(sum, squares, n, options.group);
+  return (adv - m.mean) / (m.std + 1e-8) * keep;
 }
 
 void MlpTrainer::Impl::finish(UpdateStats& stats, int steps) {
@@ -241,8 +272,7 @@ UpdateStats MlpTrainer::Impl::update_vtrace(Batch& b) {
       auto log_rhos_all = logp.detach() - b.behaviour;
       for (auto& p : b.parts) {
         auto v = out.value.detach().narrow(0, p.offset, p.T * p.B).view({p.T, p.B});
-        auto boot = policy->forward(p.boot_obs).value;
-        auto [next, cont] = bootstrap(v, boot, p.terminated, p.truncated);
+        auto [next, cont] = bootstrap(p, v);
         auto lr = log_rhos_all.narrow(0, p.offset, p.T * p.B).view({p.T, p.B});
         auto r = vtrace(lr, p.rewards, v, next, cont, L.gamma, L.rho_bar, L.c_bar);
         vss.push_back(r.vs.reshape({-1}));
@@ -256,10 +286,10 @@ UpdateStats MlpTrainer::Impl::update_vtrace(Batch& b) {
       }
     }
     auto vs = torch::cat(vss);
-    auto pg_adv = normalise(torch::cat(pgs));
-    auto entropy = -(logp_all.exp() * logp_all).sum(-1).mean();
-    auto pg = -(pg_adv * logp).mean();
-    auto vl = 0.5 * (out.value - vs).pow(2).mean();
+    auto pg_adv = normalise(torch::cat(pgs), b.keep);
+    auto entropy = masked_mean(-(logp_all.exp() * logp_all).sum(-1), b.keep);
+    auto pg = -masked_mean(pg_adv * logp, b.keep);
+    auto vl = 0.5 * masked_mean((out.value - vs).pow(2), b.keep);
     step(pg, vl, entropy, out, stats, n);
   }
   finish(stats, n);

@@ -2,6 +2,15 @@
 
 namespace rlx {
 
+Bootstrap bootstrap_targets(const torch::Tensor& values, const torch::Tensor& boot, const torch::Tensor& terminated,
+                            const torch::Tensor& truncated, const torch::Tensor& cut_values) {
+  const auto T = values.size(0);
+  auto next = torch::cat({values.narrow(0, 1, T - 1), boot.unsqueeze(0)}, 0);
+  const auto done = torch::clamp_max(terminated + truncated, 1.0);
+  const auto cut = truncated * (1 - terminated);
+  return {next * (1 - done) + cut_values * cut, 1 - done};
+}
+
 GaeResult gae(const torch::Tensor& rewards, const torch::Tensor& values, const torch::Tensor& next_values,
               const torch::Tensor& continues, double gamma, double lambda) {
   torch::NoGradGuard guard;

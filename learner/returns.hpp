@@ -4,9 +4,9 @@
 //   rewards      [T, B]  r_t
 //   values       [T, B]  V(x_t)
 //   next_values  [T, B]  the bootstrap value after step t: V(x_{t+1}), or 0
-//                         when the episode terminated at t, or V(x_t) when it
-//                         was truncated at t (the successor state is lost to
-//                         the auto-reset; V(x_t) is its best stand-in)
+//                         when the episode terminated at t, or the value of
+//                         the state a time limit cut it in when it was
+//                         truncated at t (bootstrap_targets)
 //   continues    [T, B]  1 when the episode goes on after step t, else 0
 //                         (cuts the recursion at episode ends)
 #pragma once
@@ -14,6 +14,23 @@
 #include <torch/torch.h>
 
 namespace rlx {
+
+struct Bootstrap {
+  torch::Tensor next_values;  // [T, B]
+  torch::Tensor continues;    // [T, B]
+};
+
+// next_values and continues of T steps of B envs, from the values V(x_t)
+// [T, B], the value after the last step [B], the end flags [T, B] (float
+// 0/1), and `cut_values` [T, B]: at each step a time limit cut (truncated,
+// not terminated), the value of the state it was cut in (the env's final
+// observation; segments of older builds carry none, and V(x_t) stands in:
+// pass `values`). A step both terminated and truncated is terminated.
+//   next_t = 0 when the episode ended, else V(x_{t+1}) (values_{t+1}, or
+//            `boot` after the last step), plus cut_t * cut_values_t
+//   continues_t = 1 - (terminated_t or truncated_t)
+Bootstrap bootstrap_targets(const torch::Tensor& values, const torch::Tensor& boot, const torch::Tensor& terminated,
+                            const torch::Tensor& truncated, const torch::Tensor& cut_values);
 
 struct GaeResult {
   torch::Tensor advantages;  // [T, B]

@@ -4,28 +4,43 @@
 
 namespace rlx {
 
-void RunStats::add(const Segment& s) {
-  env_steps_ += s.env_steps();
-  episodes_lost_ += s.lost_episodes;
-  for (float r : s.episode_returns) {
-    ++episodes_;
-    returns_.push_back(r);
-    sum_ += r;
-    if (returns_.size() > window_) {
-      sum_ -= returns_.front();
-      returns_.pop_front();
-    }
+void RunStats::add_return(float r) {
+  ++episodes_;
+  returns_.push_back(r);
+  sum_ += r;
+  if (returns_.size() > window_) {
+    sum_ -= returns_.front();
+    returns_.pop_front();
   }
 }
 
+void RunStats::add(const Segment& s) {
+  env_steps_ += s.env_steps();
+  episodes_lost_ += s.lost_episodes;
+  failures_.reward_retries += s.reward_retries;
+  failures_.rows_masked += s.masked_rows.size();
+  for (std::size_t code = 0; code < s.infra_failures.size() && code < kInfraFailureCodes; ++code)
+    failures_.by_code[code] += s.infra_failures[code];
+  if (!s.tokens) {
+    for (float r : s.episode_returns) add_return(r);  // a masked episode's return is not in the list
+    return;
+  }
+  // A token segment's rows are its episodes; a masked row has no outcome.
+  const std::size_t first = s.tokens->prompt_width;
+  for (std::size_t b = 0; b < s.episode_returns.size(); ++b)
+    if (!s.step_masked(first, b)) add_return(s.episode_returns[b]);
+}
+
 RunStats::State RunStats::state() const {
-  return State{env_steps_, episodes_, episodes_lost_, std::vector<float>(returns_.begin(), returns_.end())};
+  return State{env_steps_, episodes_, episodes_lost_, std::vector<float>(returns_.begin(), returns_.end()), failures_};
 }
 
 void RunStats::restore(const State& s) {
   env_steps_ = s.env_steps;
   episodes_ = s.episodes;
   episodes_lost_ = s.episodes_lost;
+  failures_ = s.failures;
+  failures_.by_code.resize(kInfraFailureCodes);
   returns_.assign(s.returns.begin(), s.returns.end());
   sum_ = 0;
   for (float r : returns_) sum_ += r;

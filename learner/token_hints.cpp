@@ -59,6 +59,7 @@ std::vector<HintPart> hint_parts(const TokenTrainerOptions& o, const TokenBatch&
   std::vector<std::int64_t> picked, width;
   for (std::int64_t b = 0; b < B; ++b) {
     if (batch.teacher_prompts[b].empty()) continue;
+    if (!batch.masked.empty() && batch.masked[static_cast<std::size_t>(b)]) continue;  // no outcome: no hint either
     const std::int64_t w = static_cast<std::int64_t>(batch.teacher_prompts[b].size()) + g.lengths[b];
     if (w > o.model.max_len) continue;
     picked.push_back(b);

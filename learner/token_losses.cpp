@@ -1,5 +1,7 @@
 #include "learner/token_losses.hpp"
 
+#include <limits>
+
 #include <algorithm>
 #include <numeric>
 
@@ -17,6 +19,27 @@ torch::Tensor grpo_advantages(const torch::Tensor& rewards, std::int64_t group_s
   // an ulp, which the std scaling would blow up to ~1e-3).
   auto equal = std::get<0>(r.max(1, true)) == std::get<0>(r.min(1, true));
   return centred.masked_fill(equal, 0).reshape({-1});
+}
+
+torch::Tensor grpo_advantages_scored(const torch::Tensor& rewards, const torch::Tensor& scored, std::int64_t group_size,
+                                     bool scale_by_std, double eps) {
+  RLX_REQUIRE(group_size >= 1 && rewards.numel() % group_size == 0 && scored.numel() == rewards.numel(),
+              rewards.numel(), scored.numel(), group_size);
+  auto r = rewards.to(torch::kFloat32).view({-1, group_size});
+  auto m = scored.to(torch::kBool).view({-1, group_size});
+  auto mf = m.to(torch::kFloat32);
+  auto n = mf.sum(1, true);
+  auto mean = (r * mf).sum(1, true) / n.clamp_min(1);
+  auto centred = (r - mean) * mf;
+  if (scale_by_std) {
+    auto std = (((r - mean) * mf).pow(2).sum(1, true) / (n - 1).clamp_min(1)).sqrt();
+    centred = centred / (std + eps);
+  }
+  // Exactly 0 for a group whose scored rewards are all equal, and for a
+  // group of fewer than two scored rows.
+  const auto inf = std::numeric_limits<float>::infinity();
+  auto equal = std::get<0>(r.masked_fill(~m, -inf).max(1, true)) == std::get<0>(r.masked_fill(~m, inf).min(1, true));
+  return centred.masked_fill(equal | (n < 2), 0).masked_fill(~m, 0).reshape({-1});
 }
 
 torch::Tensor admit_tokens(const torch::Tensor& versions, const torch::Tensor& generated,

@@ -20,6 +20,15 @@ namespace rlx {
 torch::Tensor grpo_advantages(const torch::Tensor& rewards, std::int64_t group_size, bool scale_by_std = true,
                               double eps = 1e-6);
 
+// GRPO over the rows a group could score: `scored` [G * n] (bool; false: a
+// row masked out, the machinery gave it no outcome). Each group's mean and
+// std are over its scored rows; a masked row's advantage is 0; a group
+// with fewer than two scored rows is dropped (every advantage 0: one
+// sample cannot be compared with its group). With every row scored it
+// equals grpo_advantages.
+torch::Tensor grpo_advantages_scored(const torch::Tensor& rewards, const torch::Tensor& scored, std::int64_t group_size,
+                                     bool scale_by_std = true, double eps = 1e-6);
+
 // Which generated tokens a learner at `learner_version` may train on:
 // those sampled by a version at most `max_lag` behind it. Per token, not
 // per sequence: an explorer that swapped weights mid-sequence has old

@@ -1,5 +1,7 @@
 #include "learner/token_policy_trainer.hpp"
 
+#include <algorithm>
+
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
 #include "policy/token_segment.hpp"
@@ -67,7 +69,8 @@ WeightSetData TokenPolicyTrainer::weights() const {
 UpdateStats TokenPolicyTrainer::train(const std::vector<const Segment*>& segments) {
   const auto& m = tokens_.options().model;
   auto rows = token_rows(segments, m.layers, m.top_k);
-  TokenBatch batch{std::move(rows.rows), std::move(rows.rewards), rows.group_size, {}};
+  TokenBatch batch{std::move(rows.rows), std::move(rows.rewards), rows.group_size, {}, {}};
+  if (std::find(rows.masked.begin(), rows.masked.end(), 1) != rows.masked.end()) batch.masked = std::move(rows.masked);
   if (tokens_.options().hint_coef > 0) batch.teacher_prompts = teacher_prompts(batch.sequences, rows.hints);
   // The version the tokens' staleness is measured against. rl_step leaves
   // it where it is when every token was stale; the learner's contract is

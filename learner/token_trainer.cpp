@@ -160,11 +160,23 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
               batch.rewards.size(), batch.group_size);
   TokenUpdateStats s;
   auto admitted = admit_tokens(g.versions, g.generated, version_, o.max_lag);
+  const auto fresh = admitted.sum().item<std::int64_t>();
+  // Masked rows (no outcome) train on nothing: none of their tokens is admitted.
+  torch::Tensor scored;
+  std::int64_t masked_rows = 0;
+  if (!batch.masked.empty()) {
+    RLX_REQUIRE(static_cast<std::int64_t>(batch.masked.size()) == B, batch.masked.size(), B);
+    scored = torch::tensor(std::vector<std::int64_t>(batch.masked.begin(), batch.masked.end())) == 0;
+    masked_rows = B - scored.sum().item<std::int64_t>();
+    admitted = admitted & scored.unsqueeze(1);
+  }
   const auto local_admitted = admitted.sum().item<std::int64_t>();
 
   auto rewards = torch::tensor(batch.rewards, torch::kFloat32);
   const bool grpo = o.algorithm == Algorithm::grpo;
-  auto row_adv = grpo ? grpo_advantages(rewards, batch.group_size) : torch::Tensor();
+  auto row_adv = !grpo                ? torch::Tensor()
+                 : scored.defined() ? grpo_advantages_scored(rewards, scored, batch.group_size)
+                                    : grpo_advantages(rewards, batch.group_size);
   // The rows that carry a policy gradient: under GRPO a row of advantage
   // 0 (every row of a group whose samples scored alike) contributes none,
   // so it is not computed. The surrogate stays averaged over every
@@ -174,6 +186,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   if (local_admitted > 0)
     for (std::int64_t b = 0; b < B; ++b) {
       if (grpo && row_adv.data_ptr<float>()[b] == 0.0F) continue;
+      if (scored.defined() && !scored[b].item<bool>()) continue;
       kept.push_back(b);
       width.push_back(g.prompt_width + g.lengths[b]);
     }
@@ -214,8 +227,8 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   for (const auto& h : hinted) hinted_rows += h.n;
   const auto counts = sum_over_ranks({static_cast<double>(local_admitted), static_cast<double>(kept_tokens),
                                       static_cast<double>(hint_tokens), static_cast<double>(kept.size()),
-                                      static_cast<double>(g.generated.sum().item<std::int64_t>() - local_admitted),
-                                      static_cast<double>(local_admitted > 0 ? B - static_cast<std::int64_t>(kept.size()) : 0),
+                                      static_cast<double>(g.generated.sum().item<std::int64_t>() - fresh),
+                                      static_cast<double>(local_admitted > 0 ? B - masked_rows - static_cast<std::int64_t>(kept.size()) : 0),
                                       static_cast<double>(hinted_rows)},
                                      o.group);
   const auto total = static_cast<std::int64_t>(counts[0]);

@@ -69,6 +69,10 @@ struct TokenBatch {
   // (envs/tokens hinted_prompt), what the hint distillation's teacher
   // sees; empty: no hint.
   std::vector<std::vector<std::int64_t>> teacher_prompts;
+  // [B] or empty: 1 = the row got no outcome (an infrastructure failure):
+  // no gradient, no hint; under GRPO its group is judged by its scored
+  // rows (grpo_advantages_scored).
+  std::vector<std::uint8_t> masked;
 };
 
 struct TokenUpdateStats {

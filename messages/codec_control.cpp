@@ -112,6 +112,10 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     m.setHintKl(x.hint_kl);
     m.setHintedRows(x.hinted_rows);
     m.setSkippedRows(x.skipped_rows);
+    m.setRewardRetries(x.reward_retries);
+    m.setRowsMasked(x.rows_masked);
+    auto f = m.initInfraFailures(static_cast<unsigned>(x.infra_failures.size()));
+    for (unsigned i = 0; i < x.infra_failures.size(); ++i) f.set(i, x.infra_failures[i]);
     auto u = m.initExpertUtilisation(static_cast<unsigned>(x.expert_utilisation.size()));
     for (unsigned i = 0; i < x.expert_utilisation.size(); ++i) u.set(i, x.expert_utilisation[i]);
     m.setUpdates(x.updates);
@@ -154,6 +158,10 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.hint_kl = m.getHintKl();
     x.hinted_rows = m.getHintedRows();
     x.skipped_rows = m.getSkippedRows();
+    x.reward_retries = m.getRewardRetries();
+    x.rows_masked = m.getRowsMasked();
+    if (m.getInfraFailures().size() > kInfraFailureCodes) invalid("infraFailures: more codes than there are");
+    for (auto v : m.getInfraFailures()) x.infra_failures.push_back(v);
     for (auto v : m.getExpertUtilisation()) x.expert_utilisation.push_back(v);
     x.updates = m.getUpdates();
     x.weight_swap_mean_us = m.getWeightSwapMeanUs();

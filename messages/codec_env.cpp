@@ -57,6 +57,7 @@ WireBuffer encode(const EnvStepResultData& x, std::string_view sender) {
       auto p = s.initRewardPayloads(static_cast<unsigned>(x.reward_payloads.size()));
       for (unsigned i = 0; i < x.reward_payloads.size(); ++i) p.set(i, x.reward_payloads[i]);
     }
+    if (!x.final_observations.empty()) set_tensor(s.initFinalObservations(), {B, x.obs_dim}, x.final_observations);
   });
 }
 
@@ -81,6 +82,11 @@ Result<EnvStepResultData> decode<EnvStepResultData>(const WireBuffer& buf, const
       const auto p = s.getRewardPayloads();
       if (p.size() != B) invalid("rewardPayloads: " + std::to_string(p.size()) + " for " + std::to_string(B) + " envs");
       for (auto t : p) x.reward_payloads.emplace_back(t.cStr(), t.size());
+    }
+    if (s.hasFinalObservations()) {
+      x.final_observations = read_tensor<float>(s.getFinalObservations(), {B, x.obs_dim}, "finalObservations");
+      for (float f : x.final_observations)
+        if (!std::isfinite(f)) invalid("finalObservations: must be finite");
     }
     return x;
   });
@@ -118,6 +124,7 @@ WireBuffer encode(const RewardResultData& x, std::string_view sender) {
     r.setOk(x.ok);
     r.setReason(kj::StringPtr(x.reason.c_str()));
     r.setHint(kj::StringPtr(x.hint.c_str()));
+    r.setFailure(static_cast<std::uint8_t>(x.failure));
   });
 }
 
@@ -127,7 +134,11 @@ Result<RewardResultData> decode<RewardResultData>(const WireBuffer& buf, const D
     auto r = body.getRewardResult();
     if (!std::isfinite(r.getScore())) invalid("score: must be finite");
     if (r.getHint().size() > kMaxHintBytes) invalid("hint: longer than 1024 bytes");
-    return RewardResultData{r.getRequestId(), r.getScore(), r.getOk(), r.getReason().cStr(), r.getHint().cStr()};
+    if (r.getFailure() >= kInfraFailureCodes) invalid("failure: not an InfraFailure code");
+    const auto failure = static_cast<InfraFailure>(r.getFailure());
+    if (failure != InfraFailure::none && r.getOk()) invalid("failure: set on a result that says ok");
+    return RewardResultData{r.getRequestId(), r.getScore(), r.getOk(), r.getReason().cStr(), r.getHint().cStr(),
+                            failure};
   });
 }
 

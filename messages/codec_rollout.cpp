@@ -18,6 +18,12 @@ std::uint64_t Segment::newest_version() const {
   return v;
 }
 
+std::size_t Segment::truncations() const {
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < truncated.size() && i < terminated.size(); ++i) k += truncated[i] && !terminated[i];
+  return k;
+}
+
 std::uint64_t Segment::env_steps() const {
   if (!tokens) return std::uint64_t{num_steps} * num_envs;
   std::uint64_t n = 0;
@@ -32,6 +38,33 @@ const char* to_string(Verdict v) {
     case Verdict::rejected: return "rejected";
   }
   return "unknown";
+}
+
+const char* to_string(InfraFailure f) {
+  switch (f) {
+    case InfraFailure::none: return "none";
+    case InfraFailure::sandbox_start: return "sandbox_start";
+    case InfraFailure::sandbox_setup: return "sandbox_setup";
+    case InfraFailure::overloaded: return "overloaded";
+    case InfraFailure::bad_request: return "bad_request";
+    case InfraFailure::no_reward_pool: return "no_reward_pool";
+    case InfraFailure::reward_timeout: return "reward_timeout";
+    case InfraFailure::malformed_reply: return "malformed_reply";
+    case InfraFailure::env_failed: return "env_failed";
+  }
+  return "unknown";
+}
+
+void Segment::count_failure(InfraFailure why, std::uint32_t n) {
+  infra_failures.resize(kInfraFailureCodes);
+  infra_failures[static_cast<std::size_t>(why)] += n;
+}
+
+void Segment::mask_episode(std::uint32_t first, std::uint32_t last, std::uint32_t env, InfraFailure why) {
+  masked.resize(static_cast<std::size_t>(num_steps) * num_envs);
+  for (std::uint32_t t = first; t <= last && t < num_steps; ++t) masked[static_cast<std::size_t>(t) * num_envs + env] = 1;
+  masked_rows.push_back(static_cast<std::uint8_t>(why));
+  count_failure(why);
 }
 
 namespace {
@@ -57,6 +90,15 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
   for (unsigned i = 0; i < x.episode_lengths.size(); ++i) l.set(i, x.episode_lengths[i]);
   s.setCreatedUnixNs(x.created_unix_ns);
   s.setLostEpisodes(x.lost_episodes);
+  if (!x.masked.empty()) set_tensor(s.initMasked(), {T, B}, x.masked);
+  auto mr = s.initMaskedRows(static_cast<unsigned>(x.masked_rows.size()));
+  for (unsigned i = 0; i < x.masked_rows.size(); ++i) mr.set(i, x.masked_rows[i]);
+  auto inf = s.initInfraFailures(static_cast<unsigned>(x.infra_failures.size()));
+  for (unsigned i = 0; i < x.infra_failures.size(); ++i) inf.set(i, x.infra_failures[i]);
+  s.setRewardRetries(x.reward_retries);
+  if (!x.truncation_observations.empty())
+    set_tensor(s.initTruncationObservations(), {static_cast<std::uint32_t>(x.truncation_observations.size() / std::max(D, 1u)), D},
+               x.truncation_observations);
   if (x.tokens) {
     auto k = s.initTokens();
     k.setPromptWidth(x.tokens->prompt_width);
@@ -136,6 +178,24 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
   for (auto e : l) x.episode_lengths.push_back(e);
   x.created_unix_ns = s.getCreatedUnixNs();
   x.lost_episodes = s.getLostEpisodes();
+  if (s.hasMasked()) x.masked = read_tensor<std::uint8_t>(s.getMasked(), {T, B}, "masked");
+  for (auto m : x.masked)
+    if (m > 1) invalid("masked: entries must be 0 or 1");
+  for (auto r : s.getMaskedRows()) {
+    if (r == 0 || r >= kInfraFailureCodes) invalid("maskedRows: not an InfraFailure code");
+    x.masked_rows.push_back(r);
+  }
+  if (!x.masked_rows.empty() && x.masked.empty()) invalid("maskedRows without masked steps");
+  if (s.getInfraFailures().size() != 0 && s.getInfraFailures().size() != kInfraFailureCodes)
+    invalid("infraFailures: need one count per InfraFailure code, or none");
+  for (auto n : s.getInfraFailures()) x.infra_failures.push_back(n);
+  x.reward_retries = s.getRewardRetries();
+  if (s.hasTruncationObservations()) {
+    x.truncation_observations =
+        read_tensor<float>(s.getTruncationObservations(), {x.truncations(), x.obs_dim}, "truncationObservations");
+    for (float f : x.truncation_observations)
+      if (!std::isfinite(f)) invalid("truncationObservations: must be finite");
+  }
   if (s.hasTokens()) x.tokens = read_tokens(s.getTokens(), x);
   for (float f : x.behaviour_log_probs)
     if (!(f <= 0.0f)) invalid("behaviourLogProbs: must be finite and <= 0");
@@ -149,7 +209,8 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
 WireBuffer encode(const Segment& x, std::string_view sender) {
   const std::size_t bytes = x.observations.size() * 4 + x.actions.size() * 8 + x.behaviour_log_probs.size() * 4 +
                             x.rewards.size() * 4 + x.terminated.size() * 2 + x.policy_versions.size() * 8 +
-                            x.bootstrap_observations.size() * 4 + x.episode_returns.size() * 8 +
+                            x.bootstrap_observations.size() * 4 + x.episode_returns.size() * 8 + x.masked.size() +
+                            x.truncation_observations.size() * 4 +
                             (x.tokens ? x.tokens->routes.size() + x.tokens->task_ids.size() * 32 + x.tokens->hints.size() * 64 : 0);
   return build(sender, [&](auto body) { fill_segment(body.initSegment(), x); }, bytes / 8 + 128);
 }

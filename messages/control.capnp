@@ -72,6 +72,9 @@ struct MetricsReport {
   hintKl @26 :Float32;            # token policy: KL(teacher with hint || student) per hinted token, last update
   hintedRows @27 :UInt64;         # token policy: rows distilled from their scorer's hint, cumulative
   skippedRows @28 :UInt64;        # token policy: rows of zero advantage not computed (GRPO), cumulative
+  rewardRetries @29 :UInt64;      # reward requests asked again after a failure of the machinery, cumulative
+  rowsMasked @30 :UInt64;         # episodes masked out of the update (no outcome: InfraFailure), cumulative
+  infraFailures @31 :List(UInt64);# failures of the machinery met, by InfraFailure code (the index), cumulative
 }
 
 struct ExplorerSegments {

@@ -28,6 +28,8 @@ struct EnvStepResult {
   stepIndex @4 :UInt64;      # echo of EnvStep.stepIndex (0 for a reset)
   lost @5 :T.Tensor;         # uint8 [B] (optional): 1 = episode cut by an environment failure
   rewardPayloads @6 :List(Text); # B or empty: non-empty at an episode's end = its reward is deferred (scored by a reward worker)
+  finalObservations @7 :T.Tensor; # float32 [B, obs_dim] (optional): for an env whose episode a time limit cut at this
+                                 # step (truncated, not terminated), the observation it was cut in; other rows unused
 }
 
 # env -> explorer: the shapes an environment uses.

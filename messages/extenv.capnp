@@ -51,4 +51,7 @@ struct StepBatch {
   hints @4 :List(Text);            # optional, B or empty: free-form per-env notes (logged at debug level)
   rewardPayloads @5 :List(Text);   # optional, B or empty: non-empty at an episode's end = its reward is
                                    # deferred; the text is what a reward worker scores (see docs/external-envs.md)
+  finalObservations @6 :List(Float32); # optional, B * obsDim or empty: for an env whose episode a time limit
+                                   # cut at this step (truncated, not terminated), the observation it was cut in
+                                   # (observations holds the next episode's first); other envs' entries unused
 }

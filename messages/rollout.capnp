@@ -24,6 +24,15 @@ struct TrajectorySegment {
   createdUnixNs @14 :UInt64;     # wall-clock time the segment was completed (explorer's clock)
   lostEpisodes @15 :UInt32;      # episodes cut by an environment failure (crash, timeout, bad output) in this segment
   tokens @16 :TokenRows;         # set by a token policy (observations are then [T, B, 0]; see TokenRows)
+  masked @17 :T.Tensor;          # uint8 [T, B] or unset: 1 = the step's episode got no outcome because the
+                                 # machinery failed (InfraFailure): no loss is computed on it
+  maskedRows @18 :List(UInt8);   # the InfraFailure code of each masked episode
+  infraFailures @19 :List(UInt32); # failures of the machinery this segment's episodes met (retried ones
+                                 # too), counted by InfraFailure code (the index); empty: none
+  rewardRetries @20 :UInt32;     # reward requests asked again for this segment's episodes
+  truncationObservations @21 :T.Tensor; # float32 [K, obs_dim] or unset: for each step a time limit cut (truncated,
+                                 # not terminated; t-major, then env), the observation the episode was cut in (the
+                                 # value bootstrap's state); unset (older builds): the step's own observation stands in
 }
 
 # A token policy's segment: B sequences (rows) of one decoding batch laid

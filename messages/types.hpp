@@ -21,6 +21,30 @@ struct TokenRows {
   std::vector<std::string> hints;            // [B] or empty: a failed row's hint ("" none)
 };
 
+// Why the machinery, not the program or the policy, failed to give an
+// episode its outcome (docs/failures.md). Such an episode is asked again
+// where that can help, and otherwise masked out of the update: it is
+// never scored. The number travels (rollout.capnp, reward.capnp,
+// control.capnp): append only.
+enum class InfraFailure : std::uint8_t {
+  none = 0,
+  sandbox_start = 1,    // the sandbox could not be created (temp dir, pipe, fork/vfork)
+  sandbox_setup = 2,    // bubblewrap or the interpreter failed before the program's first line
+  overloaded = 3,       // the wall-clock limit hit while the program waited for a CPU more than it ran
+  bad_request = 4,      // the scorer could not read the request (an unknown task): asking again cannot help
+  no_reward_pool = 5,   // the env defers rewards and the node has no reward worker
+  reward_timeout = 6,   // a reward request timed out, or its worker died or refused it
+  malformed_reply = 7,  // a reward reply that did not decode, or answered another request
+  env_failed = 8,       // the environment failed mid-episode (its process crashed, hung or answered garbage)
+};
+inline constexpr std::size_t kInfraFailureCodes = 9;  // none included: the size of a count per code
+const char* to_string(InfraFailure f);
+// Whether asking another reward worker may give the outcome.
+inline bool retryable(InfraFailure f) {
+  return f != InfraFailure::none && f != InfraFailure::bad_request && f != InfraFailure::no_reward_pool &&
+         f != InfraFailure::env_failed;
+}
+
 // TrajectorySegment: T steps of B environments.
 struct Segment {
   std::uint32_t explorer_id = 0;
@@ -36,11 +60,38 @@ struct Segment {
   std::vector<std::uint8_t> truncated;       // [T, B]
   std::vector<std::uint64_t> policy_versions;  // [T]
   std::vector<float> bootstrap_observations; // [B, obs_dim]
+  // [K, obs_dim] or empty: for each step a time limit cut (truncated, not
+  // terminated; t-major, then env), the observation the episode was cut
+  // in: the truncation bootstraps from its value. Empty (segments of older
+  // builds): the step's own observation stands in, as it did then.
+  std::vector<float> truncation_observations;
   std::vector<float> episode_returns;        // episodes that ended in the segment
   std::vector<std::uint32_t> episode_lengths;
   std::uint64_t created_unix_ns = 0;
   std::uint32_t lost_episodes = 0;           // episodes cut by env failures in this segment
   std::optional<TokenRows> tokens;           // a token policy's segment (obs_dim 0)
+  // Infrastructure failures (InfraFailure). `masked` [T, B] or empty:
+  // 1 = the step belongs to an episode whose outcome the machinery failed
+  // to give: no loss of any kind is computed on it. `masked_rows`: the
+  // reason of each masked episode. `infra_failures`: every failure this
+  // segment's episodes met, retried ones included, counted by code
+  // (kInfraFailureCodes entries, or empty for none); `reward_retries`:
+  // reward requests asked again.
+  std::vector<std::uint8_t> masked;
+  std::vector<std::uint8_t> masked_rows;
+  std::vector<std::uint32_t> infra_failures;
+  std::uint32_t reward_retries = 0;
+
+  // Marks the steps of env `env` from `first` to `last` (inclusive) as
+  // masked, and counts one masked episode (and one failure) of `why`. A
+  // token segment's row is its episode: masked whole, its return kept in
+  // place (one per row) and left out of the mean by the learner.
+  void mask_episode(std::uint32_t first, std::uint32_t last, std::uint32_t env, InfraFailure why);
+  // Counts a failure the machinery met (the episode may still be scored).
+  void count_failure(InfraFailure why, std::uint32_t n = 1);
+  bool step_masked(std::size_t t, std::size_t env) const {
+    return !masked.empty() && masked[t * num_envs + env] != 0;
+  }
 
   // The version of the oldest step (what admission measures lag from).
   std::uint64_t oldest_version() const;
@@ -48,6 +99,8 @@ struct Segment {
   std::uint64_t newest_version() const;
   // Steps taken: T x B, or for a token segment the tokens sampled.
   std::uint64_t env_steps() const;
+  // Steps a time limit cut (truncated and not terminated): K.
+  std::size_t truncations() const;
 };
 
 enum class Verdict : std::uint8_t { trained = 0, dropped_stale = 1, rejected = 2 };
@@ -116,6 +169,10 @@ struct EnvStepResultData {
   std::uint64_t step_index = 0;
   std::vector<std::uint8_t> lost;        // [B] or empty: 1 = episode cut by an env failure (not a real end)
   std::vector<std::string> reward_payloads;  // [B] or empty: deferred-reward payloads of ended episodes
+  // [B, obs_dim] or empty: for an env whose episode a time limit cut at
+  // this step (truncated, not terminated), the observation it was cut in
+  // (`observations` holds the next episode's first); other rows unused.
+  std::vector<float> final_observations;
 };
 
 struct RewardRequestData {
@@ -131,9 +188,10 @@ inline constexpr std::size_t kMaxHintBytes = 1024;
 struct RewardResultData {
   std::uint64_t request_id = 0;
   float score = 0;
-  bool ok = true;
+  bool ok = true;     // false when the score means nothing (then `failure` says why)
   std::string reason;
-  std::string hint;  // a failing input with its expected output ("" none)
+  std::string hint;   // a failing input with its expected output ("" none)
+  InfraFailure failure = InfraFailure::none;  // the machinery failed: not a score
 };
 
 enum class Role : std::uint8_t { learner, weight_store, explorer, env, reward, recorder, evaluator };
@@ -197,6 +255,10 @@ struct MetricsData {
   float hint_kl = 0;                 // token policy, last update
   std::uint64_t hinted_rows = 0;     // token policy, cumulative
   std::uint64_t skipped_rows = 0;    // token policy, cumulative
+  // Infrastructure failures in the segments received, cumulative:
+  std::uint64_t reward_retries = 0;  // reward requests asked again
+  std::uint64_t rows_masked = 0;     // episodes masked out (no outcome)
+  std::vector<std::uint64_t> infra_failures;  // failures met, by InfraFailure code (kInfraFailureCodes entries)
 };
 
 struct ScaleCommandData {

@@ -112,7 +112,8 @@ TokenRowsBatch token_rows(const std::vector<const Segment*>& segments, std::int6
         }
       }
       out.rewards.push_back(s->rewards[(Ps + len - 1) * Bs + b]);
-      out.hints.push_back(k.hints.empty() ? std::string() : k.hints[b]);
+      out.masked.push_back(s->step_masked(static_cast<std::size_t>(Ps), static_cast<std::size_t>(b)) ? 1 : 0);
+      out.hints.push_back(k.hints.empty() || out.masked.back() ? std::string() : k.hints[b]);
       g.lengths.push_back(len);
       g.ended.push_back(s->terminated[(Ps + len - 1) * Bs + b] != 0);
     }

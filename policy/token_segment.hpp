@@ -25,6 +25,7 @@ struct TokenRowsBatch {
   std::vector<float> rewards;
   std::int64_t group_size = 1;
   std::vector<std::string> hints;  // [B]: each row's hint ("" none)
+  std::vector<std::uint8_t> masked;  // [B]: 1 = the row got no outcome (the machinery failed): no loss on it
 };
 TokenRowsBatch token_rows(const std::vector<const Segment*>& segments, std::int64_t layers, std::int64_t top_k);
 

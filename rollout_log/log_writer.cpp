@@ -105,6 +105,7 @@ LogWriter::~LogWriter() { (void)close(); }
 Result<void> LogWriter::open_file(std::uint64_t number) {
   file_number_ = number;
   file_bytes_ = 0;
+  index_bytes_ = 0;
   const auto data = logfiles::data_path(options_.dir, number), index = logfiles::index_path(options_.dir, number);
   data_ = std::fopen(data.c_str(), "wbx");  // never overwrite a file of the log
   if (!data_) return io_error(data, "cannot create");
@@ -125,8 +126,35 @@ Result<void> LogWriter::close() {
   return {};
 }
 
+bool LogWriter::write(std::FILE* f, std::span<const std::byte> bytes) {
+  if (total_io_ + bytes.size() > options_.fail_after_bytes) {  // injected: a disk that fills here
+    const auto room = options_.fail_after_bytes > total_io_ ? options_.fail_after_bytes - total_io_ : 0;
+    if (room > 0) write_all(f, bytes.first(room));
+    total_io_ += room;
+    errno = ENOSPC;
+    return false;
+  }
+  total_io_ += bytes.size();
+  return write_all(f, bytes);
+}
+
+Result<void> LogWriter::fail(const std::filesystem::path& file, const std::string& what) {
+  const int err = errno;
+  // Cut both files back to the last whole entry: the log stays readable.
+  std::fflush(data_);
+  std::fflush(index_);
+  const bool cut = ::ftruncate(fileno(data_), static_cast<off_t>(file_bytes_)) == 0 &&
+                   ::ftruncate(fileno(index_), static_cast<off_t>(index_bytes_)) == 0;
+  std::fseek(data_, 0, SEEK_END);
+  std::fseek(index_, 0, SEEK_END);
+  failure_ = make_error(Errc::io, fmt::format("{}: {} ({}){}", file.string(), what, std::strerror(err),
+                                              cut ? "" : "; the file could not be cut back to its last whole entry"));
+  return *failure_;
+}
+
 Result<void> LogWriter::append(const EncodedEntry& e, LogKind kind) {
   const std::uint64_t size = e.buf.size();
+  if (failure_) return make_error(Errc::io, fmt::format("nothing is written after entry {}: {}", next_seq_, failure_->message));
   if (!data_) return make_error(Errc::io, "the log is closed");
   if (file_bytes_ > 0 && file_bytes_ + size > options_.file_bytes) {
     auto closed = close();
@@ -135,10 +163,11 @@ Result<void> LogWriter::append(const EncodedEntry& e, LogKind kind) {
     if (!opened) return opened;
   }
   const auto data_file = logfiles::data_path(options_.dir, file_number_);
-  if (!write_all(data_, e.buf.bytes())) return io_error(data_file, "write failed");
+  if (!write(data_, e.buf.bytes())) return fail(data_file, "write failed");
   const IndexEntryData ie{next_seq_, file_bytes_, size, e.checksum, kind};
-  if (!write_all(index_, encode_index_entry(ie).bytes()))
-    return io_error(logfiles::index_path(options_.dir, file_number_), "write failed");
+  const auto index_entry = encode_index_entry(ie);
+  if (!write(index_, index_entry.bytes())) return fail(logfiles::index_path(options_.dir, file_number_), "write failed");
+  index_bytes_ += index_entry.size();
   file_bytes_ += size;
   bytes_ += size;
   ++written_;

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <random>
 
+#include <fmt/format.h>
+
 namespace rlx {
 
 namespace {
@@ -13,6 +15,16 @@ double since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
+
+std::string ExactReplay::first_divergence() const {
+  if (!mismatches.empty()) {
+    const auto& m = mismatches.front();
+    return fmt::format("v{} ({} at byte {}): replayed v{} with checksum {:016x}, the log holds {:016x}", m.version,
+                       m.where.file, m.where.offset, m.replayed_version, m.replayed_checksum, m.recorded_checksum);
+  }
+  if (admission_mismatches) return fmt::format("{} segments admitted at another version than the log's", admission_mismatches);
+  return "";
+}
 
 Result<ExactReplay> replay_exact(const std::filesystem::path& log, const LearnerCoreOptions& core_options,
                                  const ReadOptions& read, const ReplayProgress& progress,

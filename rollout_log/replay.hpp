@@ -42,7 +42,12 @@ struct ExactReplay {
   std::uint64_t last_version = 0, last_checksum = 0;
   std::uint64_t skipped = 0;               // arrivals a starting checkpoint already held
   double seconds = 0;
-  bool identical() const { return versions_checked == versions_matched && admission_mismatches == 0; }
+  // A replayed version differs from the log's, or a segment was admitted at another version.
+  bool diverged() const { return versions_checked != versions_matched || admission_mismatches != 0; }
+  // At least one version was checked and none diverged (nothing checked proves nothing).
+  bool identical() const { return versions_checked > 0 && !diverged(); }
+  // The first divergence, in words ("" none).
+  std::string first_divergence() const;
 };
 
 // With `start` (a core loaded from a checkpoint) the replay goes on from

@@ -29,6 +29,12 @@ double max_diff(const WeightSetData& a, const WeightSetData& b);
 
 // A fresh, empty directory of this test process (named `name`-pid under
 // the system's temporary directory), removed with everything in it.
+// Ends this test's process as skipped, saying why on stderr: for a test
+// that cannot run on this machine (ctest shows it as skipped, through the
+// suite's SKIP_RETURN_CODE 77, never as passed). Objects on the stack are
+// not destroyed: clean up first.
+[[noreturn]] void skip_test(const std::string& why);
+
 struct TempDir {
   std::filesystem::path path;
   explicit TempDir(const std::string& name)

@@ -32,10 +32,14 @@ namespace {
 void print_status(const Status& s) {
   static const bool tty = isatty(STDERR_FILENO);
   auto line = fmt::format("[{:7.1f}s] steps {:>9} ({:>7.0f}/s) episodes {:>6} return {:>6.1f} v{:<5} lag {:.2f}/{} "
-                          "trained {} dropped {} rejected {}{} explorers {}{} nodes {}{}",
+                          "trained {} dropped {} rejected {}{}{} explorers {}{} nodes {}{}",
                           s.time_s, s.env_steps, s.steps_per_s, s.episodes, s.mean_return, s.policy_version,
                           s.lag_mean, s.lag_max, s.trained, s.dropped_stale, s.rejected,
-                          s.lost ? fmt::format(" lost {}", s.lost) : "", s.explorers,
+                          s.lost ? fmt::format(" lost {}", s.lost) : "",
+                          s.infra_failures.empty() ? std::string()
+                                                   : fmt::format(" infra [{}] masked {} retried {}", s.infra_failures,
+                                                                 s.rows_masked, s.reward_retries),
+                          s.explorers,
                           s.reward_workers ? fmt::format(" rewards {}", s.reward_workers) : "", s.nodes,
                           std::isnan(s.pass_at_1) ? std::string()
                                                   : fmt::format(" pass@1 {:.3f} (v{})", s.pass_at_1, s.eval_version));
@@ -148,6 +152,7 @@ int launch_command(const LaunchArgs& args) {
   Logger log = root_logger(*config, args.log_level);
   RunOptions options;
   options.resume = args.resume;
+  options.resume_diverged = args.resume_diverged;
   options.start_remote_rank = remote_rank_starter(*config, log);
   if (!config->multi_node() && !config->launch.listen) return run_head(*config, envs, log, signals, options, nullptr);
 
@@ -264,6 +269,7 @@ int node_command(const NodeArgs& args) {
   if (node->name == config->head().name) {
     RunOptions options;
     options.resume = args.resume;
+    options.resume_diverged = args.resume_diverged;
     options.serve = true;
     options.secret = *secret;
     options.start_remote_rank = remote_rank_starter(*config, log);

@@ -17,6 +17,7 @@ struct LaunchArgs {
   std::string log_level;
   std::string secret_file;  // the cluster secret (else RLX_CLUSTER_SECRET[_FILE], else a fresh one for local nodes)
   bool resume = false;
+  bool resume_diverged = false;  // with --resume: even when the replay differs from the log
 };
 
 struct NodeArgs {
@@ -33,6 +34,7 @@ struct NodeArgs {
   std::string secret_file;
   std::string log_level;
   bool resume = false;      // head only
+  bool resume_diverged = false;
 };
 
 // The topology at `path` (empty: the embedded cluster.toml), or a message

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   launch_cmd->add_option("config", launch_args.config, "a cluster.toml");
   launch_cmd->add_option("--log-level", launch_args.log_level, "trace|debug|info|warn|error|off (overrides [log] level)");
   launch_cmd->add_flag("--resume", launch_args.resume, "continue the run recorded in log_dir (the learner is rebuilt from the rollout log)");
+  launch_cmd->add_flag("--resume-diverged", launch_args.resume_diverged,
+                       "with --resume: go on even when the replayed learner differs from the log (refused otherwise)");
   launch_cmd->add_option("--secret-file", launch_args.secret_file, "the cluster secret, for multi-node topologies");
   rlx::NodeArgs node_args;
   auto* node_cmd = app.add_subcommand("node", "run one [[node]] of a topology (what launch starts on every host)");
@@ -38,6 +40,8 @@ int main(int argc, char** argv) {
   node_cmd->add_option("--secret-file", node_args.secret_file, "file holding the cluster secret (else RLX_CLUSTER_SECRET[_FILE])");
   node_cmd->add_option("--log-level", node_args.log_level, "trace|debug|info|warn|error|off (overrides [log] level)");
   node_cmd->add_flag("--resume", node_args.resume, "head only: continue the run recorded in log_dir");
+  node_cmd->add_flag("--resume-diverged", node_args.resume_diverged,
+                     "head only, with --resume: go on even when the replayed learner differs from the log");
   rlx::ScaleArgs scale_args;
   auto* scale_cmd = app.add_subcommand("scale", "change the number of explorers and reward workers of a running cluster");
   scale_cmd->add_option("--head", scale_args.head, "HOST:PORT of the head (its log_dir/head.addr)")->required();

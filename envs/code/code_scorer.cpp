@@ -17,12 +17,18 @@ RewardResultData CodeScorer::score(const RewardRequestData& request) const {
   auto task = code_task(request.task);
   if (!task) {
     out.ok = false;
+    out.failure = InfraFailure::bad_request;
     out.reason = task.error().message;
     return out;
   }
   const ProgramScore s = score_program(sandbox_, request.payload, task->function, task->hidden);
-  out.score = static_cast<float>(s.reward);
   out.reason = s.reason;
+  if (s.failure != InfraFailure::none) {
+    out.ok = false;
+    out.failure = s.failure;
+    return out;
+  }
+  out.score = static_cast<float>(s.reward);
   if (s.first_failed) {
     out.hint = example_line(task->function, task->hidden[*s.first_failed]);
     if (out.hint.size() > kMaxHintBytes) out.hint.clear();  // a test too large to show

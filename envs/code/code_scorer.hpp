@@ -3,7 +3,8 @@
 // defining the task's function). The hidden tests are rebuilt from the id
 // and the program runs against them in the sandbox; the score is the
 // fraction passed, with the reason ("passed 6 of 8", "timed out", ...).
-// An unknown task id is not a score: ok = false, with the reason.
+// An unknown task id is not a score: ok = false, failure bad_request, with
+// the reason; nor is a run whose sandbox failed (failure says which).
 #pragma once
 
 #include <memory>

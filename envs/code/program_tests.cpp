@@ -76,7 +76,16 @@ ProgramScore score_program(const Sandbox& sandbox, const std::string& solution, 
     }
   }
   s.reward = s.total ? static_cast<double>(s.passed) / static_cast<double>(s.total) : 0.0;
-  if (!s.run.ok()) {
+  if (s.run.machinery_failed()) {
+    s.failure = s.run.end == SandboxRun::End::not_started    ? InfraFailure::sandbox_start
+                : s.run.end == SandboxRun::End::setup_failed ? InfraFailure::sandbox_setup
+                                                             : InfraFailure::overloaded;
+    s.passed = 0;
+    s.reward = 0;
+    s.first_failed.reset();
+    const std::string err = last_line(s.run.err);
+    s.reason = "not scored (" + std::string(to_string(s.failure)) + "): " + s.run.reason() + (err.empty() ? "" : " (" + err + ")");
+  } else if (!s.run.ok()) {
     // Whatever it answered before, a program that did not end cleanly scores 0.
     s.passed = 0;
     s.reward = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "envs/code/sandbox.hpp"
+#include "messages/types.hpp"
 
 namespace rlx {
 
@@ -26,6 +27,9 @@ struct ProgramScore {
   std::string reason;         // "passed 3 of 4", or why nothing could be scored
   std::optional<std::size_t> first_failed;  // the first test not passed (none when all passed)
   SandboxRun run;             // what the sandbox saw
+  // The sandbox's machinery failed (run.machinery_failed()): the program
+  // was not judged, and `reward` means nothing.
+  InfraFailure failure = InfraFailure::none;
 };
 
 // A test as a line of a task's prompt: "# f(*[2, 3]) == 5\n" (the visible

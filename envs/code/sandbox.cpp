@@ -6,8 +6,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <tuple>
 #include <vector>
 
 #include <fcntl.h>
@@ -77,9 +80,51 @@ std::uint64_t processes_of(uid_t uid) {
   return n;
 }
 
+// CPU time and run-queue wait (seconds) of process `root` and all its
+// descendants now, from /proc/PID/task/TID/schedstat ({0, 0} where the
+// kernel keeps no schedstat). Read before a timed-out run is killed.
+std::pair<double, double> tree_schedstat(pid_t root) {
+  std::map<pid_t, std::vector<pid_t>> children;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto paren = line.rfind(')');  // the command may hold spaces and parentheses
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(line.substr(paren + 1));
+    std::string state;
+    pid_t ppid = 0;
+    if (rest >> state >> ppid) children[ppid].push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  double cpu = 0, waited = 0;
+  std::vector<pid_t> todo{root};
+  while (!todo.empty()) {
+    const pid_t p = todo.back();
+    todo.pop_back();
+    for (const auto& task : fs::directory_iterator(fs::path("/proc") / std::to_string(p) / "task", ec)) {
+      std::ifstream in(task.path() / "schedstat");
+      double run_ns = 0, wait_ns = 0;
+      if (in >> run_ns >> wait_ns) cpu += run_ns * 1e-9, waited += wait_ns * 1e-9;
+    }
+    if (auto c = children.find(p); c != children.end()) todo.insert(todo.end(), c->second.begin(), c->second.end());
+  }
+  return {cpu, waited};
+}
+
+// Python's first lines in the sandbox, before the program's: one byte on
+// fd 3 says the machinery worked (bwrap set the sandbox up, the interpreter
+// started); the program then runs as __main__ under its own file name.
+std::string launcher(const std::string& program_path) {
+  return "import os\nos.write(3, b'\\x01')\nos.close(3)\ndel os\n__file__ = '" + program_path +
+         "'\nexec(compile(open(__file__, 'rb').read(), __file__, 'exec'))\n";
+}
+
 // What the child needs, all of it built before it exists.
 struct ChildSetup {
-  int in, out, err;
+  int in, out, err, mark;
   rlim_t cpu, bytes, file, nproc;
   bool root;
   uid_t uid;
@@ -106,6 +151,8 @@ struct ChildSetup {
   dup2(s.in, 0);
   dup2(s.out, 1);
   dup2(s.err, 2);
+  if (s.mark == 3) fcntl(3, F_SETFD, 0);  // dup2 onto itself would keep close-on-exec
+  else dup2(s.mark, 3);
   set_limit(RLIMIT_CPU, s.cpu, s.cpu + 1);
   set_limit(RLIMIT_AS, s.bytes, s.bytes);
   set_limit(RLIMIT_FSIZE, s.file, s.file);
@@ -141,6 +188,12 @@ std::string SandboxRun::reason() const {
       return fmt::format("killed by signal {} ({})", signal, strsignal(signal));
     case End::not_started:
       return "could not start: " + err;
+    case End::setup_failed:
+      return fmt::format("the sandbox failed before the program ran (exit code {})", exit_code);
+    case End::starved:
+      return fmt::format("timed out after {:.1f} s while waiting {:.1f} s for a CPU and running {:.1f} s: an overloaded "
+                         "machine",
+                         wall_s, waited_s, cpu_s);
   }
   return "";
 }
@@ -196,16 +249,16 @@ SandboxRun Sandbox::execute(const std::string& program, const std::string& input
             "--size", tmp_bytes, "--tmpfs", "/tmp", "--ro-bind", dir.path.string(), "/sandbox",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
             "--setenv", "LANG", "C.UTF-8", "--chdir", "/tmp", "--",
-            options_.python, "-I", "/sandbox/program.py"};
+            options_.python, "-I", "-c", launcher("/sandbox/program.py")};
   } else {
-    args = {options_.python, "-I", (dir.path / "program.py").string()};
+    args = {options_.python, "-I", "-c", launcher((dir.path / "program.py").string())};
   }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  Pipe in, out, err;
-  if (!in.open() || !out.open() || !err.open()) {
+  Pipe in, out, err, mark;
+  if (!in.open() || !out.open() || !err.open() || !mark.open()) {
     r.err = std::string("pipe: ") + std::strerror(errno);
     return r;
   }
@@ -220,7 +273,7 @@ SandboxRun Sandbox::execute(const std::string& program, const std::string& input
   const auto cpu = static_cast<rlim_t>(std::max(1.0, std::ceil(lim.cpu_s)));
   const auto bytes = static_cast<rlim_t>(lim.memory_mb << 20);
   const auto file = static_cast<rlim_t>(lim.file_mb << 20);
-  ChildSetup setup{in.fd[0], out.fd[1], err.fd[1], cpu, bytes, file, nproc, root, uid, argv.data(), {}};
+  ChildSetup setup{in.fd[0], out.fd[1], err.fd[1], mark.fd[1], cpu, bytes, file, nproc, root, uid, argv.data(), {}};
   // Signals stay blocked from before vfork until the child has reset its
   // handlers: no handler of this process runs in the child.
   sigset_t all;
@@ -237,6 +290,7 @@ SandboxRun Sandbox::execute(const std::string& program, const std::string& input
   in.close_end(0);
   out.close_end(1);
   err.close_end(1);
+  mark.close_end(1);
   for (int fd : {in.fd[1], out.fd[0], err.fd[0]}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   if (input.empty()) in.close_end(1);
 
@@ -246,6 +300,7 @@ SandboxRun Sandbox::execute(const std::string& program, const std::string& input
     if (killed) return;
     killed = true;
     r.end = why;
+    if (why == SandboxRun::End::timed_out) std::tie(r.cpu_s, r.waited_s) = tree_schedstat(pid);
     kill(pid, SIGKILL);  // bwrap: its namespace dies with it (--die-with-parent)
   };
   char buf[65536];
@@ -279,10 +334,41 @@ SandboxRun Sandbox::execute(const std::string& program, const std::string& input
       }
     }
   }
+  // Its pipes are closed, but it may live on (a program that closes its
+  // output and sleeps): the wall clock bounds this wait too (a pidfd
+  // polled until the deadline; without one, waitpid polled every ms).
   int status = 0;
-  waitpid(pid, &status, 0);
+  if (!killed) {
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    if (pidfd >= 0) {
+      pollfd p{pidfd, POLLIN, 0};
+      const double left = lim.wall_s - since(started);
+      if (left <= 0 || poll(&p, 1, static_cast<int>(std::ceil(left * 1000))) == 0) kill_it(SandboxRun::End::timed_out);
+      ::close(pidfd);
+    } else {
+      while (!killed && waitpid(pid, &status, WNOHANG) == 0) {
+        if (since(started) >= lim.wall_s) kill_it(SandboxRun::End::timed_out);
+        else ::usleep(1000);
+      }
+    }
+  }
+  waitpid(pid, &status, 0);  // ended, or SIGKILLed: it ends now
   r.wall_s = since(started);
-  if (killed) return r;
+  char byte = 0;
+  fcntl(mark.fd[0], F_SETFL, fcntl(mark.fd[0], F_GETFL) | O_NONBLOCK);
+  const bool program_ran = read(mark.fd[0], &byte, 1) == 1;
+  if (killed) {
+    // Killed at the wall clock having waited for a CPU more than it ran and
+    // for at least half the wall clock, with less than its CPU budget used
+    // in all (a program that starves itself with busy processes uses far
+    // more; one that sleeps or blocks waits for no CPU): the machine was
+    // overloaded, not the program slow.
+    if (r.end == SandboxRun::End::timed_out && r.waited_s > r.cpu_s && r.waited_s >= 0.5 * lim.wall_s &&
+        r.cpu_s < lim.cpu_s)
+      r.end = SandboxRun::End::starved;
+    if (!program_ran && r.end == SandboxRun::End::timed_out) r.end = SandboxRun::End::setup_failed;
+    return r;
+  }
   if (WIFEXITED(status)) {
     r.end = SandboxRun::End::exited;
     r.exit_code = WEXITSTATUS(status);
@@ -297,6 +383,10 @@ SandboxRun Sandbox::execute(const std::string& program, const std::string& input
   }
   if (r.end == SandboxRun::End::signalled && (r.signal == SIGXCPU || (r.signal == SIGKILL && r.wall_s >= lim.cpu_s)))
     r.end = SandboxRun::End::cpu_limit;
+  // Ended before the launcher's first line: bwrap's own setup (its exit
+  // code 1 is also a Python exception's, so the code cannot tell) or the
+  // interpreter failed.
+  if (!program_ran) r.end = SandboxRun::End::setup_failed;
   return r;
 }
 

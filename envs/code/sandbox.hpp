@@ -44,14 +44,22 @@ struct SandboxRun {
     cpu_limit,       // RLIMIT_CPU: killed by SIGXCPU/SIGKILL
     output_limit,    // wrote more than output_bytes: killed
     signalled,       // died of another signal
-    not_started,     // bwrap could not start (the reason is in err)
+    // Failures of the machinery, not of the program (its outcome is unknown):
+    not_started,     // the run could not be set up: temp dir, pipe, fork/vfork (the reason is in err)
+    setup_failed,    // bwrap or the interpreter failed before the program's first line ran
+    starved,         // wall-clock timeout while the program waited for a CPU more than it ran (an overloaded machine)
   };
   End end = End::not_started;
   int exit_code = -1;
   int signal = 0;
   std::string out, err;                // what it wrote (each capped at output_bytes)
   double wall_s = 0;
+  // A timed-out run's processes: CPU time used and time spent runnable,
+  // waiting for a CPU (/proc/PID/schedstat; both 0 where it is missing).
+  double cpu_s = 0, waited_s = 0;
   bool ok() const { return end == End::exited && exit_code == 0; }
+  // The machinery failed: the program's own behaviour decided nothing.
+  bool machinery_failed() const { return end == End::not_started || end == End::setup_failed || end == End::starved; }
   // One line: why it did not end cleanly ("" when ok()).
   std::string reason() const;
 };

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "messages/extenv.capnp.h"
+#include "messages/extenv_codec.hpp"
 #include "messages/stream_frame.hpp"
 
 extern char** environ;
@@ -225,110 +226,38 @@ std::vector<unsigned char> make_request(EnvProtocol protocol, Fill&& fill) {
   return to_bytes(capnp::messageToFlatArray(mb));
 }
 
-// Decodes a reply into `mb` (JSON) or returns a reader (Cap'n Proto).
-template <class Use>
-bool with_reply(EnvProtocol protocol, const std::vector<unsigned char>& reply, std::string& why, Use&& use) {
-  try {
-    if (protocol == EnvProtocol::json) {
-      capnp::JsonCodec codec;
-      capnp::MallocMessageBuilder mb;
-      auto root = mb.initRoot<wire::EnvResponse>();
-      codec.decode(kj::ArrayPtr<const char>(reinterpret_cast<const char*>(reply.data()), reply.size()), root);
-      return use(root.asReader());
-    }
-    kj::Array<capnp::word> words = kj::heapArray<capnp::word>(reply.size() / 8);
-    std::memcpy(words.begin(), reply.data(), words.size() * 8);
-    capnp::FlatArrayMessageReader reader(words);
-    return use(reader.getRoot<wire::EnvResponse>());
-  } catch (const kj::Exception& e) {
-    std::string text(reply.begin(), reply.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(reply.size(), 60)));
-    why = "garbage: " + std::string(e.getDescription().cStr()).substr(0, 120) + " (got \"" + text + "\")";
-    return false;
-  }
-}
-
-// True when the reply is of the `want` kind; else says why (the env's own
-// error, or a reply of another kind).
-bool reply_is(wire::EnvResponse::Reader r, wire::EnvResponse::Which want, std::string& why) {
-  if (r.which() == want) return true;
-  why = r.isError() ? std::string("the env reported: ") + r.getError().cStr()
-                    : std::string("garbage: expected a ") + (want == wire::EnvResponse::SPEC ? "spec" : "result");
-  return false;
-}
-
 }  // namespace
 
 bool ExternalEnv::call_spec(std::string& why) {
   std::vector<unsigned char> reply;
   if (!exchange(make_request(options_.protocol, [](auto r) { r.setSpec(); }), reply, why)) return false;
-  return with_reply(options_.protocol, reply, why, [&](wire::EnvResponse::Reader r) {
-    if (!reply_is(r, wire::EnvResponse::SPEC, why)) return false;
-    auto s = r.getSpec();
-    if (s.getObsDim() == 0 || s.getNumActions() == 0 || s.getObsDim() > 1 << 20) {
-      why = "a spec with obsDim " + std::to_string(s.getObsDim()) + " and numActions " +
-            std::to_string(s.getNumActions());
-      return false;
-    }
-    EnvSpec spec{s.getName().cStr(), static_cast<int>(s.getObsDim()), static_cast<int>(s.getNumActions()),
-                 static_cast<int>(s.getMaxEpisodeSteps())};
-    if (spec_.obs_dim != 0 && (spec.obs_dim != spec_.obs_dim || spec.num_actions != spec_.num_actions)) {
-      why = "the restarted process changed its spec";
-      return false;
-    }
-    spec_ = spec;
-    return true;
-  });
+  auto s = parse_ext_env_spec(options_.protocol, reply);
+  if (!s) {
+    why = s.error().message;
+    return false;
+  }
+  EnvSpec spec{s->name, static_cast<int>(s->obs_dim), static_cast<int>(s->num_actions),
+               static_cast<int>(s->max_episode_steps)};
+  if (spec_.obs_dim != 0 && (spec.obs_dim != spec_.obs_dim || spec.num_actions != spec_.num_actions)) {
+    why = "the restarted process changed its spec";
+    return false;
+  }
+  spec_ = spec;
+  return true;
 }
 
 bool ExternalEnv::parse_result(const std::vector<unsigned char>& reply, EnvStepResultData& out, std::string& why) {
-  return with_reply(options_.protocol, reply, why, [&](wire::EnvResponse::Reader r) {
-    if (!reply_is(r, wire::EnvResponse::RESULT, why)) return false;
-    auto b = r.getResult();
-    const auto B = static_cast<std::size_t>(num_envs_), D = static_cast<std::size_t>(spec_.obs_dim);
-    if (b.getObservations().size() != B * D || b.getRewards().size() != B || b.getTerminated().size() != B ||
-        b.getTruncated().size() != B) {
-      why = "wrong sizes: " + std::to_string(b.getObservations().size()) + " observation floats (want " +
-            std::to_string(B * D) + "), " + std::to_string(b.getRewards().size()) + " rewards (want " +
-            std::to_string(B) + ")";
-      return false;
-    }
-    out.obs_dim = static_cast<std::uint32_t>(D);
-    out.observations.clear();
-    for (float f : b.getObservations()) out.observations.push_back(f);
-    out.rewards.clear();
-    for (float f : b.getRewards()) out.rewards.push_back(f);
-    out.terminated.resize(B);
-    out.truncated.resize(B);
-    for (std::size_t i = 0; i < B; ++i) {
-      out.terminated[i] = b.getTerminated()[i];
-      out.truncated[i] = b.getTruncated()[i];
-    }
-    out.lost.assign(B, 0);
-    if (b.getHints().size() != 0 && b.getHints().size() != B) {
-      why = "wrong sizes: " + std::to_string(b.getHints().size()) + " hints (want 0 or " + std::to_string(B) + ")";
-      return false;
-    }
-    if (b.getRewardPayloads().size() != 0 && b.getRewardPayloads().size() != B) {
-      why = "wrong sizes: " + std::to_string(b.getRewardPayloads().size()) + " reward payloads (want 0 or " +
-            std::to_string(B) + ")";
-      return false;
-    }
-    for (auto h : b.getHints())
-      if (h.size()) options_.log->debug("{}: hint: {}", options_.name, h.cStr());
-    out.reward_payloads.clear();
-    for (auto p : b.getRewardPayloads()) out.reward_payloads.emplace_back(p.cStr());
-    for (float f : out.observations)
-      if (!std::isfinite(f)) {
-        why = "a non-finite observation";
-        return false;
-      }
-    for (float f : out.rewards)
-      if (!std::isfinite(f)) {
-        why = "a non-finite reward";
-        return false;
-      }
-    return true;
-  });
+  std::vector<std::string> hints;
+  auto r = parse_ext_env_result(options_.protocol, reply, static_cast<std::size_t>(num_envs_),
+                                static_cast<std::size_t>(spec_.obs_dim), &hints);
+  if (!r) {
+    why = r.error().message;
+    return false;
+  }
+  for (const auto& h : hints)
+    if (!h.empty()) options_.log->debug("{}: hint: {}", options_.name, h);
+  out = std::move(*r);
+  return true;
 }
 
 bool ExternalEnv::call_reset(EnvStepResultData& out, std::string& why) {

@@ -52,9 +52,11 @@ class CartPole:
         return 1.0, terminated, truncated
 
 
-def result(observations, rewards, terminated, truncated):
-    return {"result": {"observations": observations, "rewards": rewards,
-                       "terminated": terminated, "truncated": truncated}}
+def result(observations, rewards, terminated, truncated, final=None):
+    r = {"observations": observations, "rewards": rewards, "terminated": terminated, "truncated": truncated}
+    if final:  # the states time limits cut episodes in (the value bootstrap's)
+        r["finalObservations"] = final
+    return {"result": r}
 
 
 def main():
@@ -75,14 +77,15 @@ def main():
         elif "step" in request:
             if step_s > 0:
                 time.sleep(step_s)
-            obs, rewards, terms, truncs = [], [], [], []
+            obs, rewards, terms, truncs, final = [], [], [], [], []
             for env, action in zip(envs, request["step"]):
                 reward, term, trunc = env.step(int(action))
                 rewards.append(reward)
                 terms.append(term)
                 truncs.append(trunc)
+                final.extend(env.state)
                 obs.extend(env.reset() if term or trunc else env.state)  # ended envs reset themselves
-            reply = result(obs, rewards, terms, truncs)
+            reply = result(obs, rewards, terms, truncs, final if any(truncs) else None)
         elif "close" in request:
             return
         else:

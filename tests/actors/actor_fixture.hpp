@@ -60,6 +60,7 @@ inline coordinator_actor::behavior_type stub_coordinator(coordinator_actor::poin
         if (sink) caf::anon_send(sink, produced_atom::value, id, n);
       },
       [](stop_atom, const std::string&) {},
+      [](unrecorded_atom, std::uint64_t, const std::string&) {},
       [](scale_atom, std::int32_t, std::int32_t) { return std::string(); },
   };
 }

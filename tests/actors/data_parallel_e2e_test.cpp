@@ -127,18 +127,16 @@ TEST_CASE("killing a learner rank fails the run with a clear error instead of a 
 
 TEST_CASE("a token-policy run trains on two learner rank processes, accounts for every segment and replays exactly",
           "[actors][dp][e2e][token][slow]") {
-  const auto dir = std::filesystem::temp_directory_path() / "rlx-dp-tokens";
-  std::filesystem::remove_all(dir);
-  auto cfg = test::parse(test::token_toml("tokens:arithmetic", dir.string(), R"(max_len = 24
+  const test::TempDir t("rlx-dp-tokens");
+  const auto& dir = t.path;
+  auto cfg = test::token_config("tokens:arithmetic", dir, R"(max_len = 24
 [tokens]
 group_size = 4
 max_new_tokens = 4
 eval_tasks = 0
-)") + "explorers = 2\nenvs_per_explorer = 16\nrewards = 0\n");
-  INFO((cfg ? "" : cfg.error().message));
-  REQUIRE(cfg.ok());
-  cfg->learner.ranks = 2;  // 1 segment per rank: 2 an update
-  RunResult r = run_cluster(*cfg, builtin_envs(), {}, null_logger(), binary_options());
+)", "explorers = 2\nenvs_per_explorer = 16\nrewards = 0\n");
+  cfg.learner.ranks = 2;  // 1 segment per rank: 2 an update
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger(), binary_options());
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::budget);
   const auto line = test::last_metrics_line(dir);

@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -41,10 +43,11 @@ std::uint64_t count_records(const std::filesystem::path& log_dir) {
   return n;
 }
 
-// The default topology writing into a fresh temporary log directory.
+// The default topology writing into a fresh temporary log directory of
+// this process's own.
 ClusterConfig e2e_config(const std::string& name, std::filesystem::path* dir) {
   auto cfg = test::default_config();
-  *dir = std::filesystem::temp_directory_path() / name;
+  *dir = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()));
   std::filesystem::remove_all(*dir);
   cfg.run.log_dir = dir->string();
   return cfg;
@@ -132,15 +135,24 @@ TEST_CASE("a run whose env process keeps crashing ends as failed, not hung", "[a
   CHECK(r.summary.find("no explorer left") != std::string::npos);
 }
 
+namespace {
+// The sum task (every step ends a one-step episode whose reward is
+// deferred) with `rewards` reward workers, run to `max_env_steps`.
+ClusterConfig sum_task(const std::string& name, std::filesystem::path* dir, int rewards, std::int64_t max_env_steps) {
+  auto cfg = e2e_config(name, dir);
+  cfg.run.env = std::string("exec:python3 ") + RLX_SOURCE_DIR + "/examples/envs/sum_task.py";
+  cfg.nodes.front().rewards = rewards;
+  cfg.run.stop.max_env_steps = max_env_steps;
+  cfg.run.stop.max_seconds = 0;
+  return cfg;
+}
+}  // namespace
+
 TEST_CASE("a task whose every reward is deferred is learned from the reward pool's scores",
           "[actors][e2e][reward][external]") {
   std::filesystem::path dir;
-  auto cfg = e2e_config("rlx-e2e-deferred", &dir);
-  cfg.run.env = std::string("exec:python3 ") + RLX_SOURCE_DIR + "/examples/envs/sum_task.py";
-  cfg.nodes.front().rewards = 2;
+  auto cfg = sum_task("rlx-e2e-deferred", &dir, 2, 1'000'000);
   cfg.run.stop.mean_return = 0.9;  // a random answer is right 1 time in 5
-  cfg.run.stop.max_env_steps = 1'000'000;
-  cfg.run.stop.max_seconds = 0;
   RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger());
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::solved);
@@ -149,4 +161,73 @@ TEST_CASE("a task whose every reward is deferred is learned from the reward pool
         json_uint(line, "segments_trained") + json_uint(line, "segments_dropped_stale") +
             json_uint(line, "segments_rejected"));
   CHECK(json_uint(line, "segments_in_flight") == 0);
+}
+
+TEST_CASE("a coordinator that dies ends the run as failed within seconds, with every actor gone",
+          "[actors][e2e][defensive]") {
+  std::filesystem::path dir;
+  auto cfg = e2e_config("rlx-e2e-coordinator-dies", &dir);
+  cfg.run.stop.max_env_steps = 100'000'000;
+  cfg.run.stop.max_seconds = 0;
+  RunHooks hooks;
+  // Called from the coordinator's report tick: a handler that throws.
+  hooks.on_status = [](const Status&) { throw std::runtime_error("a broken invariant (test)"); };
+  const auto t0 = std::chrono::steady_clock::now();
+  RunResult r = run_cluster(cfg, builtin_envs(), hooks, null_logger());  // returns once every actor is done
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::failed);
+  CHECK(r.summary.find("the coordinator died") != std::string::npos);
+  CHECK(r.summary.find("a broken invariant (test)") != std::string::npos);
+  CHECK(took < 30.0);
+}
+
+TEST_CASE("deferred rewards without a reward pool are masked, never scored, and counted by reason in metrics.jsonl",
+          "[actors][e2e][reward][infra]") {
+  std::filesystem::path dir;
+  auto cfg = sum_task("rlx-e2e-no-pool", &dir, 0, 4000);
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger());
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::budget);
+  const std::string line = last_line(dir / "metrics.jsonl");
+  INFO(line);
+  // Every step of the sum task ends a one-step episode whose reward is deferred.
+  const auto masked = json_uint(line, "rows_masked");
+  CHECK(masked >= 4000);
+  CHECK(masked == json_uint(line, "env_steps"));
+  CHECK(line.find("\"no_reward_pool\":" + std::to_string(masked)) != std::string::npos);
+  CHECK(json_uint(line, "episodes") == 0);  // none of them is a return
+  CHECK(json_uint(line, "reward_retries") == 0);
+}
+
+TEST_CASE("a rollout log that fails mid-run stops the run naming the file and the error, or is counted with continue",
+          "[actors][e2e][recorder][infra]") {
+  for (const auto on_error : {OnRecordError::stop, OnRecordError::go_on}) {
+    DYNAMIC_SECTION("on_error = " << to_string(on_error)) {
+      std::filesystem::path dir;
+      auto cfg = e2e_config("rlx-e2e-log-full", &dir);
+      cfg.record.on_error = on_error;
+      cfg.run.stop.max_env_steps = 30'000;
+      cfg.run.stop.max_seconds = 0;
+      RunOptions options;
+      options.log_fail_after_bytes = 200'000;  // a disk that fills a few dozen segments into the run
+      RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger(), options);
+      INFO(r.summary);
+      const std::string line = last_line(dir / "metrics.jsonl");
+      INFO(line);
+      const auto unrecorded = json_uint(line, "segments_unrecorded");
+      CHECK(unrecorded >= 1);
+      CHECK(r.summary.find("NOT recorded") != std::string::npos);
+      if (on_error == OnRecordError::stop) {
+        CHECK(r.outcome == RunOutcome::failed);
+        CHECK(r.summary.find("the rollout log could not be written: ") != std::string::npos);
+        CHECK(r.summary.find("rollouts-000000.capnp: write failed (No space left on device)") != std::string::npos);
+        CHECK(json_uint(line, "env_steps") < 30'000);
+      } else {
+        CHECK(r.outcome == RunOutcome::budget);  // it went on to its step budget
+      }
+      // Whatever happened, what the log holds reads back whole.
+      CHECK(count_records(dir) + unrecorded >= json_uint(line, "segments_received"));
+    }
+  }
 }

@@ -75,9 +75,9 @@ TEST_CASE("an explorer rebound to a restarted head drops what the dead head's ne
   auto coordinator = f.system.spawn(test::stub_coordinator, caf::actor{f.self});
   stubs.push_back(caf::actor_cast<caf::actor>(coordinator));
   ExplorerActorOptions eo;
-  eo.rollout = RolloutOptions{3, B, spec.obs_dim, spec.num_actions, T, 1, policy};
-  eo.first_env_id = 40;
-  eo.local_env = factory;
+  eo.work.rollout = RolloutOptions{3, B, spec.obs_dim, spec.num_actions, T, 1, policy};
+  eo.work.first_env_id = 40;
+  eo.work.local_env = factory;
   eo.learner = learner("dead", false);  // never acks: 2 credits, then a segment is held
   eo.weight_store = store;
   eo.coordinator = coordinator;

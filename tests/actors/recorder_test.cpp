@@ -20,7 +20,7 @@ TEST_CASE_METHOD(test::ActorFixture, "a record after the final flush is not writ
   std::shared_ptr<LogWriter> shared = std::move(*writer);
   auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
   auto log = std::make_shared<spdlog::logger>("recorder", sink);
-  auto recorder = spawn_recorder(system, RecorderOptions{shared, log});
+  auto recorder = spawn_recorder(system, RecorderOptions{shared, {}, log});
   caf::scoped_actor self{system};
 
   self->send(recorder, version_atom::value, std::uint64_t{1}, std::uint64_t{7}, std::uint64_t{1}, std::uint64_t{10});

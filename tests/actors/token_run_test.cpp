@@ -13,18 +13,16 @@ using namespace rlx;
 
 
 TEST_CASE("a token-policy run trains on whole sequences and accounts for every segment", "[actors][token][e2e]") {
-  const auto dir = std::filesystem::temp_directory_path() / "rlx-token-run-test";
-  std::filesystem::remove_all(dir);
-  auto cfg = test::parse(test::token_toml("tokens:arithmetic", dir.string(), R"(max_len = 24
+  const test::TempDir t("rlx-token-run");
+  const auto& dir = t.path;
+  auto cfg = test::token_config("tokens:arithmetic", dir, R"(max_len = 24
 [tokens]
 group_size = 4
 max_new_tokens = 4
 eval_tasks = 8
 eval_every = 3
-)") + "explorers = 2\nenvs_per_explorer = 16\nrewards = 0\n");
-  INFO((cfg ? "" : cfg.error().message));
-  REQUIRE(cfg.ok());
-  RunResult r = run_cluster(*cfg, builtin_envs(), {}, null_logger());
+)", "explorers = 2\nenvs_per_explorer = 16\nrewards = 0\n");
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger());
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::budget);
   const auto line = test::last_metrics_line(dir);
@@ -60,20 +58,18 @@ eval_every = 3
 
 TEST_CASE("a code token run has its programs scored by the reward pool in the sandbox", "[actors][token][code]") {
   REQUIRE(Sandbox::open().ok());  // bubblewrap and python3 (tools/install-deps.sh)
-  const auto dir = std::filesystem::temp_directory_path() / "rlx-token-code-test";
-  std::filesystem::remove_all(dir);
-  auto cfg = test::parse(test::token_toml("tokens:code", dir.string(), R"(max_len = 192
+  const test::TempDir t("rlx-token-code");
+  const auto& dir = t.path;
+  auto cfg = test::token_config("tokens:code", dir, R"(max_len = 192
 [tokens]
 group_size = 4
 max_new_tokens = 12
 eval_tasks = 0
 [reward]
 scorer = "code"
-)") + "explorers = 1\nenvs_per_explorer = 8\nrewards = 2\n");
-  INFO((cfg ? "" : cfg.error().message));
-  REQUIRE(cfg.ok());
-  cfg->run.stop.max_env_steps = 200;
-  RunResult r = run_cluster(*cfg, builtin_envs(), {}, null_logger());
+)", "explorers = 1\nenvs_per_explorer = 8\nrewards = 2\n");
+  cfg.run.stop.max_env_steps = 200;
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger());
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::budget);
   const auto line = test::last_metrics_line(dir);

@@ -5,6 +5,10 @@
 
 #include <string>
 
+#include <catch2/catch.hpp>
+
+#include "tests/helpers.hpp"
+
 namespace rlx::test {
 
 inline std::string token_toml(const std::string& env, const std::string& dir, const std::string& extra) {
@@ -36,6 +40,17 @@ host = "127.0.0.1"
 port = 0
 actors = ["coordinator", "learner", "weight_store", "recorder"]
 )";
+}
+
+// A small token run's configuration, logging into `dir`: `extra` into
+// [policy] as for token_toml, then `head`'s explorers, envs_per_explorer
+// and rewards.
+inline ClusterConfig token_config(const std::string& env, const std::filesystem::path& dir, const std::string& extra,
+                                  const std::string& head) {
+  auto cfg = parse(token_toml(env, dir.string(), extra) + head);
+  INFO((cfg ? "" : cfg.error().message));
+  REQUIRE(cfg.ok());
+  return *cfg;
 }
 
 }  // namespace rlx::test

@@ -46,6 +46,16 @@ struct SplitSpec {
   std::vector<int> member_ranks;          // learner_ranks of each member node (default 0)
 };
 
+// A run logging into `t` that only a signal (or the test) ends; `t`/cli
+// is made for the rlx commands the test runs beside it.
+inline SplitSpec endless_spec(const TempDir& t) {
+  fs::create_directories(t.path / "cli");
+  SplitSpec spec;
+  spec.log_dir = t.path;
+  spec.max_env_steps = 50'000'000;
+  return spec;
+}
+
 inline std::string split_toml(const SplitSpec& s) {
   std::ostringstream t;
   t << "[run]\nname = \"split-test\"\nseed = 1\nenv = \"cartpole\"\nmax_staleness = 4\nlog_dir = \"" << s.log_dir.string()

@@ -12,7 +12,10 @@ using namespace rlx::test;
 
 namespace {
 
-bool sh(const std::string& cmd) { return std::system((cmd + " >> /tmp/rlx-netns-setup.log 2>&1").c_str()) == 0; }
+// Where the namespaces' setup commands write (the test's own directory).
+fs::path setup_log;
+
+bool sh(const std::string& cmd) { return std::system((cmd + " >> " + setup_log.string() + " 2>&1").c_str()) == 0; }
 
 // Three namespaces: head-PID (with the bridge, 10.231.0.1) and one per
 // member node (10.231.0.2, .3). Deleted in the destructor.
@@ -42,11 +45,13 @@ struct Hosts {
            sh("ip -n " + m + " link set " + nic(static_cast<int>(i)) + " up") && sh("ip -n " + m + " link set lo up");
     }
   }
-  ~Hosts() {
+  ~Hosts() { remove(); }
+  void remove() {
     for (const auto& n : made) sh("ip netns del " + n);  // takes the veth pairs with it
+    made.clear();
   }
   std::uint64_t counter(int i, const std::string& which) const {
-    const std::string out = "/tmp/rlx-netns-" + suffix + "-" + std::to_string(i);
+    const std::string out = (setup_log.parent_path() / ("counter-" + std::to_string(i))).string();
     const std::string cmd = "ip netns exec " + ns("rollout-" + std::string(1, static_cast<char>('a' + i))) +
                             " cat /sys/class/net/" + nic(i) + "/statistics/" + which + " > " + out;
     CHECK(std::system(cmd.c_str()) == 0);
@@ -56,16 +61,24 @@ struct Hosts {
   }
 };
 
-bool can_make_namespaces() {
-  if (geteuid() == 0 && std::system("command -v ip > /dev/null") == 0) return true;
-  WARN("needs root and iproute2 (ip netns): not run here");
-  return false;
+// Skips the test (ctest: skipped) unless root with iproute2 runs it.
+void need_namespaces(const TempDir& t) {
+  setup_log = t.path / "netns-setup.log";
+  if (geteuid() == 0 && std::system("command -v ip > /dev/null") == 0) return;
+  std::error_code ec;
+  fs::remove_all(t.path, ec);
+  skip_test("needs root and iproute2 (ip netns); CI runs as root");
 }
 
-bool made(const Hosts& hosts) {
-  // Root without CAP_SYS_ADMIN (an unprivileged container) cannot make namespaces.
-  if (!hosts.ok) WARN("cannot create network namespaces here: " + read_text("/tmp/rlx-netns-setup.log"));
-  return hosts.ok;
+// Skips the test when the namespaces could not be made (root without
+// CAP_SYS_ADMIN, as in an unprivileged container), removing what was.
+void need_made(Hosts& hosts, const TempDir& t) {
+  if (hosts.ok) return;
+  const std::string why = read_text(setup_log);
+  hosts.remove();
+  std::error_code ec;
+  fs::remove_all(t.path, ec);
+  skip_test("cannot create network namespaces here: " + why);
 }
 
 // The split CartPole run with its head at 10.231.0.1 and rollout-a, -b at
@@ -96,10 +109,10 @@ Ran launch_in(const Hosts& hosts, const TempDir& t, const SplitSpec& spec, fs::p
 
 TEST_CASE("a run split across network namespaces learns and its traffic crosses the virtual wires",
           "[cluster][net][slow]") {
-  if (!can_make_namespaces()) return;
   TempDir t("rlx-netns");
+  need_namespaces(t);
   Hosts hosts({"rollout-a", "rollout-b"});
-  if (!made(hosts)) return;
+  need_made(hosts, t);
   const SplitSpec spec = spec_in(hosts, t);
   fs::path config;
   const Ran r = launch_in(hosts, t, spec, &config);
@@ -125,10 +138,10 @@ TEST_CASE("a run split across network namespaces learns and its traffic crosses 
 
 TEST_CASE("a learner rank on another host trains with the head's rank across the virtual wire",
           "[cluster][net][dp][slow]") {
-  if (!can_make_namespaces()) return;
   TempDir t("rlx-netns-ranks");
+  need_namespaces(t);
   Hosts hosts({"rollout-a", "rollout-b"});
-  if (!made(hosts)) return;
+  need_made(hosts, t);
   SplitSpec spec = spec_in(hosts, t);
   spec.ranks = 2;
   spec.member_ranks = {1, 0};  // rank 1 on rollout-a's host, through its ssh launcher

@@ -32,10 +32,7 @@ std::size_t count_of(const std::string& text, const std::string& what) {
 TEST_CASE("rlx scale grows and shrinks the explorers and reward workers of a running one-node cluster",
           "[cluster][scale]") {
   TempDir t("rlx-scale-one-node");
-  fs::create_directories(t.path / "cli");
-  SplitSpec spec;
-  spec.log_dir = t.path;
-  spec.max_env_steps = 50'000'000;  // ended by SIGTERM below
+  SplitSpec spec = endless_spec(t);  // ended by SIGTERM below
   spec.head_explorers = 1;
   spec.members = {};
   spec.extra = "[launch]\nlisten = true\n";
@@ -88,10 +85,7 @@ TEST_CASE("a node the topology does not name joins a running cluster, takes scal
           "counted",
           "[cluster][scale][failure]") {
   TempDir t("rlx-scale-join");
-  fs::create_directories(t.path / "cli");
-  SplitSpec spec;
-  spec.log_dir = t.path;
-  spec.max_env_steps = 50'000'000;  // ended by SIGTERM below
+  SplitSpec spec = endless_spec(t);  // ended by SIGTERM below
   spec.members = {"rollout-a"};
   const auto config = write_text(t.path / "split.toml", split_toml(spec));
   const pid_t pid = start_split_run(config, t.path, 2);

@@ -10,6 +10,15 @@ using namespace rlx;
 using namespace rlx::test;
 using namespace std::chrono_literals;
 
+namespace {
+// A split run in `t` that only a signal ends, with its three processes
+// up: the launcher's pid (`config`: its topology file).
+pid_t start_endless_split(const TempDir& t, fs::path* config) {
+  *config = write_text(t.path / "split.toml", split_toml(endless_spec(t)));
+  return start_split_run(*config, t.path, 3);
+}
+}  // namespace
+
 TEST_CASE("a CartPole run split across a head and two rollout node processes learns", "[cluster][slow]") {
   TempDir t("rlx-split-learns");
   SplitSpec spec;
@@ -39,11 +48,8 @@ TEST_CASE("a CartPole run split across a head and two rollout node processes lea
 
 TEST_CASE("SIGTERM to rlx launch drains every node and exits 130 with no node process left", "[cluster][stop]") {
   TempDir t("rlx-split-sigterm");
-  SplitSpec spec;
-  spec.log_dir = t.path;
-  spec.max_env_steps = 50'000'000;  // only the signal ends it
-  const auto config = write_text(t.path / "split.toml", split_toml(spec));
-  const pid_t pid = start_split_run(config, t.path, 3);
+  fs::path config;
+  const pid_t pid = start_endless_split(t, &config);
   kill(pid, SIGTERM);
   CHECK(exit_code_within(pid, 60s) == 130);
   INFO(read_text(t.path / "out.txt"));
@@ -57,11 +63,8 @@ TEST_CASE("SIGTERM to rlx launch drains every node and exits 130 with no node pr
 
 TEST_CASE("kill -9 of rlx launch takes its node processes down with it", "[cluster][stop]") {
   TempDir t("rlx-split-kill");
-  SplitSpec spec;
-  spec.log_dir = t.path;
-  spec.max_env_steps = 50'000'000;
-  const auto config = write_text(t.path / "split.toml", split_toml(spec));
-  const pid_t pid = start_split_run(config, t.path, 3);
+  fs::path config;
+  const pid_t pid = start_endless_split(t, &config);
   exit_code_within(pid, 0s);  // kill -9
   CHECK(no_nodes_left_within(config, 20s));
 }
@@ -132,9 +135,7 @@ TEST_CASE("kill -9 of one rollout node: its explorer is counted lost and the run
 TEST_CASE("a member node that stops answering (SIGSTOP) is evicted, its explorer counted lost, and the run goes on",
           "[cluster][failure]") {
   TempDir t("rlx-split-node-stops");
-  SplitSpec spec;
-  spec.log_dir = t.path;
-  spec.max_env_steps = 50'000'000;  // ended by SIGTERM below
+  SplitSpec spec = endless_spec(t);  // ended by SIGTERM below
   spec.extra = "[launch]\nheartbeat_s = 0.2\nevict_after_s = 3.0\n";
   const auto config = write_text(t.path / "split.toml", split_toml(spec));
   const pid_t pid = start_split_run(config, t.path, 3);

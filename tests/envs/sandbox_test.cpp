@@ -3,12 +3,18 @@
 // machine is unharmed (host files unchanged, no connection made, the next
 // program runs). Needs bubblewrap (tools/install-deps.sh installs it).
 #include <arpa/inet.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <chrono>
 #include <cstdlib>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 
@@ -162,8 +168,11 @@ TEST_CASE("a fork bomb, an endless loop, a flood of output and a memory grab eac
   INFO(bomb.reason);
   auto loop = score_program(box, attacking("while True:\n    pass"), "add", kAddTests);
   CHECK(loop.reward == 0.0);
-  CHECK((loop.run.end == SandboxRun::End::cpu_limit || loop.run.end == SandboxRun::End::timed_out));
-  CHECK(loop.reason.find("scored 0:") == 0);
+  // On a machine loaded by the rest of the suite the loop may be starved
+  // before it spends its CPU time: then it is not judged at all.
+  CHECK((loop.run.end == SandboxRun::End::cpu_limit || loop.run.end == SandboxRun::End::timed_out ||
+         loop.run.end == SandboxRun::End::starved));
+  CHECK((loop.reason.find("scored 0:") == 0 || loop.failure == InfraFailure::overloaded));
   auto sleeper = score_program(box, attacking("import time\ntime.sleep(60)"), "add", kAddTests);
   CHECK(sleeper.run.end == SandboxRun::End::timed_out);
   CHECK(sleeper.reason.find("timed out") != std::string::npos);
@@ -187,4 +196,127 @@ TEST_CASE("a sandbox that cannot start says why", "[envs][sandbox]") {
   auto s = Sandbox::open(o);
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().message.find("apt-get install bubblewrap") != std::string::npos);
+}
+
+namespace {
+
+// A bwrap in front of the real one that fails its setup, as bwrap does
+// (exit code 1, a "bwrap: ..." line), while the file `broken` exists.
+struct BreakableBwrap {
+  fs::path dir = fs::temp_directory_path() / ("rlx-bwrap-" + std::to_string(getpid()));
+  BreakableBwrap() {
+    fs::create_directories(dir);
+    std::ofstream(dir / "bwrap") << "#!/bin/sh\n[ -e " << (dir / "broken").string()
+                                 << " ] && { echo \"bwrap: Can't mount proc on /newroot/proc: Operation not permitted\" >&2; "
+                                    "exit 1; }\nexec /usr/bin/bwrap \"$@\"\n";
+    fs::permissions(dir / "bwrap", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                       fs::perms::others_read | fs::perms::others_exec);
+  }
+  ~BreakableBwrap() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  void brk() { std::ofstream(dir / "broken") << "x"; }
+};
+
+}  // namespace
+
+TEST_CASE("bubblewrap failing its own setup is the machinery's failure, not a score, but a program saying so fails on its own",
+          "[envs][sandbox][infra]") {
+  BreakableBwrap fake;
+  SandboxOptions o;
+  o.bwrap = (fake.dir / "bwrap").string();
+  auto box = Sandbox::open(o);
+  INFO((box ? std::string() : box.error().message));
+  REQUIRE(box.ok());
+  // A program that imitates bwrap's failure (its line, its exit code 1)
+  // ran: its failure is its own, a score of 0.
+  auto mimic = score_program(*box, "import sys\nsys.stderr.write('bwrap: Can\\'t mount proc\\n')\nsys.exit(1)\n",
+                             "add", kAddTests);
+  CHECK(mimic.failure == InfraFailure::none);
+  CHECK(mimic.run.end == SandboxRun::End::exited);
+  CHECK(mimic.reward == 0.0);
+  fake.brk();
+  auto broken = score_program(*box, "def add(a, b):\n    return a + b\n", "add", kAddTests);
+  CHECK(broken.run.end == SandboxRun::End::setup_failed);
+  CHECK(broken.run.machinery_failed());
+  CHECK(broken.failure == InfraFailure::sandbox_setup);
+  CHECK(broken.reason.find("not scored (sandbox_setup)") == 0);
+  CHECK(broken.reason.find("Can't mount proc") != std::string::npos);
+}
+
+TEST_CASE("a sandbox that cannot be created (no file descriptor left) is the machinery's failure",
+          "[envs][sandbox][infra]") {
+  const Sandbox box = sandbox();
+  rlimit before{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
+  // Use up every descriptor under a low limit, then ask for a run.
+  rlimit low = before;
+  low.rlim_cur = 256;
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+  std::vector<int> held;
+  for (int fd; (fd = ::open("/dev/null", O_RDONLY)) >= 0;) held.push_back(fd);
+  const auto r = score_program(box, "def add(a, b):\n    return a + b\n", "add", kAddTests);
+  for (int fd : held) ::close(fd);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &before) == 0);
+  CHECK(r.run.end == SandboxRun::End::not_started);
+  CHECK(r.failure == InfraFailure::sandbox_start);
+  INFO(r.reason);
+  CHECK(r.reason.find("not scored (sandbox_start)") == 0);
+  // With descriptors back, the same sandbox runs again.
+  CHECK(score_program(box, "def add(a, b):\n    return a + b\n", "add", kAddTests).reward == 1.0);
+}
+
+TEST_CASE("a program starved of CPU by an overloaded machine is not judged, but one that sleeps through its time is",
+          "[envs][sandbox][infra]") {
+  SandboxOptions o;
+  o.limits.wall_s = 2.0;
+  o.limits.cpu_s = 30.0;  // the loop cannot reach its CPU limit within the wall clock
+  auto box = Sandbox::open(o);
+  REQUIRE(box.ok());
+  // Overload one CPU: this thread's children run on it only, beside four
+  // busy processes pinned there too, each in a session of its own (the
+  // kernel's autogroups share a CPU between sessions, and the sandbox
+  // runs in a new session of its own).
+  cpu_set_t all{}, one{};
+  REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &all)) ++cpu;
+  CPU_SET(cpu, &one);
+  std::vector<pid_t> hogs;
+  for (int i = 0; i < 4; ++i) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setsid();
+      sched_setaffinity(0, sizeof one, &one);
+      for (;;) asm volatile("");
+    }
+    hogs.push_back(pid);
+  }
+  REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);
+  const auto looped = box->run("while True:\n    pass\n", "");
+  const auto slept = box->run("import time\ntime.sleep(60)\n", "");
+  sched_setaffinity(0, sizeof all, &all);
+  for (const pid_t pid : hogs) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  INFO(looped.reason());
+  CHECK(looped.end == SandboxRun::End::starved);
+  CHECK(looped.waited_s > looped.cpu_s);
+  CHECK(looped.machinery_failed());
+  INFO(slept.reason());
+  CHECK(slept.end == SandboxRun::End::timed_out);  // sleeping is the program's own doing
+  CHECK_FALSE(slept.machinery_failed());
+}
+
+TEST_CASE("a program that closes its output and sleeps is killed at the wall clock, not waited for",
+          "[envs][sandbox][defensive]") {
+  const Sandbox box = sandbox(2.0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = box.run("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)\n", "");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(r.end == SandboxRun::End::timed_out);
+  CHECK(took < 5.0);
+  CHECK_FALSE(r.machinery_failed());
 }

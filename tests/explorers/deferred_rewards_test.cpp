@@ -91,3 +91,60 @@ TEST_CASE("held segments newer than a restarted head's version are dropped with 
   CHECK(out->newest_version() == 4);
   CHECK(d.unscored() == 0);
 }
+
+TEST_CASE("an episode the machinery failed to score is masked back to its start, its return left out, its failures counted",
+          "[explorers][reward][infra]") {
+  DeferredRewards d;
+  // Env 1 ends an episode at step 1 and another at step 3; env 0 one at step 3.
+  const auto early = d.note(0, 1, 1, 0);
+  const auto late = d.note(0, 3, 1, 1);
+  const auto other = d.note(0, 3, 0, 2);
+  Segment s = segment(0, 4, 2, 3);
+  s.terminated.assign(8, 0);
+  s.truncated.assign(8, 0);
+  s.terminated[1 * 2 + 1] = 1;
+  s.terminated[3 * 2 + 1] = 1;
+  s.terminated[3 * 2 + 0] = 1;
+  s.episode_returns = {1.0f, 2.0f, 3.0f};
+  s.episode_lengths = {2, 2, 4};
+  d.finished(std::move(s));
+  d.scored(early, 1.0f);
+  d.retried(late, InfraFailure::reward_timeout);
+  d.failed(late, InfraFailure::overloaded);
+  d.scored(other, 0.0f);
+  auto out = d.ready();
+  REQUIRE(out);
+  // The late episode of env 1: steps 2 and 3 (after the early one ended).
+  CHECK_FALSE(out->step_masked(1, 1));
+  CHECK(out->step_masked(2, 1));
+  CHECK(out->step_masked(3, 1));
+  CHECK_FALSE(out->step_masked(3, 0));
+  CHECK(out->rewards[3 * 2 + 1] == 0.5f);  // nothing added
+  CHECK(out->episode_returns == std::vector<float>{2.0f, 3.0f});
+  CHECK(out->episode_lengths == std::vector<std::uint32_t>{2, 4});
+  CHECK(out->masked_rows == std::vector<std::uint8_t>{static_cast<std::uint8_t>(InfraFailure::overloaded)});
+  CHECK(out->reward_retries == 1);
+  CHECK(out->infra_failures[static_cast<std::size_t>(InfraFailure::reward_timeout)] == 1);
+  CHECK(out->infra_failures[static_cast<std::size_t>(InfraFailure::overloaded)] == 1);
+}
+
+TEST_CASE("a token row the machinery failed to score is masked whole and keeps its place", "[explorers][reward][infra]") {
+  DeferredRewards d;
+  const auto a = d.note(0, 3, 0, 0);
+  const auto b = d.note(0, 2, 1, 1);
+  Segment s = segment(0, 4, 2, 2);
+  s.tokens = TokenRows{};
+  s.tokens->prompt_width = 1;
+  d.finished(std::move(s));
+  d.failed(a, InfraFailure::sandbox_start);
+  d.scored(b, 1.0f, "hint\n");
+  auto out = d.ready();
+  REQUIRE(out);
+  for (std::size_t t = 0; t < 4; ++t) {
+    CHECK(out->step_masked(t, 0));
+    CHECK_FALSE(out->step_masked(t, 1));
+  }
+  CHECK(out->episode_returns.size() == 2);  // one per row
+  CHECK(out->tokens->hints[1] == "hint\n");
+  CHECK(out->tokens->hints[0].empty());
+}

@@ -60,6 +60,35 @@ struct Ready {
   ExplorerLoop loop;
 };
 
+// A worker's answer to `ask`: a score, or a failure of the machinery.
+ExplorerLoop::RewardNext answer(ExplorerLoop& loop, const RewardAsk& ask, float score,
+                                InfraFailure failure = InfraFailure::none, std::uint64_t id = 0) {
+  RewardResultData r;
+  r.request_id = id ? id : ask.id;
+  r.score = score;
+  r.ok = failure == InfraFailure::none;
+  r.failure = failure;
+  return loop.answered(ask, &r);
+}
+
+// Options of an explorer whose node runs `workers` reward workers.
+ExplorerLoopOptions with_pool(std::size_t workers, int retries = 2) {
+  ExplorerLoopOptions o;
+  o.reward_workers = workers;
+  o.reward_retries = retries;
+  return o;
+}
+
+// The one segment the loop released.
+Segment released(ExplorerLoop& loop) {
+  auto out = loop.take_outbox();
+  std::vector<Segment> segments;
+  for (auto& o : out)
+    if (o.kind == Outgoing::Kind::segment) segments.push_back(std::move(o.segment));
+  REQUIRE(segments.size() == 1);
+  return segments.front();
+}
+
 std::size_t segments_in(const std::vector<Outgoing>& out) {
   std::size_t n = 0;
   for (const auto& o : out) n += o.kind == Outgoing::Kind::segment;
@@ -162,47 +191,98 @@ TEST_CASE("an explorer pauses at max_held segments waiting for rewards and relea
   CHECK(r.loop.take_outbox().empty());
   CHECK(r.loop.held() == 1);
   CHECK(r.loop.next() == ExplorerLoop::Next::wait);
-  r.loop.scored(ask->id, 1.0f);
+  answer(r.loop, *ask, 1.0f);
   auto out = r.loop.take_outbox();
   REQUIRE(segments_in(out) == 1);
   CHECK(out.back().segment.rewards[1] == 1.0f);
   CHECK(r.loop.next() == ExplorerLoop::Next::step);
 }
 
-TEST_CASE("a failed reward request goes to the next worker, reward_attempts times in all, then scores 0",
-          "[explorers][loop][reward]") {
-  ExplorerLoopOptions o;
-  o.reward_workers = 3;
-  o.reward_attempts = 3;
-  Ready r(o);
+TEST_CASE("a reward the machinery failed to give is asked of the next worker `retries` more times, then its episode is "
+          "masked, never scored 0",
+          "[explorers][loop][reward][infra]") {
+  Ready r(with_pool(3));
   auto first = r.loop.deferred(0, 1, 0, 0);
   auto second = r.loop.deferred(0, 1, 0, 0);
   REQUIRE(first);
   REQUIRE(second);
   CHECK(second->worker == 1);  // new requests go round the pool
   REQUIRE(r.loop.segment_done(segment(0, 1)));
-  r.loop.scored(second->id, 0.5f);
-  auto a1 = r.loop.reward_failed(*first);
-  REQUIRE(a1);
-  CHECK(a1->worker == 1);
-  CHECK(a1->attempt == 1);
-  auto a2 = r.loop.reward_failed(*a1);
-  REQUIRE(a2);
-  CHECK(a2->worker == 2);
+  CHECK(answer(r.loop, *second, 0.5f).failure == InfraFailure::none);
+  auto a1 = r.loop.reward_failed(*first);  // a timeout, a dead worker
+  CHECK(a1.failure == InfraFailure::reward_timeout);
+  REQUIRE(a1.again);
+  CHECK(a1.again->worker == 1);
+  CHECK(a1.again->attempt == 1);
+  auto a2 = answer(r.loop, *a1.again, 0.0f, InfraFailure::overloaded);  // the worker's sandbox was starved
+  REQUIRE(a2.again);
+  CHECK(a2.again->worker == 2);
   CHECK(r.loop.take_outbox().empty());  // still held
-  CHECK_FALSE(r.loop.reward_failed(*a2));  // given up: scored 0, released
-  CHECK(segments_in(r.loop.take_outbox()) == 1);
+  auto a3 = answer(r.loop, *a2.again, 0.0f, InfraFailure::sandbox_setup);
+  CHECK_FALSE(a3.again);  // given up: masked, released
+  // Three failures within a second: one line, the next says how many were held back.
+  auto notes = r.loop.take_notes();
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].text.find("failed (reward_timeout") != std::string::npos);
+  CHECK(notes[0].text.find("asking another worker") != std::string::npos);
+  const Segment s = released(r.loop);
+  REQUIRE(s.masked_rows.size() == 1);
+  CHECK(s.masked_rows[0] == static_cast<std::uint8_t>(InfraFailure::sandbox_setup));
+  CHECK(s.step_masked(0, 0));
+  CHECK(s.step_masked(1, 0));
+  CHECK(s.rewards[1] == 0.5f);  // the scored episode's reward; the masked one adds nothing
+  CHECK(s.reward_retries == 2);
+  REQUIRE(s.infra_failures.size() == kInfraFailureCodes);
+  CHECK(s.infra_failures[static_cast<std::size_t>(InfraFailure::reward_timeout)] == 1);
+  CHECK(s.infra_failures[static_cast<std::size_t>(InfraFailure::overloaded)] == 1);
+  CHECK(s.infra_failures[static_cast<std::size_t>(InfraFailure::sandbox_setup)] == 1);
 }
 
-TEST_CASE("an explorer on a node without reward workers scores deferred episodes 0 and warns once",
-          "[explorers][loop][reward]") {
-  Ready r;
-  CHECK_FALSE(r.loop.deferred(0, 1, 0, 0));
-  CHECK(r.loop.no_pool_warning());
-  CHECK_FALSE(r.loop.deferred(0, 0, 0, 0));
-  CHECK_FALSE(r.loop.no_pool_warning());
+TEST_CASE("a program's own failure is a score, never retried, and a request the scorer cannot read is masked at once",
+          "[explorers][loop][reward][infra]") {
+  Ready r(with_pool(2));
+  auto wrong = r.loop.deferred(0, 1, 0, 0);
+  auto unreadable = r.loop.deferred(0, 1, 0, 0);
   REQUIRE(r.loop.segment_done(segment(0, 1)));
-  CHECK(segments_in(r.loop.take_outbox()) == 1);
+  auto n = answer(r.loop, *wrong, 0.0f);  // a wrong program: a real 0
+  CHECK(n.failure == InfraFailure::none);
+  CHECK_FALSE(n.again);
+  auto u = answer(r.loop, *unreadable, 0.0f, InfraFailure::bad_request);
+  CHECK(u.failure == InfraFailure::bad_request);
+  CHECK_FALSE(u.again);  // asking another worker cannot help
+  const Segment s = released(r.loop);
+  CHECK(s.masked_rows.size() == 1);
+  CHECK(s.reward_retries == 0);
+}
+
+TEST_CASE("a reply to another request, or one that does not decode, is a malformed reply, asked again",
+          "[explorers][loop][reward][infra]") {
+  Ready r(with_pool(2, 1));
+  auto ask = r.loop.deferred(0, 1, 0, 0);
+  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  auto other = answer(r.loop, *ask, 1.0f, InfraFailure::none, ask->id + 7);
+  CHECK(other.failure == InfraFailure::malformed_reply);
+  REQUIRE(other.again);
+  auto garbage = r.loop.answered(*other.again, nullptr);
+  CHECK(garbage.failure == InfraFailure::malformed_reply);
+  CHECK_FALSE(garbage.again);  // one retry only
+  CHECK(released(r.loop).infra_failures[static_cast<std::size_t>(InfraFailure::malformed_reply)] == 2);
+}
+
+TEST_CASE("an explorer on a node without reward workers masks deferred episodes and warns once",
+          "[explorers][loop][reward][infra]") {
+  Ready r;
+  r.loop.take_notes();
+  CHECK_FALSE(r.loop.deferred(0, 1, 0, 0));
+  auto notes = r.loop.take_notes();
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].level == spdlog::level::warn);
+  CHECK(notes[0].text.find("no reward worker") != std::string::npos);
+  CHECK_FALSE(r.loop.deferred(0, 0, 0, 0));
+  CHECK(r.loop.take_notes().empty());  // once
+  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  CHECK(released(r.loop).masked_rows ==
+        std::vector<std::uint8_t>(2, static_cast<std::uint8_t>(InfraFailure::no_reward_pool)));
 }
 
 TEST_CASE("a draining explorer finishes the segment in hand, waits for credits and rewards, then leaves",
@@ -219,7 +299,7 @@ TEST_CASE("a draining explorer finishes the segment in hand, waits for credits a
   auto ask = r.loop.deferred(0, 1, 0, 0);
   REQUIRE(r.loop.segment_done(segment(0, 1)));
   CHECK(r.loop.next() == ExplorerLoop::Next::wait);  // held for its reward
-  r.loop.scored(ask->id, 1.0f);
+  answer(r.loop, *ask, 1.0f);
   CHECK(r.loop.has_pending());                       // no credit
   CHECK(r.loop.next() == ExplorerLoop::Next::wait);
   r.loop.ack();
@@ -265,7 +345,7 @@ TEST_CASE("a rebind drops what was made with the dead head's newer weights and f
   CHECK(b.fetch->latest);
   CHECK_FALSE(r.loop.has_weights());
   CHECK(r.loop.next() == ExplorerLoop::Next::wait);  // the new head's weights first
-  r.loop.scored(ask->id, 1.0f);  // a score of a dropped segment changes nothing
+  answer(r.loop, *ask, 1.0f);  // a score of a dropped segment changes nothing
   CHECK(r.loop.take_outbox().empty());
   const auto w = weights(3);
   REQUIRE(r.loop.fetched(*b.fetch, &w).loaded);

@@ -50,14 +50,14 @@ TEST_CASE("local envs give a segment every T steps after the reset", "[explorers
   ExplorerWork work(local_options(5, 3, -1));
   REQUIRE(work.steps_here());
   REQUIRE_FALSE(work.tokens());
-  REQUIRE(work.start_local().ok());
-  auto first = work.observe_local(false);  // the reset's result: observations only
+  REQUIRE(work.start_here().ok());
+  auto first = work.finish_step_here(false);  // the reset's result: observations only
   REQUIRE(first.ok());
   CHECK_FALSE(first->segment.has_value());
   int segments = 0;
   for (int step = 1; step <= 15; ++step) {
-    REQUIRE(work.step_local().ok());
-    auto out = work.observe_local(true);
+    REQUIRE(work.begin_step_here().ok());
+    auto out = work.finish_step_here(true);
     REQUIRE(out.ok());
     CHECK(out->segment.has_value() == (step % 5 == 0));
     if (out->segment) {
@@ -72,19 +72,19 @@ TEST_CASE("local envs give a segment every T steps after the reset", "[explorers
 
 TEST_CASE("an environment that throws or answers out of shape is an env_failed error", "[explorers]") {
   ExplorerWork cannot_start(local_options(5, 2, 0));
-  auto started = cannot_start.start_local();
+  auto started = cannot_start.start_here();
   REQUIRE_FALSE(started.ok());
   CHECK(started.error().code == Errc::env_failed);
   CHECK(started.error().message == "could not start");
 
   ExplorerWork dies(local_options(5, 2, 3));
-  REQUIRE(dies.start_local().ok());
-  REQUIRE(dies.observe_local(false).ok());
+  REQUIRE(dies.start_here().ok());
+  REQUIRE(dies.finish_step_here(false).ok());
   for (int step = 1; step <= 2; ++step) {
-    REQUIRE(dies.step_local().ok());
-    REQUIRE(dies.observe_local(true).ok());
+    REQUIRE(dies.begin_step_here().ok());
+    REQUIRE(dies.finish_step_here(true).ok());
   }
-  auto died = dies.step_local();
+  auto died = dies.begin_step_here();
   REQUIRE_FALSE(died.ok());
   CHECK(died.error().code == Errc::env_failed);
 

@@ -2,6 +2,7 @@
 
 #include "envs/vector_env.hpp"
 #include "explorers/rollout.hpp"
+#include "messages/codec.hpp"
 #include "learner/mlp_trainer.hpp"
 #include "tests/helpers.hpp"
 
@@ -100,4 +101,33 @@ TEST_CASE("an explorer drops the steps in hand and goes on with the next segment
   CHECK(s.sequence == 1);
   CHECK((s.policy_versions == std::vector<std::uint64_t>{2, 2, 2, 2}));
   CHECK(s.observations.size() == 4 * 2 * 4);
+}
+
+TEST_CASE("a segment carries the state each time limit cut an episode in, or the step's own where the env does not say",
+          "[explorers][truncation]") {
+  Rollout rollout(options(2, 2));
+  const std::vector<float> obs{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
+  // Step 0: env 1 is cut by its time limit, and says in which state.
+  rollout.act(obs);
+  EnvStepResultData r;
+  r.obs_dim = 4;
+  r.observations = obs;
+  r.rewards = {1, 1};
+  r.terminated = {0, 0};
+  r.truncated = {0, 1};
+  r.final_observations = {0, 0, 0, 0, 9, 8, 7, 6};
+  CHECK_FALSE(rollout.observe(r));
+  // Step 1: env 0 is cut, and env 1 ends both ways (a termination: no cut); no final states given.
+  rollout.act(obs);
+  r.truncated = {1, 1};
+  r.terminated = {0, 1};
+  r.final_observations.clear();
+  CHECK(rollout.observe(r));
+  const Segment s = rollout.take_segment();
+  CHECK(s.truncations() == 2);
+  CHECK(s.truncation_observations == std::vector<float>{9, 8, 7, 6, 0.1f, 0.2f, 0.3f, 0.4f});
+  // Through the wire and back.
+  auto back = decode<Segment>(encode(s, "test"));
+  REQUIRE(back.ok());
+  CHECK(back->truncation_observations == s.truncation_observations);
 }

@@ -72,6 +72,28 @@ TEST_CASE("GAE matches a hand-computed example, and an episode end cuts it", "[l
   CHECK(cut.advantages[0][0].item<float>() == Approx(0.68));
 }
 
+TEST_CASE("a truncation bootstraps from the state it was cut in, a termination from nothing, and both is a termination",
+          "[learner][gae][truncation]") {
+  // One env, four steps: neither, terminated, truncated, both.
+  const auto values = col({1.0f, 2.0f, 3.0f, 4.0f});
+  const auto boot = torch::tensor({5.0f});
+  const auto terminated = col({0, 1, 0, 1}), truncated = col({0, 0, 1, 1});
+  const auto cut_values = col({0, 0, 7.0f, 0});  // V of the state the time limit cut the episode in
+  const auto b = bootstrap_targets(values, boot, terminated, truncated, cut_values);
+  CHECK(b.next_values[0][0].item<float>() == 2.0f);  // neither: V(s_{t+1})
+  CHECK(b.next_values[1][0].item<float>() == 0.0f);  // terminated: nothing after it
+  CHECK(b.next_values[2][0].item<float>() == 7.0f);  // truncated: V(s_{t+1}) of the cut episode, not the reset state's
+  CHECK(b.next_values[3][0].item<float>() == 0.0f);  // both: terminated
+  CHECK(b.continues[0][0].item<float>() == 1.0f);
+  for (int t = 1; t < 4; ++t) CHECK(b.continues[t][0].item<float>() == 0.0f);
+  // The last step, neither: the segment's bootstrap value.
+  const auto last = bootstrap_targets(col({1.0f, 2.0f}), boot, col({0, 0}), col({0, 0}), col({0, 0}));
+  CHECK(last.next_values[1][0].item<float>() == 5.0f);
+  // A segment of an older build carries no cut states: V(s_t) stands in, as it did.
+  const auto old = bootstrap_targets(values, boot, col({0, 1, 0, 0}), col({0, 0, 1, 0}), values);
+  CHECK(old.next_values[2][0].item<float>() == 3.0f);
+}
+
 TEST_CASE("behaviour ratios are truncated at rho_bar", "[learner][staleness]") {
   auto prox = torch::log(torch::tensor({3.0f, 0.5f, 1.0f}));
   auto behaviour = torch::zeros({3});

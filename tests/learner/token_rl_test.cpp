@@ -119,29 +119,20 @@ TEST_CASE("GRPO steps raise the probability of rewarded tokens", "[learner][toke
       o.epochs = 2;
       TokenTrainer trainer(o);
       const std::vector<std::int64_t> prompt{3, 4};
-      auto p_target = [&] {
-        torch::NoGradGuard g;
-        auto out = trainer.model()->forward(torch::tensor(prompt, torch::kLong).unsqueeze(0), torch::ones({1, 2}, torch::kBool));
-        return torch::softmax(out.logits[0][1], -1)[7].item<double>();
-      };
-      const double before = p_target();
-      SampleOptions s;
-      s.max_new_tokens = 2;
-      s.eos = 1;
+      const double before = test::next_token_probability(trainer, prompt, 7);
       std::mt19937_64 rng(5);
       double mismatch = 0;
       for (int it = 0; it < 25; ++it) {
         TokenBatch batch;
         batch.group_size = 16;
-        batch.sequences = generate(trainer.model(), std::vector<std::vector<std::int64_t>>(16, prompt), s, rng,
-                                   [&](std::int64_t) { return trainer.version(); });
+        batch.sequences = test::sample_rows(trainer, prompt, 16, rng);
         for (int b = 0; b < 16; ++b) batch.rewards.push_back(batch.sequences.tokens[b][2].item<std::int64_t>() == 7);
         auto st = trainer.rl_step(batch);
         CHECK(st.stale_tokens == 0);
         mismatch = std::max(mismatch, st.route_mismatch);
       }
       CHECK(before < 0.2);
-      CHECK(p_target() > 0.6);
+      CHECK(test::next_token_probability(trainer, prompt, 7) > 0.6);
       CHECK(trainer.version() == 25);
       CHECK(mismatch < 0.05);  // the sampler's routes are the learner's own
     }
@@ -229,51 +220,10 @@ TEST_CASE("a group of equal rewards gets advantages of exactly zero, whatever th
   CHECK(thirds.abs().max().item<float>() == 0.0f);
 }
 
-namespace {
-
-// Rows [from, from + n) of a generation, as a generation of their own.
-Generation slice_rows(const Generation& g, std::int64_t from, std::int64_t n) {
-  Generation r = g;
-  r.tokens = g.tokens.narrow(0, from, n);
-  r.valid = g.valid.narrow(0, from, n);
-  r.generated = g.generated.narrow(0, from, n);
-  r.log_probs = g.log_probs.narrow(0, from, n);
-  r.versions = g.versions.narrow(0, from, n);
-  r.routes = g.routes.narrow(1, from, n);
-  r.lengths.assign(g.lengths.begin() + from, g.lengths.begin() + from + n);
-  r.ended.assign(g.ended.begin() + from, g.ended.begin() + from + n);
-  return r;
-}
-
-std::vector<torch::Tensor> parameters_of(TokenTrainer& t) {
-  std::vector<torch::Tensor> out;
-  for (const auto& p : t.model()->parameters()) out.push_back(p.detach().clone());
-  return out;
-}
-
-// `prompts` sampled by `trainer`'s policy at version 0 (`new_tokens` each,
-// seeded), with `rewards` in groups of `group_size`.
-TokenBatch sampled_batch(TokenTrainer& trainer, const std::vector<std::vector<std::int64_t>>& prompts,
-                         std::vector<float> rewards, std::int64_t group_size, std::int64_t new_tokens,
-                         std::uint64_t seed) {
-  SampleOptions s;
-  s.max_new_tokens = new_tokens;
-  std::mt19937_64 rng(seed);
-  TokenBatch batch;
-  batch.group_size = group_size;
-  batch.sequences = generate(trainer.model(), prompts, s, rng, [](std::int64_t) { return 0u; });
-  batch.rewards = std::move(rewards);
-  return batch;
-}
-
-// The largest change of any parameter element between two snapshots.
-double largest_change(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, (a[i] - b[i]).abs().max().item<double>());
-  return m;
-}
-
-}  // namespace
+using test::largest_change;
+using test::parameters_of;
+using test::sampled_batch;
+using test::slice_rows;
 
 TEST_CASE("rows of a group that scored alike are not computed and do not change the step", "[learner][token][grpo]") {
   auto o = tiny(12);

@@ -49,7 +49,7 @@ TEST_CASE("a left-padded prompt reads the same as the prompt alone", "[policy][t
   CHECK((padded.routes.select(2, 0) == -1).all().item<bool>());  // padding has no route
 }
 
-TEST_CASE("replaying the recorded routes reproduces the output; other routes change it", "[policy][transformer]") {
+TEST_CASE("replaying the recorded routes reproduces the output, and other routes change it", "[policy][transformer]") {
   auto model = make_seeded_transformer(small(), 7);
   auto tokens = torch::randint(2, 20, {2, 8}, torch::kLong);
   auto valid = torch::ones({2, 8}, torch::kBool);

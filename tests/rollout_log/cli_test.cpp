@@ -2,7 +2,10 @@
 // files written.
 #include <sys/wait.h>
 
+#include <fstream>
+
 #include "learner/trainer.hpp"
+#include "tools/embedded_config.hpp"
 #include "tests/rollout_log/log_fixture.hpp"
 
 using namespace rlx;
@@ -110,6 +113,28 @@ TEST_CASE("rlx replay exits 1 and names the version when the weights differ from
   CHECK(r.code == 1);
   CHECK(r.out.find("diverged at ") != std::string::npos);
   CHECK(r.out.find("recorded v1 000000000000002a") != std::string::npos);
+}
+
+TEST_CASE("rlx launch --resume refuses a log its replay differs from, naming the version, and --resume-diverged goes on loudly",
+          "[replay][resume][tools]") {
+  TempDir t("rlx-cli-resume-diverged");
+  write_log(LogWriterOptions{t.path / "rollouts"}, 4);  // v1's checksum in it is made up: no replay matches it
+  std::string toml = embedded_cluster_toml();
+  toml.replace(toml.find("runs/cartpole"), std::string("runs/cartpole").size(), t.path.string());
+  toml.replace(toml.find("max_env_steps = 2_000_000"), std::string("max_env_steps = 2_000_000").size(),
+               "max_env_steps = 3000");
+  std::ofstream(t.path / "run.toml") << toml;
+  auto refused = run_rlx("launch " + (t.path / "run.toml").string() + " --resume", t.path);
+  INFO(refused.out << refused.err);
+  CHECK(refused.code == 2);
+  CHECK(refused.out.find("differs from the rollout log") != std::string::npos);  // the run's summary line
+  CHECK(refused.out.find("first at v1 ") != std::string::npos);
+  CHECK(refused.out.find("the log holds 000000000000002a") != std::string::npos);
+  CHECK(refused.out.find("--resume-diverged resumes anyway") != std::string::npos);
+  auto forced = run_rlx("launch " + (t.path / "run.toml").string() + " --resume --resume-diverged", t.path);
+  INFO(forced.out << forced.err);
+  CHECK(forced.code == 3);  // went on to its step budget
+  CHECK(forced.err.find("RESUMING A DIVERGED RUN") != std::string::npos);
 }
 
 TEST_CASE("rlx plot draws a run's metrics.jsonl and skips unreadable lines", "[replay][plot][tools]") {

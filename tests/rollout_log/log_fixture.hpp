@@ -65,6 +65,13 @@ inline std::vector<IndexEntryData> read_index(const fs::path& p) {
 }
 
 // Entries of the log at `dir`, or the error.
+// Whether any problem the reader reported says `text`.
+inline bool problem_says(const ReadReport& report, const std::string& text) {
+  for (const auto& p : report.problems)
+    if (p.what.find(text) != std::string::npos) return true;
+  return false;
+}
+
 inline Result<ReadReport> read_all(const fs::path& dir, bool skip_bad, std::vector<LogEntryData>* out = nullptr) {
   ReadOptions ro;
   ro.skip_bad = skip_bad;

@@ -82,7 +82,7 @@ TEST_CASE("a truncated last record is named by file and byte offset", "[replay][
   CHECK(skipped->problems.size() == 1);
 }
 
-TEST_CASE("a flipped byte inside a record fails its checksum; skipping resumes at the next record", "[replay][log][damage]") {
+TEST_CASE("a flipped byte inside a record fails its checksum, and skipping resumes at the next record", "[replay][log][damage]") {
   TempDir t("rlx-log-flipped");
   write_log(LogWriterOptions{t.path}, 8);
   const auto file = logfiles::data_path(t.path, 0);
@@ -99,10 +99,7 @@ TEST_CASE("a flipped byte inside a record fails its checksum; skipping resumes a
   auto skipped = read_all(t.path, true, &entries);
   REQUIRE(skipped.ok());
   CHECK(entries.size() == index.size() - 1);
-  // The gap the skipped record leaves is reported too.
-  bool gap = false;
-  for (const auto& p : skipped->problems) gap |= p.what.find("are missing") != std::string::npos;
-  CHECK(gap);
+  CHECK(problem_says(*skipped, "are missing"));  // the gap the skipped record leaves
 }
 
 TEST_CASE("damaged framing is skipped by the index, or to the end of the file without one", "[replay][log][damage]") {
@@ -123,9 +120,7 @@ TEST_CASE("damaged framing is skipped by the index, or to the end of the file wi
   auto r = read_all(t.path, true, &without);
   REQUIRE(r.ok());
   CHECK(without.size() == 2);  // the records before the damage
-  bool skipped_to_end = false;
-  for (const auto& p : r->problems) skipped_to_end |= p.what.find("to the end of the file") != std::string::npos;
-  CHECK(skipped_to_end);
+  CHECK(problem_says(*r, "to the end of the file"));
 }
 
 TEST_CASE("a missing index is a warning: the data file is scanned instead", "[replay][log][damage]") {
@@ -230,4 +225,46 @@ TEST_CASE("the capnp tool reads log entries and index entries with no RLX code",
   CHECK(text.find("rollout = (") != std::string::npos);
   CHECK(text.find("verdict = trained") != std::string::npos);
   CHECK(text.find("offset = ") != std::string::npos);
+}
+
+TEST_CASE("a write that fails mid-entry leaves the log readable to its last whole entry and refuses the rest",
+          "[replay][log][damage][infra]") {
+  for (const std::uint64_t fail_at : {std::uint64_t{3000}, std::uint64_t{5555}}) {
+    DYNAMIC_SECTION("a disk full after " << fail_at << " bytes") {
+      TempDir t("rlx-log-full");
+      LogWriterOptions o{t.path};
+      o.fail_after_bytes = fail_at;  // inside the second or third segment entry (~1.4 KB each)
+      auto w = LogWriter::create(o);
+      REQUIRE(w.ok());
+      REQUIRE((*w)->write_start(RunStartData{1, false, "", ""}).ok());
+      std::uint64_t written = 1;
+      Result<void> failed;
+      for (int i = 0; i < 10 && failed; ++i) {
+        RolloutRecordData r{Verdict::trained, 0, static_cast<std::uint64_t>(i), 0, ""};
+        failed = (*w)->write_rollout(r, encode(make_segment(16, 2, 0), "test"));
+        if (failed) ++written;
+      }
+      REQUIRE_FALSE(failed.ok());
+      CHECK(failed.error().message.find("rollouts-000000") != std::string::npos);
+      CHECK(failed.error().message.find("No space left on device") != std::string::npos);
+      REQUIRE((*w)->failure());
+      // Nothing after a failure is written, not even what would fit again.
+      auto refused = (*w)->write_weights(WeightVersionData{1, 1, 1, 1, 1});
+      REQUIRE_FALSE(refused.ok());
+      CHECK(refused.error().message.find("nothing is written after entry " + std::to_string(written)) != std::string::npos);
+      REQUIRE((*w)->close().ok());
+      std::vector<LogEntryData> entries;
+      auto r = read_all(t.path, false, &entries);  // strict: no damage at all
+      INFO((r ? "" : r.error().message));
+      REQUIRE(r.ok());
+      CHECK(r->problems.empty());
+      CHECK(entries.size() == written);
+      // And a resumed run can go on from it.
+      std::string repaired;
+      auto again = LogWriter::resume(LogWriterOptions{t.path}, &repaired);
+      REQUIRE(again.ok());
+      CHECK(repaired.empty());
+      CHECK((*again)->next_seq() == written);
+    }
+  }
 }

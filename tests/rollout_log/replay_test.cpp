@@ -31,6 +31,14 @@ LearnerCoreOptions core_options(const ClusterConfig& cfg) {
   return learner_core_options(cfg, spec);
 }
 
+// `rlx launch --resume` of `cfg`'s run, to `max_env_steps` in all.
+RunResult resume_to(ClusterConfig cfg, std::uint64_t max_env_steps) {
+  cfg.run.stop.max_env_steps = max_env_steps;
+  RunOptions resume;
+  resume.resume = true;
+  return run_cluster(cfg, builtin_envs(), {}, null_logger(), resume);
+}
+
 }  // namespace
 
 TEST_CASE("exact replay of a recorded run reproduces every published version bit for bit", "[replay][exact][slow]") {
@@ -63,10 +71,7 @@ TEST_CASE("a resumed run continues the same log with nothing duplicated or lost"
   std::vector<LogEntryData> before;
   REQUIRE(read_all(t.path, false, &before).ok());
 
-  cfg.run.stop.max_env_steps = 40'000;
-  RunOptions resume;
-  resume.resume = true;
-  RunResult resumed = run_cluster(cfg, builtin_envs(), {}, null_logger(), resume);
+  RunResult resumed = resume_to(cfg, 40'000);
   INFO(resumed.summary);
   REQUIRE(resumed.outcome == RunOutcome::budget);
   std::vector<LogEntryData> after;
@@ -207,10 +212,7 @@ TEST_CASE("a resumed run starts from its newest checkpoint and replays only the 
   CHECK(full->core->by_explorer() == tail->core->by_explorer());
   CHECK(loaded->core->by_explorer().size() == static_cast<std::size_t>(cfg.total_explorers()));
 
-  cfg.run.stop.max_env_steps = 45'000;
-  RunOptions resume;
-  resume.resume = true;
-  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger(), resume);
+  RunResult r = resume_to(cfg, 45'000);
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::budget);
   auto after = replay_exact(t.path, core_options(cfg), ReadOptions{});
