@@ -23,7 +23,7 @@ void advance(Self self);
 
 void leave(Self self, const std::string& reason) {
   auto& st = self->state;
-  LeaveData l{Role::explorer, st.options.work.rollout.explorer_id, reason};
+  LeaveData l{Role::explorer, st.options.work.rollout.explorer_id, reason, st.loop->sent()};
   self->send(st.options.coordinator, leave_atom::value, WireMsg{encode(l, st.name)});
   self->quit();
 }

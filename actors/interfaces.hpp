@@ -27,6 +27,7 @@ using step_atom = caf::atom_constant<caf::atom("env_step")>;      // explorer ->
 using reward_atom = caf::atom_constant<caf::atom("reward")>;      // explorer -> reward
 using record_atom = caf::atom_constant<caf::atom("record")>;      // learner -> recorder
 using version_atom = caf::atom_constant<caf::atom("version")>;    // learner -> recorder: a version was published
+using failed_atom = caf::atom_constant<caf::atom("upd_failed")>;  // learner -> recorder: the batch's update failed
 using flush_atom = caf::atom_constant<caf::atom("flush")>;        // coordinator -> recorder
 using join_atom = caf::atom_constant<caf::atom("join")>;          // member -> coordinator
 using leave_atom = caf::atom_constant<caf::atom("leave")>;        // member -> coordinator
@@ -123,10 +124,12 @@ typename Inspector::result_type inspect(Inspector& f, RecordEntry& x) {
 }
 
 // Appends to the rollout log: a segment's arrival and each published
-// version (version, weights checksum, updates, parameters).
+// version (version, weights checksum, updates, parameters); a failed update
+// (the version it was to advance, the batch's size, why).
 using recorder_actor =
     caf::typed_actor<caf::reacts_to<record_atom, RecordEntry>,
                      caf::reacts_to<version_atom, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>,
+                     caf::reacts_to<failed_atom, std::uint64_t, std::uint32_t, std::string>,
                      caf::replies_to<flush_atom>::with<std::uint64_t>>;  // closes the log; entries written
 
 // A member node's agent (actors/member_node.hpp): told to stop when the

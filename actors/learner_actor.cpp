@@ -8,6 +8,7 @@
 
 #include "actors/guard.hpp"
 #include "learner/checkpoint.hpp"
+#include "learner/segment_arrivals.hpp"
 
 namespace rlx {
 
@@ -26,6 +27,8 @@ struct LearnerState {
   bool handling = false;                                   // inside the segment handler
   std::map<caf::actor_addr, std::uint32_t> sender_ids;    // whose segments those were: an undecodable one
                                                           // from a known sender still counts for it
+  SegmentArrivals arrivals;                               // what the explorers' segment numbers show
+  std::uint64_t messages = 0;                             // segment messages that reached this actor
 
   MetricsData metrics() {
     const auto& adm = core->admission();
@@ -41,6 +44,7 @@ struct LearnerState {
     m.policy_version = core->trainer().version();
     m.segments_received = core->received();
     m.segments_trained = adm.accepted();
+    m.segments_update_failed = core->update_failed();
     m.segments_dropped_stale = adm.dropped_stale();
     m.segments_rejected = adm.rejected();
     m.lag_mean = static_cast<float>(window.mean);
@@ -61,6 +65,7 @@ struct LearnerState {
     m.skipped_rows = skipped_rows;
     m.updates = core->updates();
     m.segments_by_explorer.assign(core->by_explorer().begin(), core->by_explorer().end());
+    for (const auto& [id, a] : arrivals.all()) m.arrivals_by_explorer.push_back({id, a.accounted, a.vanished});
     // Reports go out from inside the segment handler: its time so far counts.
     m.busy_s = busy_s;
     if (handling) m.busy_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - handling_since).count();
@@ -104,7 +109,12 @@ void record(Self self, const WireMsg& msg, const Arrival& a) {
 void train(Self self) {
   auto& st = self->state;
   const auto n = st.core->batch_size();
+  const auto version = st.core->trainer().version();
   auto r = st.core->train();
+  // The batch's records went out as trained when they arrived: the log
+  // takes that back (their count moved to update_failed in the core).
+  if (!r && st.options.recorder)
+    self->send(st.options.recorder, failed_atom::value, version, static_cast<std::uint32_t>(n), r.error().message);
   if (!r && r.error().code == Errc::group_broken) {
     // The data-parallel group broke (a rank died): training cannot go on.
     st.options.log->error("{}", r.error().message);
@@ -114,7 +124,8 @@ void train(Self self) {
   if (!r) {
     // A broken batch must not kill the learner: count it, log it, drop it.
     st.errors.add(r.error().code);
-    st.options.log->error("batch of {} segments dropped: {}", n, r.error().message);
+    st.options.log->error("the update failed; its batch of {} segments is not trained: {}", n, r.error().message);
+    report(self, true);
     return;
   }
   st.last = std::move(r).value();
@@ -147,6 +158,7 @@ learner_actor::behavior_type learner_impl(Self self, LearnerActorOptions options
   return {
       [self](segment_atom, const WireMsg& msg) {
         auto& st = self->state;
+        if (st.options.drop_for_test.count(++st.messages)) return;  // injected: lost in transit, unseen
         st.handling_since = std::chrono::steady_clock::now();
         st.handling = true;
         // The credit goes back whatever the verdict: the segment was consumed.
@@ -157,6 +169,13 @@ learner_actor::behavior_type learner_impl(Self self, LearnerActorOptions options
         if (seg) st.sender_ids[from] = seg->explorer_id;
         const auto id = st.sender_ids.find(from);
         st.core->count_from(id != st.sender_ids.end() ? id->second : LearnerCore::kUnattributed);
+        if (seg) {
+          if (const auto gap = st.arrivals.arrived(seg->explorer_id, seg->sent_index, seg->sent_base); gap.count())
+            st.options.log->warn("explorer/{} sent segments {}..{} that never arrived ({} vanished in all)",
+                                 seg->explorer_id, gap.first, gap.last, st.arrivals.vanished());
+        } else if (id != st.sender_ids.end()) {
+          st.arrivals.unreadable(id->second);
+        }
         std::string why = seg ? "" : "malformed";
         const bool decoded = seg.has_value();
         const Arrival a = st.core->admit(std::move(seg), why);

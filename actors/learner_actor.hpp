@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "actors/interfaces.hpp"
 #include "core/logging.hpp"
@@ -26,6 +27,10 @@ struct LearnerActorOptions {
   recorder_actor recorder;        // may be invalid (recording off)
   coordinator_actor coordinator;  // may be invalid (tests)
   Logger log;
+  // Fault injection, for tests: the n-th segment messages to reach the
+  // learner (from 1) are dropped unseen, as if lost on the wire: no ack,
+  // no count (RunOptions::drop_segments).
+  std::set<std::uint64_t> drop_for_test;
 };
 
 // Spawns the actor in `system` (the state type stays private to the .cpp).

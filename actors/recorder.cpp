@@ -59,6 +59,11 @@ recorder_actor::behavior_type recorder_impl(recorder_actor::stateful_pointer<Rec
         st.check(self, st.options.writer->write_weights(
             WeightVersionData{version, checksum, updates, unix_now_ns(), params}));
       },
+      [self](failed_atom, std::uint64_t version, std::uint32_t segments, const std::string& reason) {
+        auto& st = self->state;
+        if (st.late()) return;
+        st.check(self, st.options.writer->write_failed_update(FailedUpdateData{version, segments, reason}));
+      },
       [self](flush_atom) {
         auto& st = self->state;
         if (!st.closed)

@@ -1,6 +1,7 @@
 // The recorder: appends every segment that reached the learner (with its
 // verdict, the learner version at admission and the order of arrival)
-// and every published weight version to the rollout log through a
+// and every published weight version (and every failed update, which takes
+// back its batch's trained verdicts) to the rollout log through a
 // LogWriter (rollout_log/log_writer.hpp; format in docs/replay.md). A write
 // that fails leaves the log readable up to its last whole entry; from then
 // on nothing more is written, and every record not written is counted and

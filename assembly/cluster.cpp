@@ -233,6 +233,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     co.resumed = prepared->resumed;
     co.learner_group = prepared->ranks ? prepared->ranks->group() : nullptr;
     co.log = child_logger(log, "coordinator");
+    co.drop_segments = options.drop_segments;
     // Shared: the coordinator may call it after this thread gave up waiting.
     auto core_promise = std::make_shared<std::promise<std::pair<learner_actor, weight_store_actor>>>();
     auto core_future = core_promise->get_future();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 
 #include "control/coordinator.hpp"
@@ -41,6 +42,9 @@ struct RunOptions {
   // Fault injection, for tests: the rollout log's writes fail once they
   // pass this many bytes (LogWriterOptions::fail_after_bytes).
   std::uint64_t log_fail_after_bytes = UINT64_MAX;
+  // Fault injection, for tests: the learner drops the n-th segment
+  // messages that reach it (from 1) unseen, as if lost on the wire.
+  std::set<std::uint64_t> drop_segments;
   // The rlx executable, for learner rank processes ([learner] ranks > 1);
   // empty: this process's own executable.
   std::string binary;

@@ -31,11 +31,24 @@ std::chrono::milliseconds report_period(const ClusterConfig& c) {
 }
 
 
-// produced = trained + dropped_stale + rejected + lost + in_flight, where
-// the learner's counts come from its last report.
+// produced = trained + dropped_stale + rejected + lost + vanished +
+// in_flight, where the learner's counts come from its last report.
 SegmentLedger::Totals account(const CoordinatorState& st) {
+  SegmentLedger::ArrivalCounts arrivals;
+  for (const auto& a : st.metrics.arrivals_by_explorer) arrivals[a.explorer] = {a.accounted, a.vanished};
   return st.ledger.account(
-      SegmentLedger::Counts(st.metrics.segments_by_explorer.begin(), st.metrics.segments_by_explorer.end()));
+      SegmentLedger::Counts(st.metrics.segments_by_explorer.begin(), st.metrics.segments_by_explorer.end()), arrivals,
+      st.end.final_counts);
+}
+
+// Segments sent and never received, though sender and learner lived: a
+// warning each time more are found (the learner names their indices).
+void warn_vanished(CoordinatorState& st) {
+  const auto a = account(st);
+  if (a.vanished <= st.vanished_warned) return;
+  st.options.log->warn("{} segments vanished between explorers and the learner ({} in all): the accounting does not add up",
+                       a.vanished - st.vanished_warned, a.vanished);
+  st.vanished_warned = a.vanished;
 }
 
 // The coordinator's own counts, for the report.
@@ -43,19 +56,19 @@ RunCounts run_counts(const CoordinatorState& st) {
   RunCounts r;
   r.time_s = st.elapsed();
   r.explorers = st.explorers.size();
-  r.explorers_lost = st.explorers_lost;
-  r.explorers_retired = st.explorers_retired;
+  r.explorers_lost = st.tally.explorers_lost;
+  r.explorers_retired = st.tally.explorers_retired;
   r.explorers_rejoined = st.ledger.rejoined_count();
   r.nodes = st.nodes.size() + 1;
-  r.joins_refused = st.joins_refused;
-  r.nodes_evicted = st.nodes_evicted;
+  r.joins_refused = st.tally.joins_refused;
+  r.nodes_evicted = st.tally.nodes_evicted;
   r.reward_workers = st.plan->reward_workers();
-  r.autoscale_changes = st.autoscale_changes;
-  r.weight_swap_mean_us = st.swaps ? st.swap_us_sum / static_cast<double>(st.swaps) : 0.0;
+  r.autoscale_changes = st.tally.autoscale_changes;
+  r.weight_swap_mean_us = st.tally.swaps ? st.tally.swap_us_sum / static_cast<double>(st.tally.swaps) : 0.0;
   r.rss_mb = resident_bytes() >> 20;
   r.segments = account(st);
   r.eval = st.eval;
-  r.segments_unrecorded = st.unrecorded;
+  r.segments_unrecorded = st.tally.unrecorded;
   return r;
 }
 
@@ -81,17 +94,17 @@ Status make_status(Self self) {
 // The launcher learns the outcome; the coordinator exits.
 void send_done(Self self) {
   auto& st = self->state;
-  if (st.done_sent) return;
-  st.done_sent = true;
-  caf::anon_send(st.options.launcher, done_atom::value, static_cast<int>(st.outcome), st.summary);
+  if (st.end.done_sent) return;
+  st.end.done_sent = true;
+  caf::anon_send(st.options.launcher, done_atom::value, static_cast<int>(st.end.outcome), st.end.summary);
   self->quit();
 }
 
 // Every actor exits; the launcher learns the outcome.
 void finish(Self self) {
   auto& st = self->state;
-  if (st.finish_started) return;
-  st.finish_started = true;
+  if (st.end.finish_started) return;
+  st.end.finish_started = true;
   auto shutdown = [self](std::uint64_t records) {
     auto& st = self->state;
     for (auto& r : st.rewards) self->send_exit(r, caf::exit_reason::user_shutdown);
@@ -103,16 +116,19 @@ void finish(Self self) {
     const auto a = account(st);
     std::string summary = fmt::format(
         "{}: {} after {:.1f} s, {} env steps, {} episodes, mean return {:.1f} at the end, policy v{}, segments produced {}: "
-        "trained {} / dropped stale {} / rejected {} / lost {}{}, {} records{}",
-        st.options.config.run.name, st.reason, st.elapsed(), m.env_steps, m.episodes, m.mean_return, m.policy_version,
-        a.produced, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, a.lost,
+        "trained {}{} / dropped stale {} / rejected {} / lost {}{}{}, {} records{}",
+        st.options.config.run.name, st.end.reason, st.elapsed(), m.env_steps, m.episodes, m.mean_return, m.policy_version,
+        a.produced, m.segments_trained,
+        m.segments_update_failed ? fmt::format(" / update failed {}", m.segments_update_failed) : "",
+        m.segments_dropped_stale, m.segments_rejected, a.lost,
+        a.vanished ? fmt::format(" / VANISHED {} (sent, never received: the accounting does not add up)", a.vanished) : "",
         a.in_flight ? fmt::format(" / in flight {}", a.in_flight) : "", records,
-        st.unrecorded ? fmt::format(" ({} NOT recorded: the rollout log failed)", st.unrecorded) : "");
+        st.tally.unrecorded ? fmt::format(" ({} NOT recorded: the rollout log failed)", st.tally.unrecorded) : "");
     // Member nodes exit when told; their down messages (or the deadline) end the run.
-    st.summary = summary;
-    st.finishing = true;
-    st.stop_deadline = std::chrono::steady_clock::now() + st.drain_allowance();
-    for (auto& [name, agent] : st.nodes) self->send(agent, stop_atom::value, st.reason);
+    st.end.summary = summary;
+    st.end.finishing = true;
+    st.end.deadline = std::chrono::steady_clock::now() + st.drain_allowance();
+    for (auto& [name, agent] : st.nodes) self->send(agent, stop_atom::value, st.end.reason);
     if (st.nodes.empty()) send_done(self);
   };
   auto flush = [self, shutdown] {
@@ -130,7 +146,12 @@ void finish(Self self) {
   self->request(st.learner, std::chrono::seconds(10), metrics_atom::value)
       .then(
           [self, flush](const WireMsg& msg) {
-            if (auto m = decode<MetricsData>(msg.buf)) self->state.metrics = std::move(*m);
+            auto& st = self->state;
+            if (auto m = decode<MetricsData>(msg.buf)) {
+              st.metrics = std::move(*m);
+              st.end.final_counts = true;  // asked after the drained explorers' goodbyes
+            }
+            warn_vanished(st);
             write_metrics_line(self);
             flush();
           },
@@ -139,14 +160,14 @@ void finish(Self self) {
 
 void begin_stop(Self self, RunOutcome outcome, const std::string& reason) {
   auto& st = self->state;
-  if (st.stopping) return;
-  st.stopping = true;
-  st.outcome = outcome;
-  st.reason = reason;
+  if (st.end.stopping) return;
+  st.end.stopping = true;
+  st.end.outcome = outcome;
+  st.end.reason = reason;
   st.options.log->info("stopping: {}", reason);
   write_metrics_line(self);
   if (st.options.on_status) st.options.on_status(make_status(self));
-  st.stop_deadline = std::chrono::steady_clock::now() + st.drain_allowance();
+  st.end.deadline = std::chrono::steady_clock::now() + st.drain_allowance();
   if (st.explorers.empty()) return finish(self);
   for (auto& [id, e] : st.explorers) self->send(e, drain_atom::value);
 }
@@ -196,6 +217,7 @@ void spawn_cluster(Self self) {
   lo.recorder = st.recorder;
   lo.coordinator = me;
   lo.log = child_logger(log, "learner");
+  lo.drop_for_test = st.options.drop_segments;
   st.learner = spawn_learner(self->system(), lo);
   self->monitor(st.learner);
   self->link_to(st.learner);
@@ -253,17 +275,17 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
     if (dm.source == st.learner.address()) {
-      if (st.finish_started) return;  // finish() stopped it on purpose
+      if (st.end.finish_started) return;  // finish() stopped it on purpose
       st.options.log->error("the learner died: {}", caf::to_string(dm.reason));
-      st.stopping = false;
+      st.end.stopping = false;
       begin_stop(self, RunOutcome::failed, "the learner died (" + caf::to_string(dm.reason) + ")");
       return;
     }
     for (auto n = st.nodes.begin(); n != st.nodes.end(); ++n)
       if (n->second.address() == dm.source) {
-        if (!st.finishing) st.options.log->warn("node '{}' went away ({})", n->first, caf::to_string(dm.reason));
+        if (!st.end.finishing) st.options.log->warn("node '{}' went away ({})", n->first, caf::to_string(dm.reason));
         node_gone(self, std::string(n->first));
-        if (st.finishing && st.nodes.empty()) send_done(self);
+        if (st.end.finishing && st.nodes.empty()) send_done(self);
         return;
       }
     if (const auto id = explorer_id(st, dm.source))
@@ -293,7 +315,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
              std::uint32_t envs_per_explorer, std::uint32_t rewards, bool rejoined) {
         node_entered(self, name, agent, explorers, envs_per_explorer, rewards, rejoined);
       },
-      [self](refused_atom, const std::string&) { ++self->state.joins_refused; },  // the gate logged it
+      [self](refused_atom, const std::string&) { ++self->state.tally.joins_refused; },  // the gate logged it
       [self](eval_atom, std::uint64_t version, double pass_at_1, double mean_score, std::uint32_t tasks) {
         auto& st = self->state;
         if (st.eval.any && version < st.eval.version) return;
@@ -303,7 +325,9 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       [self](leave_atom, const WireMsg& msg) {
         auto& st = self->state;
         auto l = decode_or_count<LeaveData>(self, msg, st.errors, st.options.log);
-        if (l) st.options.log->debug("{} {} left: {}", to_string(l->role), l->member_id, l->reason);
+        if (!l) return;
+        st.options.log->debug("{} {} left: {} ({} segments sent)", to_string(l->role), l->member_id, l->reason, l->sent);
+        if (l->role == Role::explorer) st.ledger.left(l->member_id, l->sent);
       },
       [self](metrics_atom, const WireMsg& msg) {
         auto& st = self->state;
@@ -311,23 +335,24 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         if (!m) return;
         st.metrics = std::move(*m);
         st.metrics_at_s = st.elapsed();
+        warn_vanished(st);
         note_first_segments(self);
-        if (!st.stopping) check_stop(self);
+        if (!st.end.stopping) check_stop(self);
       },
       [self](swap_atom, std::uint32_t, double us) {
-        self->state.swap_us_sum += us;
-        ++self->state.swaps;
+        self->state.tally.swap_us_sum += us;
+        ++self->state.tally.swaps;
       },
       [self](tick_atom) {
         auto& st = self->state;
-        if (st.finishing) {
-          if (std::chrono::steady_clock::now() >= st.stop_deadline) {
+        if (st.end.finishing) {
+          if (std::chrono::steady_clock::now() >= st.end.deadline) {
             st.options.log->warn("{} member nodes did not stop in time", st.nodes.size());
             send_done(self);
             return;
           }
-        } else if (st.stopping) {
-          if (!st.finish_started && std::chrono::steady_clock::now() >= st.stop_deadline) {
+        } else if (st.end.stopping) {
+          if (!st.end.finish_started && std::chrono::steady_clock::now() >= st.end.deadline) {
             // The run ends without them: what they made and the learner has
             // not received is lost, not in flight.
             for (const auto& [id, e] : st.explorers) st.ledger.dead(id);
@@ -344,7 +369,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
           st.last_tick_steps = s.env_steps;
           check_stop(self);
           autoscale(self);
-          if (!st.stopping && st.explorers_joined == 0 && s.time_s >= st.options.config.launch.join_timeout_s)
+          if (!st.end.stopping && st.tally.explorers_joined == 0 && s.time_s >= st.options.config.launch.join_timeout_s)
             begin_stop(self, RunOutcome::failed,
                        fmt::format("no explorer joined within {} s ([launch] join_timeout_s)",
                                    st.options.config.launch.join_timeout_s));
@@ -355,7 +380,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       [self](unrecorded_atom, std::uint64_t count, const std::string& why) {
         // The rollout log took no more: stop ([record] on_error = "stop") or count it.
         auto& st = self->state;
-        st.unrecorded = std::max(st.unrecorded, count);
+        st.tally.unrecorded = std::max(st.tally.unrecorded, count);
         if (st.options.config.record.on_error == OnRecordError::stop)
           begin_stop(self, RunOutcome::failed, "the rollout log could not be written: " + why);
       },

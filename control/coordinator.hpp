@@ -55,6 +55,7 @@ struct CoordinatorOptions {
   // server); made by the store when null.
   std::shared_ptr<WeightShelf> weight_shelf;
   Logger log;
+  std::set<std::uint64_t> drop_segments;      // fault injection, for tests (RunOptions::drop_segments)
 };
 
 

@@ -35,32 +35,34 @@ struct CoordinatorState {
   std::map<std::string, std::chrono::steady_clock::time_point> last_heard;
   std::optional<MembershipPlan> plan;         // ids, orders, scaling (made once the options are in)
   double metrics_at_s = 0;                    // when the learner's newest report arrived
-  std::uint64_t nodes_evicted = 0;
-  std::uint64_t explorers_retired = 0;
-  std::uint64_t autoscale_changes = 0;
-  std::uint64_t unrecorded = 0;               // records the rollout log did not take ([record] on_error)
   BatchEnvFactory factory;                    // for explorers this process starts later
   std::shared_ptr<const Scorer> scorer;       // for reward workers this process starts ([reward] scorer)
   EnvSpec spec;
-  SegmentLedger ledger;                       // segments made, delivered before, lost, in flight
-  std::uint64_t explorers_lost = 0;
-  std::uint64_t explorers_joined = 0;
-  std::uint64_t joins_refused = 0;
-  bool finish_started = false;
-  bool finishing = false;                     // waiting for member nodes to stop
-  std::string summary;                        // the run's one-line summary, once finishing
-  bool done_sent = false;
+  SegmentLedger ledger;                       // segments made, delivered before, lost, vanished, in flight
+  std::uint64_t vanished_warned = 0;          // vanished segments already warned of
+  // What the coordinator counts itself (the report's RunCounts).
+  struct Tally {
+    std::uint64_t explorers_joined = 0, explorers_lost = 0, explorers_retired = 0, nodes_evicted = 0,
+                  joins_refused = 0, autoscale_changes = 0;
+    std::uint64_t unrecorded = 0;             // records the rollout log did not take ([record] on_error)
+    std::uint64_t swaps = 0;
+    double swap_us_sum = 0;
+  } tally;
+  // How the run ends: stopping (explorers drain), then finishing (the
+  // recorder flushed, member nodes told to stop), then done (the launcher told).
+  struct Ending {
+    bool stopping = false, finish_started = false, finishing = false, done_sent = false;
+    bool final_counts = false;                // the learner's counts taken after every explorer left
+    RunOutcome outcome = RunOutcome::solved;
+    std::string reason;
+    std::string summary;                      // the run's one-line summary, once finishing
+    std::chrono::steady_clock::time_point deadline;
+  } end;
   MetricsData metrics;
-  double swap_us_sum = 0;
-  std::uint64_t swaps = 0;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   double last_tick_s = 0;
   std::uint64_t last_tick_steps = 0;
   std::ofstream jsonl;
-  bool stopping = false;
-  RunOutcome outcome = RunOutcome::solved;
-  std::string reason;
-  std::chrono::steady_clock::time_point stop_deadline;
   // How long an explorer takes to make a segment (a moving average of the
   // gaps between its produced reports): a stop waits for a segment in the
   // making that long, twice over, on top of 5 s (at most 120 s).

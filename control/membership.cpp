@@ -22,7 +22,7 @@ void add_explorer(Self self, std::uint32_t id, explorer_actor e, bool here) {
   self->monitor(e);
   if (here) self->link_to(e);
   st.explorers[id] = std::move(e);
-  ++st.explorers_joined;
+  ++st.tally.explorers_joined;
 }
 
 // Starts what the plan ordered: here, or on a member node.
@@ -102,10 +102,10 @@ void spawn_here(Self self, const NodeConfig& node) {
 void node_entered(Self self, const std::string& name, node_actor agent, std::uint32_t explorers,
                   std::uint32_t envs_per_explorer, std::uint32_t rewards, bool rejoined) {
   auto& st = self->state;
-  if (st.stopping) return self->send(agent, stop_atom::value, st.reason);
+  if (st.end.stopping) return self->send(agent, stop_atom::value, st.end.reason);
   const auto entry = st.plan->node_entered(name, explorers, envs_per_explorer, rewards, rejoined);
   if (entry.refused) {
-    ++st.joins_refused;
+    ++st.tally.joins_refused;
     st.options.log->warn("node '{}' is not in the topology: sent away ({})", name, *entry.refused);
     return self->send(agent, stop_atom::value, *entry.refused);
   }
@@ -147,7 +147,7 @@ void explorer_joined(Self self, const JoinData& join, explorer_actor who) {
                          id, join.node, join.produced, before, join.kept, *lost);
   }
   if (auto it = st.explorers.find(id); it != st.explorers.end() && it->second.address() == who.address()) return;
-  if (st.stopping) return self->send(who, drain_atom::value);
+  if (st.end.stopping) return self->send(who, drain_atom::value);
   add_explorer(self, id, std::move(who), false);
 }
 
@@ -156,16 +156,16 @@ void explorer_gone(Self self, std::uint32_t id, const std::string& why, bool die
   if (died) st.ledger.dead(id);
   const bool retired = st.plan->explorer_left(id);
   st.explorers.erase(id);
-  if (st.stopping) {
-    if (st.explorers.empty() && !st.finishing) finish(self);
+  if (st.end.stopping) {
+    if (st.explorers.empty() && !st.end.finishing) finish(self);
     return;
   }
   if (retired && !died) {
-    ++st.explorers_retired;
+    ++st.tally.explorers_retired;
     st.options.log->info("explorer {} left (scaled down); {} left", id, st.explorers.size());
     return;
   }
-  ++st.explorers_lost;
+  ++st.tally.explorers_lost;
   st.options.log->warn("an explorer {}; {} left", why, st.explorers.size());
   if (st.explorers.empty()) begin_stop(self, RunOutcome::failed, "no explorer left");
 }
@@ -177,7 +177,7 @@ void evict(Self self, const std::string& name, double silent_s) {
   auto& st = self->state;
   auto node = st.nodes.find(name);
   if (node == st.nodes.end()) return;
-  ++st.nodes_evicted;
+  ++st.tally.nodes_evicted;
   st.options.log->warn("node '{}' has not answered for {:.1f} s: evicted", name, silent_s);
   self->demonitor(node->second.address());
   self->send(node->second, stop_atom::value, fmt::format("evicted: no answer for {:.1f} s", silent_s));
@@ -188,7 +188,7 @@ void evict(Self self, const std::string& name, double silent_s) {
     self->demonitor(it->second.address());
     explorer_gone(self, id, "was evicted with node '" + name + "'", true);
   }
-  if (st.finishing && st.nodes.empty()) send_done(self);
+  if (st.end.finishing && st.nodes.empty()) send_done(self);
 }
 
 // The heartbeat: asks every member node whether it is alive, and evicts
@@ -211,14 +211,14 @@ void heartbeat(Self self) {
               [](const caf::error&) {});  // silence is judged by last_heard, not by one lost answer
   }
   for (const auto& [name, quiet] : silent) evict(self, name, quiet);
-  if (!st.finishing)
+  if (!st.end.finishing)
     self->delayed_send(self, std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(launch.heartbeat_s)),
                        beat_atom::value);
 }
 
 Result<std::string> scale(Self self, std::int32_t explorers, std::int32_t rewards) {
   auto& st = self->state;
-  if (st.stopping) return make_error(Errc::config_range, "the run is stopping (" + st.reason + ")");
+  if (st.end.stopping) return make_error(Errc::config_range, "the run is stopping (" + st.end.reason + ")");
   if (st.options.config.run.mode == RunMode::sync)
     return make_error(Errc::config_range, "a sync run has a fixed set of explorers (batch_segments x ranks)");
   if (explorers == 0 || explorers > 4096) return make_error(Errc::config_range, "explorers must be 1..4096");
@@ -234,12 +234,12 @@ Result<std::string> scale(Self self, std::int32_t explorers, std::int32_t reward
 
 void autoscale(Self self) {
   auto& st = self->state;
-  if (st.stopping) return;
+  if (st.end.stopping) return;
   const auto& m = st.metrics;
   const auto d = st.plan->autoscale(st.options.config.autoscale,
                                     {st.metrics_at_s, m.busy_s, m.segments_received, m.segments_dropped_stale});
   if (!d) return;
-  ++st.autoscale_changes;
+  ++st.tally.autoscale_changes;
   st.options.log->info("autoscale: {}: {}", d->why, scale_explorers(self, static_cast<std::uint32_t>(d->explorers)));
 }
 

@@ -32,21 +32,22 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
   const auto& a = r.segments;
   return fmt::format(
       "{{\"time_s\":{},\"env_steps\":{},\"episodes\":{},\"mean_return\":{},\"policy_version\":{},"
-      "\"segments_received\":{},\"segments_trained\":{},\"segments_dropped_stale\":{},\"segments_rejected\":{},\"lag_mean\":{},\"lag_max\":{},"
+      "\"segments_received\":{},\"segments_trained\":{},\"segments_dropped_stale\":{},\"segments_rejected\":{},\"segments_update_failed\":{},\"lag_mean\":{},\"lag_max\":{},"
       "\"lag_histogram\":[{}],\"ratio_mean\":{},\"ratio_max\":{},\"truncated_fraction\":{},\"policy_loss\":{},"
       "\"value_loss\":{},\"entropy\":{},\"load_balance_loss\":{},\"expert_utilisation\":[{}],\"updates\":{},"
       "\"weight_swap_mean_us\":{},\"explorers\":{},\"explorers_lost\":{},\"episodes_lost\":{},\"nodes\":{},"
       "\"joins_refused\":{},\"nodes_evicted\":{},\"segments_produced\":{},\"segments_lost\":{},"
-      "\"segments_in_flight\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
+      "\"segments_in_flight\":{},\"segments_vanished\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
       "\"autoscale_changes\":{},\"explorers_rejoined\":{},\"route_mismatch\":{},\"stale_tokens\":{},"
       "\"hint_kl\":{},\"hinted_rows\":{},\"skipped_rows\":{},\"reward_retries\":{},\"rows_masked\":{},"
       "\"infra_failures\":{},\"segments_unrecorded\":{},\"rss_mb\":{}{}}}\n",
       json_number(r.time_s), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
-      m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, json_number(m.lag_mean),
+      m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, m.segments_update_failed,
+      json_number(m.lag_mean),
       m.lag_max, hist, json_number(m.ratio_mean), json_number(m.ratio_max), json_number(m.truncated_fraction),
       json_number(m.policy_loss), json_number(m.value_loss), json_number(m.entropy), json_number(m.load_balance_loss),
       util, m.updates, json_number(r.weight_swap_mean_us), r.explorers, r.explorers_lost, m.episodes_lost, r.nodes,
-      r.joins_refused, r.nodes_evicted, a.produced, a.lost, a.in_flight, r.reward_workers, r.explorers_retired,
+      r.joins_refused, r.nodes_evicted, a.produced, a.lost, a.in_flight, a.vanished, r.reward_workers, r.explorers_retired,
       json_number(m.busy_s), r.autoscale_changes, r.explorers_rejoined, json_number(m.route_mismatch), m.stale_tokens,
       json_number(m.hint_kl), m.hinted_rows, m.skipped_rows, m.reward_retries, m.rows_masked,
       infra_failures_json(m.infra_failures), r.segments_unrecorded, r.rss_mb,
@@ -70,6 +71,7 @@ Status make_status(const MetricsData& m, const RunCounts& r, double steps_per_s)
   s.dropped_stale = m.segments_dropped_stale;
   s.rejected = m.segments_rejected;
   s.lost = r.segments.lost;
+  s.vanished = r.segments.vanished;
   s.explorers = r.explorers;
   s.reward_workers = r.reward_workers;
   s.nodes = r.nodes;

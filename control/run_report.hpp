@@ -26,6 +26,7 @@ struct Status {
   std::uint64_t lag_max = 0;
   std::uint64_t trained = 0, dropped_stale = 0, rejected = 0;
   std::uint64_t lost = 0;       // segments made by explorers that died, never received
+  std::uint64_t vanished = 0;   // segments sent and never received, though sender and learner lived
   std::uint64_t explorers = 0;
   std::uint64_t reward_workers = 0;
   std::uint64_t nodes = 1;      // processes in the cluster (the head counts)

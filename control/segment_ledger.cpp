@@ -27,7 +27,7 @@ std::optional<std::uint64_t> SegmentLedger::rejoined(std::uint32_t explorer, std
   return lost;
 }
 
-SegmentLedger::Totals SegmentLedger::account(const Counts& received) const {
+SegmentLedger::Totals SegmentLedger::account(const Counts& received, const ArrivalCounts& arrivals, bool final) const {
   // A rejoined explorer's count is its life's, which includes what the log
   // holds; anyone else's counts only this head's run.
   Counts made_by = before_;
@@ -38,6 +38,14 @@ SegmentLedger::Totals SegmentLedger::account(const Counts& received) const {
     t.produced += made;
     const std::uint64_t got = at(received, id);
     std::uint64_t missing = made > got ? made - got : 0;
+    if (auto a = arrivals.find(id); a != arrivals.end() || final) {
+      const Arrivals seen = a != arrivals.end() ? a->second : Arrivals{};
+      const std::uint64_t sent = at(sent_, id);
+      const std::uint64_t tail = final && sent > seen.accounted ? sent - seen.accounted : 0;
+      const std::uint64_t vanished = std::min(missing, seen.vanished + tail);
+      t.vanished += vanished;
+      missing -= vanished;
+    }
     if (auto l = lost_with_head_.find(id); l != lost_with_head_.end()) {
       const std::uint64_t with_head = std::min(missing, l->second);
       t.lost += with_head;

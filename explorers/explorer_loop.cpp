@@ -150,6 +150,8 @@ void ExplorerLoop::ack() {
 void ExplorerLoop::offer(Segment segment) {
   if (credits_ > 0 && !paused_) {
     --credits_;
+    segment.sent_index = ++sent_;  // numbered as it leaves: the learner's check for vanished ones
+    segment.sent_base = sent_base_;
     outbox_.push_back(Outgoing{Outgoing::Kind::segment, 0, std::move(segment)});
   } else {
     pending_ = std::move(segment);
@@ -169,6 +171,7 @@ ExplorerLoop::Rebound ExplorerLoop::rebind(std::uint64_t valid) {
   Rebound r;
   paused_ = false;
   credits_ = options_.credits;  // the dead learner's acks will not come
+  sent_base_ = sent_ + 1;        // what the new head hears of this explorer starts here
   // A segment counts as made when it is released to be sent: the pending
   // one is, and dropping it makes it lost; held ones (waiting for rewards)
   // and the steps in hand are not, and go as dropped steps.

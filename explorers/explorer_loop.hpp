@@ -176,6 +176,9 @@ class ExplorerLoop {
   bool has_pending() const { return pending_.has_value(); }
   std::size_t held() const { return deferred_.held(); }
   std::uint64_t produced() const { return produced_; }
+  // Segments sent to learners in its life; each carries its number
+  // (Segment::sent_index) and where its sending to this learner began.
+  std::uint64_t sent() const { return sent_; }
 
  private:
   void offer(Segment segment);  // to the learner if a credit allows, else pending
@@ -195,6 +198,8 @@ class ExplorerLoop {
   std::uint32_t credits_ = 0;
   std::uint64_t sync_wait_for_ = 0;    // sync mode: the version needed before the next segment
   std::uint64_t produced_ = 0;
+  std::uint64_t sent_ = 0;
+  std::uint64_t sent_base_ = 1;
   std::size_t next_worker_ = 0;
   std::optional<std::uint64_t> check_segment_above_;
   bool started_ = false;

@@ -87,11 +87,12 @@ int main(int argc, char** argv) {
   put(dir, "reward_request", encode(RewardRequestData{1, 2, "task", "payload"}, "seed"));
   put(dir, "reward_result", encode(RewardResultData{1, 0.5f, true, "", "# f(*[1]) == 2\n"}, "seed"));
   put(dir, "join", encode(JoinData{Role::explorer, "node", 3, "token"}, "seed"));
-  put(dir, "leave", encode(LeaveData{Role::explorer, 3, "drained"}, "seed"));
+  put(dir, "leave", encode(LeaveData{Role::explorer, 3, "drained", 7}, "seed"));
   put(dir, "heartbeat", encode(HeartbeatData{Role::explorer, 3, 99}, "seed"));
   MetricsData m;
   m.lag_histogram = {1, 2};
   m.expert_utilisation = {0.5f, 0.5f};
+  m.arrivals_by_explorer = {{3, 8, 1}};
   put(dir, "metrics", encode(m, "seed"));
   put(dir, "scale", encode(ScaleCommandData{4, 1, "node"}, "seed"));
   put(dir, "peek_kind", encode(segment(), "seed"));

@@ -27,6 +27,10 @@ class Admission {
   AdmissionDecision admit(const Segment& segment, std::uint64_t learner_version);
   // Counts a segment that failed decoding.
   void count_rejected() { ++rejected_; }
+  // A batch's update failed: `segment`, counted trained when admitted at
+  // `learner_version`, was not trained after all (its steps leave the lag
+  // histogram too).
+  void take_back(const Segment& segment, std::uint64_t learner_version);
   // Counts a verdict decided elsewhere (a replayed log): the same
   // bookkeeping as admit() would have done.
   void count(Verdict verdict, std::uint64_t lag, std::uint64_t env_steps);

@@ -60,6 +60,12 @@ Arrival LearnerCore::admit_recorded(const RolloutRecordData& record, std::option
   return a;
 }
 
+void LearnerCore::drop_batch() {
+  // Admitted at this version: it grows only with an update, which clears the batch.
+  for (const auto& s : batch_) admission_.take_back(s, trainer_->version());
+  batch_.clear();
+}
+
 bool LearnerCore::restore(std::uint64_t received, std::uint64_t updates, const Admission::State& admission,
                           const RunStats::State& stats) {
   if (!admission_.restore(admission)) return false;
@@ -95,6 +101,7 @@ Result<UpdateStats> LearnerCore::train() {
     std::uint64_t steps = 0;  // the whole batch's, not rank 0's slice
     for (const auto& seg : batch_) steps += seg.env_steps();
     auto r = trainer_->update(ptrs);
+    if (!r) drop_batch();
     batch_.clear();
     if (!r && world() > 1)
       // The other ranks may have made this update's collectives, or be
@@ -105,7 +112,7 @@ Result<UpdateStats> LearnerCore::train() {
     if (r) ++updates_;
     return r;
   } catch (const GroupError& e) {
-    batch_.clear();
+    drop_batch();
     return make_error(Errc::group_broken, e.what());
   }
 }

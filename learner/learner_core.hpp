@@ -45,11 +45,22 @@ class LearnerCore {
   bool batch_full() const { return batch_.size() >= options_.batch_segments * world(); }
   std::size_t batch_size() const { return batch_.size(); }
   // One update on the batch, which is cleared either way. On success the
-  // version grows by one. Data-parallel: the batch goes to every rank
+  // version grows by one; on failure the batch's segments are counted as
+  // update_failed, no longer trained. Data-parallel: the batch goes to every rank
   // (rank r trains on slice r) first. A dead rank, or an update that
   // failed on rank 0 or any other, is an Errc::group_broken error: the group
   // is broken and the learner must stop.
   Result<UpdateStats> train();
+  // The batch's update failed elsewhere (a replayed log says so): its
+  // segments count as update_failed, and it is cleared.
+  void drop_batch();
+  // Segments admitted to a batch whose update failed: every arrival is
+  // rejected, dropped stale, trained or this (the counts are checkpointed).
+  std::uint64_t update_failed() const {
+    const auto s = admission_.state();
+    const std::uint64_t judged = s.accepted + s.dropped + s.rejected;
+    return received_ > judged ? received_ - judged : 0;
+  }
   // After a successful train(): whether this version is to be published.
   bool publish_due() const { return updates_ % options_.publish_every == 0; }
   // The current weights (with their checksum).

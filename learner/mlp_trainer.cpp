@@ -2,6 +2,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include "core/error.hpp"
@@ -86,6 +87,10 @@ MlpTrainer::~MlpTrainer() = default;
 std::string MlpTrainer::refuses(const Segment& segment) const {
   if (segment.tokens) return "a token segment for the " + to_string(impl_->options.policy.kind) + " policy";
   if (segment.obs_dim != impl_->options.obs_dim) return "obs_dim mismatch";
+  // An action the policy does not have would fail the whole batch's update.
+  for (const auto a : segment.actions)
+    if (a < 0 || a >= impl_->options.num_actions)
+      return fmt::format("action {} out of range (the policy has {})", a, impl_->options.num_actions);
   return "";
 }
 
@@ -138,7 +143,7 @@ Batch MlpTrainer::Impl::make_batch(const std::vector<const Segment*>& segments) 
                   clone(s->rewards, {T, B}, torch::kFloat32),
                   clone(s->terminated, {T, B}, torch::kUInt8).to(f32),
                   clone(s->truncated, {T, B}, torch::kUInt8).to(f32),
-                  clone(s->bootstrap_observations, {B, D}, torch::kFloat32)};
+                  clone(s->bootstrap_observations, {B, D}, torch::kFloat32), {}, {}};
     if (!s->truncation_observations.empty()) {
       std::vector<std::int64_t> at;
       for (std::int64_t i = 0; i < T * B; ++i)

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
 #include "policy/token_segment.hpp"
@@ -55,7 +57,11 @@ TokenPolicyTrainer::TokenPolicyTrainer(const TokenTrainerOptions& options)
     : Trainer(options.device), tokens_(options) {}
 
 std::string TokenPolicyTrainer::refuses(const Segment& segment) const {
-  return segment.tokens ? "" : "a segment without tokens for the token policy";
+  if (!segment.tokens) return "a segment without tokens for the token policy";
+  // A token outside the vocabulary would fail the whole batch's update.
+  for (const auto t : segment.actions)
+    if (t < 0 || t >= Tokenizer::vocab) return fmt::format("token {} outside the vocabulary ({})", t, Tokenizer::vocab);
+  return "";
 }
 
 WeightSetData TokenPolicyTrainer::weights() const {

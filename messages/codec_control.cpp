@@ -57,6 +57,7 @@ WireBuffer encode(const LeaveData& x, std::string_view sender) {
     l.setRole(static_cast<wire::Role>(x.role));
     l.setMemberId(x.member_id);
     l.setReason(kj::StringPtr(x.reason.c_str()));
+    l.setSent(x.sent);
   });
 }
 
@@ -64,7 +65,7 @@ template <>
 Result<LeaveData> decode<LeaveData>(const WireBuffer& buf, const DecodeOptions& options) {
   return decode_body<LeaveData>(buf, options, Which::LEAVE, [](auto body) {
     auto l = body.getLeave();
-    return LeaveData{read_role(l.getRole()), l.getMemberId(), l.getReason().cStr()};
+    return LeaveData{read_role(l.getRole()), l.getMemberId(), l.getReason().cStr(), l.getSent()};
   });
 }
 
@@ -113,6 +114,7 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     m.setHintedRows(x.hinted_rows);
     m.setSkippedRows(x.skipped_rows);
     m.setRewardRetries(x.reward_retries);
+    m.setSegmentsUpdateFailed(x.segments_update_failed);
     m.setRowsMasked(x.rows_masked);
     auto f = m.initInfraFailures(static_cast<unsigned>(x.infra_failures.size()));
     for (unsigned i = 0; i < x.infra_failures.size(); ++i) f.set(i, x.infra_failures[i]);
@@ -126,6 +128,12 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     for (unsigned i = 0; i < x.segments_by_explorer.size(); ++i) {
       by[i].setExplorer(x.segments_by_explorer[i].first);
       by[i].setSegments(x.segments_by_explorer[i].second);
+    }
+    auto arr = m.initArrivalsByExplorer(static_cast<unsigned>(x.arrivals_by_explorer.size()));
+    for (unsigned i = 0; i < x.arrivals_by_explorer.size(); ++i) {
+      arr[i].setExplorer(x.arrivals_by_explorer[i].explorer);
+      arr[i].setAccounted(x.arrivals_by_explorer[i].accounted);
+      arr[i].setVanished(x.arrivals_by_explorer[i].vanished);
     }
   });
 }
@@ -159,6 +167,7 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.hinted_rows = m.getHintedRows();
     x.skipped_rows = m.getSkippedRows();
     x.reward_retries = m.getRewardRetries();
+    x.segments_update_failed = m.getSegmentsUpdateFailed();
     x.rows_masked = m.getRowsMasked();
     if (m.getInfraFailures().size() > kInfraFailureCodes) invalid("infraFailures: more codes than there are");
     for (auto v : m.getInfraFailures()) x.infra_failures.push_back(v);
@@ -168,6 +177,8 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.episodes_lost = m.getEpisodesLost();
     x.busy_s = m.getBusySeconds();
     for (auto e : m.getSegmentsByExplorer()) x.segments_by_explorer.emplace_back(e.getExplorer(), e.getSegments());
+    for (auto e : m.getArrivalsByExplorer())
+      x.arrivals_by_explorer.push_back({e.getExplorer(), e.getAccounted(), e.getVanished()});
     return x;
   });
 }

@@ -15,6 +15,7 @@ const char* to_string(LogKind k) {
     case LogKind::start: return "start";
     case LogKind::rollout: return "rollout";
     case LogKind::weights: return "weights";
+    case LogKind::failed_update: return "failed update";
   }
   return "unknown";
 }
@@ -84,6 +85,15 @@ EncodedEntry encode_log_weights(std::uint64_t seq, const WeightVersionData& x) {
   });
 }
 
+EncodedEntry encode_log_failed_update(std::uint64_t seq, const FailedUpdateData& x) {
+  return build_entry(seq, [&](wire::LogBody::Builder b) {
+    auto f = b.initFailedUpdate();
+    f.setLearnerVersion(x.learner_version);
+    f.setSegments(x.segments);
+    f.setReason(kj::StringPtr(x.reason.c_str()));
+  });
+}
+
 WireBuffer encode_index_entry(const IndexEntryData& x) {
   capnp::MallocMessageBuilder message(16);
   auto e = message.initRoot<wire::IndexEntry>();
@@ -138,6 +148,12 @@ Result<LogEntryData> decode_log_entry(const WireBuffer& buf, bool with_segment, 
                                         w.getNumParameters()};
         break;
       }
+      case wire::LogBody::FAILED_UPDATE: {
+        auto f = body.getFailedUpdate();
+        out.kind = LogKind::failed_update;
+        out.failed_update = FailedUpdateData{f.getLearnerVersion(), f.getSegments(), f.getReason().cStr()};
+        break;
+      }
       default:
         return make_error(Errc::unsupported_schema, "unknown log entry kind");
     }
@@ -154,7 +170,8 @@ Result<IndexEntryData> decode_index_entry(const WireBuffer& buf, const DecodeOpt
   try {
     auto e = open_root<wire::IndexEntry>(buf, options, reader);
     if (!e) return e.error();
-    if (e->getKind() > 2) return make_error(Errc::invalid_field, "index: unknown kind");
+    if (e->getKind() > static_cast<std::uint8_t>(LogKind::failed_update))
+      return make_error(Errc::invalid_field, "index: unknown kind");
     return IndexEntryData{e->getSeq(), e->getOffset(), e->getBytes(), e->getChecksum(),
                           static_cast<LogKind>(e->getKind())};
   } catch (const kj::Exception& e) {

@@ -96,6 +96,8 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
   auto inf = s.initInfraFailures(static_cast<unsigned>(x.infra_failures.size()));
   for (unsigned i = 0; i < x.infra_failures.size(); ++i) inf.set(i, x.infra_failures[i]);
   s.setRewardRetries(x.reward_retries);
+  s.setSentIndex(x.sent_index);
+  s.setSentBase(x.sent_base);
   if (!x.truncation_observations.empty())
     set_tensor(s.initTruncationObservations(), {static_cast<std::uint32_t>(x.truncation_observations.size() / std::max(D, 1u)), D},
                x.truncation_observations);
@@ -190,6 +192,8 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
     invalid("infraFailures: need one count per InfraFailure code, or none");
   for (auto n : s.getInfraFailures()) x.infra_failures.push_back(n);
   x.reward_retries = s.getRewardRetries();
+  x.sent_index = s.getSentIndex();
+  x.sent_base = s.getSentBase();
   if (s.hasTruncationObservations()) {
     x.truncation_observations =
         read_tensor<float>(s.getTruncationObservations(), {x.truncations(), x.obs_dim}, "truncationObservations");

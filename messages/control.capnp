@@ -32,6 +32,7 @@ struct Leave {
   role @0 :Role;
   memberId @1 :UInt32;
   reason @2 :Text;         # e.g. "scaled down", "run stopped"
+  sent @3 :UInt64;         # an explorer: the segments it sent to learners in its life
 }
 
 # member -> coordinator: I am alive.
@@ -75,6 +76,14 @@ struct MetricsReport {
   rewardRetries @29 :UInt64;      # reward requests asked again after a failure of the machinery, cumulative
   rowsMasked @30 :UInt64;         # episodes masked out of the update (no outcome: InfraFailure), cumulative
   infraFailures @31 :List(UInt64);# failures of the machinery met, by InfraFailure code (the index), cumulative
+  arrivalsByExplorer @32 :List(ExplorerArrivals); # what each explorer's segment numbers show (learner/segment_arrivals.hpp)
+  segmentsUpdateFailed @33 :UInt64; # admitted to a batch whose update failed (not counted trained)
+}
+
+struct ExplorerArrivals {
+  explorer @0 :UInt32;            # explorer id
+  accounted @1 :UInt64;           # the highest of its sent indices accounted for (arrived, unreadable or vanished)
+  vanished @2 :UInt64;            # its indices that never arrived although later ones did
 }
 
 struct ExplorerSegments {

@@ -22,7 +22,17 @@ struct LogBody {
     start @0 :RunStart;          # a run (or a resumed run) began writing here
     rollout @1 :R.RolloutRecord; # a segment's arrival at the learner and its verdict
     weights @2 :WeightVersion;   # the learner published a version
+    failedUpdate @3 :FailedUpdate; # the update on the batch just recorded failed: its segments were not trained
   }
+}
+
+# Segments are recorded as they arrive (a crash loses no admitted one), so
+# a batch's update comes after its records: when it fails, this entry
+# follows them and takes back their `trained` verdict.
+struct FailedUpdate {
+  learnerVersion @0 :UInt64;   # the version the update was to advance (unchanged)
+  segments @1 :UInt32;         # the batch: the last this many rollout records of verdict trained
+  reason @2 :Text;             # why the update failed
 }
 
 struct RunStart {
@@ -47,5 +57,5 @@ struct IndexEntry {
   offset @1 :UInt64;    # byte offset of the framed message in the uncompressed file
   bytes @2 :UInt64;     # its framed length
   checksum @3 :UInt64;  # the entry's checksum (cross-checked on read)
-  kind @4 :UInt8;       # 0 start, 1 rollout, 2 weights
+  kind @4 :UInt8;       # 0 start, 1 rollout, 2 weights, 3 failed update
 }

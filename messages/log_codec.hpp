@@ -9,7 +9,7 @@
 
 namespace rlx {
 
-enum class LogKind : std::uint8_t { start = 0, rollout = 1, weights = 2 };
+enum class LogKind : std::uint8_t { start = 0, rollout = 1, weights = 2, failed_update = 3 };
 const char* to_string(LogKind k);
 
 struct RunStartData {
@@ -27,6 +27,14 @@ struct WeightVersionData {
   std::uint64_t num_parameters = 0;
 };
 
+// The update on the batch just recorded failed: the last `segments`
+// records of verdict trained were not trained after all.
+struct FailedUpdateData {
+  std::uint64_t learner_version = 0;
+  std::uint32_t segments = 0;
+  std::string reason;
+};
+
 struct LogEntryData {
   std::uint64_t seq = 0;
   std::uint64_t checksum = 0;
@@ -34,6 +42,7 @@ struct LogEntryData {
   RunStartData start;         // kind == start
   DecodedRecord rollout;      // kind == rollout (segment empty when rejected)
   WeightVersionData weights;  // kind == weights
+  FailedUpdateData failed_update;  // kind == failed_update
 };
 
 struct IndexEntryData {
@@ -54,6 +63,7 @@ EncodedEntry encode_log_start(std::uint64_t seq, const RunStartData& x);
 // The segment is copied from `segment_envelope` unless the verdict is rejected.
 EncodedEntry encode_log_rollout(std::uint64_t seq, const RolloutRecordData& x, const WireBuffer& segment_envelope);
 EncodedEntry encode_log_weights(std::uint64_t seq, const WeightVersionData& x);
+EncodedEntry encode_log_failed_update(std::uint64_t seq, const FailedUpdateData& x);
 WireBuffer encode_index_entry(const IndexEntryData& x);
 
 // Validates framing and limits, recomputes the checksum (corrupt_record

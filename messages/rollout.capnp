@@ -33,6 +33,10 @@ struct TrajectorySegment {
   truncationObservations @21 :T.Tensor; # float32 [K, obs_dim] or unset: for each step a time limit cut (truncated,
                                  # not terminated; t-major, then env), the observation the episode was cut in (the
                                  # value bootstrap's state); unset (older builds): the step's own observation stands in
+  sentIndex @22 :UInt64;         # the explorer's count of segments sent, this one included (from 1; 0: an older
+                                 # build): an index the learner never sees is a segment that vanished
+  sentBase @23 :UInt64;          # the sentIndex its sending to this learner began at (1, or its first segment
+                                 # to a restarted head)
 }
 
 # A token policy's segment: B sequences (rows) of one decoding batch laid

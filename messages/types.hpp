@@ -81,6 +81,11 @@ struct Segment {
   std::vector<std::uint8_t> masked_rows;
   std::vector<std::uint32_t> infra_failures;
   std::uint32_t reward_retries = 0;
+  // The explorer's count of segments sent, this one included (from 1; 0:
+  // an older build), and the index its sending to this learner began at
+  // (learner/segment_arrivals.hpp): the learner's check for vanished ones.
+  std::uint64_t sent_index = 0;
+  std::uint64_t sent_base = 0;
 
   // Marks the steps of env `env` from `first` to `last` (inclusive) as
   // masked, and counts one masked episode (and one failure) of `why`. A
@@ -216,6 +221,14 @@ struct LeaveData {
   Role role = Role::explorer;
   std::uint32_t member_id = 0;
   std::string reason;
+  std::uint64_t sent = 0;  // an explorer: the segments it sent to learners in its life
+};
+
+// What one explorer's segment numbers show the learner (learner/segment_arrivals.hpp).
+struct ExplorerArrivalsData {
+  std::uint32_t explorer = 0;
+  std::uint64_t accounted = 0;  // the highest sent index accounted for: arrived, unreadable or vanished
+  std::uint64_t vanished = 0;   // indices that never arrived although later ones did
 };
 
 struct HeartbeatData {
@@ -234,6 +247,7 @@ struct MetricsData {
   std::uint64_t segments_trained = 0;
   std::uint64_t segments_dropped_stale = 0;
   std::uint64_t segments_rejected = 0;
+  std::uint64_t segments_update_failed = 0;  // admitted to a batch whose update failed (not in trained)
   float lag_mean = 0;
   std::uint64_t lag_max = 0;
   std::vector<std::uint64_t> lag_histogram;
@@ -259,6 +273,7 @@ struct MetricsData {
   std::uint64_t reward_retries = 0;  // reward requests asked again
   std::uint64_t rows_masked = 0;     // episodes masked out (no outcome)
   std::vector<std::uint64_t> infra_failures;  // failures met, by InfraFailure code (kInfraFailureCodes entries)
+  std::vector<ExplorerArrivalsData> arrivals_by_explorer;  // what each explorer's segment numbers show
 };
 
 struct ScaleCommandData {

@@ -17,6 +17,12 @@ Result<LogSummary> summarise_log(const std::filesystem::path& log, const ReadOpt
       ++s.versions_published;
       s.last_version = std::max(s.last_version, e.weights.version);
       s.versions[e.weights.version].published = true;
+    } else if (e.kind == LogKind::failed_update) {
+      // The batch's records said trained; its update failed.
+      const auto n = std::min<std::uint64_t>(e.failed_update.segments, s.trained);
+      s.trained -= n;
+      s.update_failed += n;
+      s.drop_reasons["update failed: " + e.failed_update.reason] += n;
     } else {
       const auto& r = e.rollout.record;
       ++s.segments;
@@ -101,8 +107,9 @@ std::string summary_text(const LogSummary& s) {
                    r.entries);
   o += fmt::format("runs         {} ({} resumed)\n", s.runs, s.resumes);
   o += fmt::format("time span    {:.1f} s\n", s.span_s());
-  o += fmt::format("segments     {}: trained {}, dropped stale {}, rejected {}\n", s.segments, s.trained,
-                   s.dropped_stale, s.rejected);
+  o += fmt::format("segments     {}: trained {}, dropped stale {}, rejected {}{}\n", s.segments, s.trained,
+                   s.dropped_stale, s.rejected,
+                   s.update_failed ? fmt::format(", update failed {}", s.update_failed) : std::string());
   for (const auto& [why, n] : s.drop_reasons) o += fmt::format("  {:<30} {}\n", why, n);
   o += fmt::format("env steps    {} ({:.1f} bytes per step in the log)\n", s.env_steps,
                    s.env_steps ? static_cast<double>(r.stored_bytes) / static_cast<double>(s.env_steps) : 0.0);
@@ -142,8 +149,8 @@ std::string summary_json(const LogSummary& s) {
   o += fmt::format("\"files\":{},\"bytes_on_disk\":{},\"bytes\":{},\"entries\":{},\"runs\":{},\"resumes\":{},", r.files,
                    r.stored_bytes, r.bytes, r.entries, s.runs, s.resumes);
   o += fmt::format("\"time_span_s\":{},\"first_unix_ns\":{},\"last_unix_ns\":{},", num(s.span_s()), s.first_ns, s.last_ns);
-  o += fmt::format("\"segments\":{},\"trained\":{},\"dropped_stale\":{},\"rejected\":{},\"env_steps\":{},", s.segments,
-                   s.trained, s.dropped_stale, s.rejected, s.env_steps);
+  o += fmt::format("\"segments\":{},\"trained\":{},\"dropped_stale\":{},\"rejected\":{},\"update_failed\":{},\"env_steps\":{},",
+                   s.segments, s.trained, s.dropped_stale, s.rejected, s.update_failed, s.env_steps);
   o += fmt::format("\"episodes\":{},\"episodes_lost\":{},\"versions_published\":{},\"last_version\":{},", s.episodes,
                    s.episodes_lost, s.versions_published, s.last_version);
   o += "\"drop_reasons\":{";

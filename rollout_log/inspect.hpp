@@ -12,7 +12,8 @@ struct LogSummary {
   ReadReport read;
   std::uint64_t runs = 0, resumes = 0;          // start entries (resumes among them)
   std::uint64_t segments = 0, trained = 0, dropped_stale = 0, rejected = 0;
-  std::map<std::string, std::uint64_t> drop_reasons;  // "dropped_stale: lag 5", "rejected: malformed"
+  std::uint64_t update_failed = 0;              // admitted, but their batch's update failed (not in trained)
+  std::map<std::string, std::uint64_t> drop_reasons;  // "dropped_stale: lag 5", "rejected: malformed", "update failed: ..."
   std::uint64_t env_steps = 0, episodes = 0, episodes_lost = 0;
   std::uint64_t first_ns = 0, last_ns = 0;      // segment creation times (explorers' clocks)
   std::map<std::uint64_t, std::uint64_t> lag_segments;  // lag -> segments (trained and dropped)

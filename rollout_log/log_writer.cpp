@@ -185,4 +185,8 @@ Result<void> LogWriter::write_weights(const WeightVersionData& x) {
   return append(encode_log_weights(next_seq_, x), LogKind::weights);
 }
 
+Result<void> LogWriter::write_failed_update(const FailedUpdateData& x) {
+  return append(encode_log_failed_update(next_seq_, x), LogKind::failed_update);
+}
+
 }  // namespace rlx

@@ -46,6 +46,7 @@ class LogWriter {
   Result<void> write_start(const RunStartData& x);
   Result<void> write_rollout(const RolloutRecordData& x, const WireBuffer& segment_envelope);
   Result<void> write_weights(const WeightVersionData& x);
+  Result<void> write_failed_update(const FailedUpdateData& x);
   // Closes the current file (compressing it if asked). Idempotent.
   Result<void> close();
 

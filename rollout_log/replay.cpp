@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -23,6 +24,7 @@ std::string ExactReplay::first_divergence() const {
                        m.where.file, m.where.offset, m.replayed_version, m.replayed_checksum, m.recorded_checksum);
   }
   if (admission_mismatches) return fmt::format("{} segments admitted at another version than the log's", admission_mismatches);
+  if (batch_mismatches) return fmt::format("{} failed updates the log records were of another batch", batch_mismatches);
   return "";
 }
 
@@ -34,19 +36,37 @@ Result<ExactReplay> replay_exact(const std::filesystem::path& log, const Learner
   out.core = start ? std::move(start) : std::make_shared<LearnerCore>(core_options);
   LearnerCore& core = *out.core;
   const std::uint64_t held = core.received(), held_version = core.trainer().version();
+  // A full batch is trained when the next entry comes, unless that entry
+  // says the live update on it failed (the log records arrivals before
+  // their batch's update).
+  bool due = false;
+  auto train_due = [&] {
+    if (std::exchange(due, false) && !core.train()) ++out.failed_updates;
+  };
   auto report = read_log(log, read, [&](const LogEntryData& e, const LogPosition& at) {
-    if (e.kind == LogKind::rollout && out.skipped < held) {
-      ++out.skipped;  // the checkpoint has it already
+    if ((e.kind == LogKind::rollout || e.kind == LogKind::failed_update) && out.skipped < held) {
+      if (e.kind == LogKind::rollout) ++out.skipped;  // the checkpoint has it already
       return true;
     }
     if (e.kind == LogKind::weights && e.weights.version < held_version) return true;
+    if (e.kind == LogKind::failed_update) {
+      if (due && core.batch_size() == e.failed_update.segments) {
+        due = false;
+        core.drop_batch();
+        ++out.failed_updates;
+      } else {
+        ++out.batch_mismatches;
+      }
+      return true;
+    }
+    train_due();
     if (e.kind == LogKind::rollout) {
       ++out.segments;
       if (e.rollout.record.learner_version != core.trainer().version()) ++out.admission_mismatches;
       std::optional<Segment> seg;
       if (e.rollout.record.verdict != Verdict::rejected) seg = e.rollout.segment;
       core.admit_recorded(e.rollout.record, std::move(seg));
-      if (core.batch_full() && !core.train()) ++out.failed_updates;
+      due = core.batch_full();
     } else if (e.kind == LogKind::weights) {
       ++out.versions_checked;
       const WeightSetData w = core.weights();
@@ -62,6 +82,7 @@ Result<ExactReplay> replay_exact(const std::filesystem::path& log, const Learner
     return true;
   });
   if (!report) return report.error();
+  train_due();  // the log's last batch
   out.read = std::move(report).value();
   out.seconds = since(t0);
   return out;
@@ -72,9 +93,19 @@ Result<OfflineTraining> train_offline(const std::filesystem::path& log, const Of
   const auto t0 = std::chrono::steady_clock::now();
   OfflineTraining out;
   std::vector<Segment> data;
+  std::vector<std::size_t> trained_at;  // where the records of verdict trained are in `data`
   auto report = read_log(log, read, [&](const LogEntryData& e, const LogPosition&) {
+    if (e.kind == LogKind::failed_update) {
+      // The last batch's update failed: its segments were never trained.
+      for (std::uint32_t i = 0; i < e.failed_update.segments && !trained_at.empty(); ++i) {
+        data.erase(data.begin() + static_cast<std::ptrdiff_t>(trained_at.back()));
+        trained_at.pop_back();
+      }
+      return true;
+    }
     if (e.kind != LogKind::rollout) return true;
     const auto v = e.rollout.record.verdict;
+    if (v == Verdict::trained) trained_at.push_back(data.size());
     if (v == Verdict::trained || (v == Verdict::dropped_stale && o.include_stale)) data.push_back(e.rollout.segment);
     return true;
   });

@@ -37,13 +37,17 @@ struct ExactReplay {
   std::uint64_t versions_checked = 0;  // weight entries compared
   std::uint64_t versions_matched = 0;
   std::uint64_t admission_mismatches = 0;  // recorded learner version at admission != replayed
-  std::uint64_t failed_updates = 0;        // batches the trainer refused (as the live run did)
+  std::uint64_t failed_updates = 0;        // batches whose update failed: in the log (not trained here
+                                           // either) or here (the trainer refused, as the live run did)
+  std::uint64_t batch_mismatches = 0;      // the log's failed update was of another batch than the replay's
   std::vector<VersionMismatch> mismatches; // the first few
   std::uint64_t last_version = 0, last_checksum = 0;
   std::uint64_t skipped = 0;               // arrivals a starting checkpoint already held
   double seconds = 0;
   // A replayed version differs from the log's, or a segment was admitted at another version.
-  bool diverged() const { return versions_checked != versions_matched || admission_mismatches != 0; }
+  bool diverged() const {
+    return versions_checked != versions_matched || admission_mismatches != 0 || batch_mismatches != 0;
+  }
   // At least one version was checked and none diverged (nothing checked proves nothing).
   bool identical() const { return versions_checked > 0 && !diverged(); }
   // The first divergence, in words ("" none).

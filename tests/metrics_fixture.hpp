@@ -37,14 +37,18 @@ inline double max_metric(const std::filesystem::path& log_dir, const std::string
 
 // The accounting identity on a metrics line written at the end of a run:
 // every segment made was trained, dropped as stale, rejected, or lost with
-// a dead member; nothing is still in flight.
+// a dead member; nothing is still in flight, and nothing vanished (sent
+// by a live explorer and never received: the explorers' own segment
+// numbers would show it).
 inline void check_segment_identity(const std::string& line) {
   INFO(line);
   const double produced = json_number(line, "segments_produced");
   CHECK(produced > 0);
   CHECK(produced == json_number(line, "segments_trained") + json_number(line, "segments_dropped_stale") +
-                        json_number(line, "segments_rejected") + json_number(line, "segments_lost"));
+                        json_number(line, "segments_rejected") + json_number(line, "segments_update_failed") +
+                        json_number(line, "segments_lost"));
   CHECK(json_number(line, "segments_in_flight") == 0);
+  CHECK(json_number(line, "segments_vanished") == 0);
 }
 
 }  // namespace rlx::test

@@ -32,10 +32,11 @@ namespace {
 void print_status(const Status& s) {
   static const bool tty = isatty(STDERR_FILENO);
   auto line = fmt::format("[{:7.1f}s] steps {:>9} ({:>7.0f}/s) episodes {:>6} return {:>6.1f} v{:<5} lag {:.2f}/{} "
-                          "trained {} dropped {} rejected {}{}{} explorers {}{} nodes {}{}",
+                          "trained {} dropped {} rejected {}{}{}{} explorers {}{} nodes {}{}",
                           s.time_s, s.env_steps, s.steps_per_s, s.episodes, s.mean_return, s.policy_version,
                           s.lag_mean, s.lag_max, s.trained, s.dropped_stale, s.rejected,
                           s.lost ? fmt::format(" lost {}", s.lost) : "",
+                          s.vanished ? fmt::format(" VANISHED {}", s.vanished) : "",
                           s.infra_failures.empty() ? std::string()
                                                    : fmt::format(" infra [{}] masked {} retried {}", s.infra_failures,
                                                                  s.rows_masked, s.reward_retries),

@@ -93,7 +93,7 @@ std::string peer_name(const sockaddr_storage& a) {
 }
 
 WireBuffer leave(const std::string& reason, const std::string& sender) {
-  return encode(LeaveData{Role::weight_store, 0, reason}, sender);
+  return encode(LeaveData{Role::weight_store, 0, reason, 0}, sender);
 }
 
 }  // namespace

@@ -3,6 +3,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
 
 #include <catch2/catch.hpp>
 
@@ -83,6 +86,7 @@ TEST_CASE("a seeded short CartPole run learns and accounts for every segment", "
   CHECK(json_uint(line, "segments_produced") == received);
   CHECK(json_uint(line, "segments_lost") == 0);
   CHECK(json_uint(line, "segments_in_flight") == 0);
+  CHECK(json_uint(line, "segments_vanished") == 0);
   CHECK(json_uint(line, "policy_version") > 0);
   // Every segment the learner saw is in the rollout log, in order.
   CHECK(count_records(dir) == received);
@@ -230,4 +234,35 @@ TEST_CASE("a rollout log that fails mid-run stops the run naming the file and th
       CHECK(count_records(dir) + unrecorded >= json_uint(line, "segments_received"));
     }
   }
+}
+
+TEST_CASE("a segment lost on its way to the learner shows as vanished, warned of and in the summary, not in flight",
+          "[actors][e2e][ledger][infra]") {
+  std::filesystem::path dir;
+  auto cfg = e2e_config("rlx-e2e-vanished", &dir);
+  cfg.run.stop.max_env_steps = 20'000;
+  cfg.run.stop.max_seconds = 0;
+  RunOptions options;
+  options.drop_segments = {7};  // the 7th segment to reach the learner never does
+  std::ostringstream said;
+  auto log = std::make_shared<spdlog::logger>("vanished", std::make_shared<spdlog::sinks::ostream_sink_mt>(said));
+  log->set_level(spdlog::level::warn);
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, log, options);
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::budget);
+  const std::string line = last_line(dir / "metrics.jsonl");
+  INFO(line);
+  CHECK(json_uint(line, "segments_vanished") == 1);
+  CHECK(json_uint(line, "segments_in_flight") == 0);
+  CHECK(json_uint(line, "segments_lost") == 0);
+  CHECK(json_uint(line, "segments_produced") == json_uint(line, "segments_received") + 1);
+  CHECK(r.summary.find("VANISHED 1") != std::string::npos);
+  INFO(said.str());
+  CHECK(said.str().find("that never arrived (1 vanished in all)") != std::string::npos);  // the learner names the indices
+  CHECK(said.str().find("1 segments vanished between explorers and the learner") != std::string::npos);  // the head warns
+  // The learner's own counts are untouched by what it never saw.
+  CHECK(json_uint(line, "segments_received") ==
+        json_uint(line, "segments_trained") + json_uint(line, "segments_dropped_stale") +
+            json_uint(line, "segments_rejected"));
+  CHECK(count_records(dir) == json_uint(line, "segments_received"));
 }

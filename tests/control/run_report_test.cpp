@@ -25,7 +25,7 @@ TEST_CASE("a metrics line carries the learner's numbers, the segment ledger and 
   r.time_s = 2.5;
   r.explorers = 3;
   r.nodes = 2;
-  r.segments = {10, 1, 2};
+  r.segments = {10, 1, 3, 2};
   r.weight_swap_mean_us = 125.0;
   const auto line = metrics_json_line(m, r);
   CHECK(line.front() == '{');
@@ -35,7 +35,7 @@ TEST_CASE("a metrics line carries the learner's numbers, the segment ledger and 
   CHECK(has(line, "\"env_steps\":1200,"));
   CHECK(has(line, "\"mean_return\":null,"));  // NaN is not JSON
   CHECK(has(line, "\"lag_histogram\":[5,2],"));
-  CHECK(has(line, "\"segments_produced\":10,\"segments_lost\":1,\"segments_in_flight\":2,"));
+  CHECK(has(line, "\"segments_produced\":10,\"segments_lost\":1,\"segments_in_flight\":2,\"segments_vanished\":3,"));
   CHECK(has(line, "\"explorers\":3,"));
   CHECK(has(line, "\"nodes\":2,"));
   CHECK(has(line, "\"weight_swap_mean_us\":125,"));

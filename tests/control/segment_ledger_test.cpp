@@ -57,3 +57,33 @@ TEST_CASE("an explorer that outlived its head is counted by its life: what neith
   CHECK(t.in_flight == 0);
   CHECK(t.produced == 13 + t.lost + t.in_flight);
 }
+
+TEST_CASE("a segment the learner's numbers show skipped is vanished, not in flight, while its explorer lives",
+          "[actors][ledger]") {
+  SegmentLedger l;
+  l.produced(1, 10);
+  auto t = l.account({{1, 7}}, {{1, {9, 1}}});  // index 9 arrived, one before it never did
+  CHECK(t.vanished == 1);
+  CHECK(t.in_flight == 2);
+  CHECK(t.produced == 7 + t.lost + t.vanished + t.in_flight);
+}
+
+TEST_CASE("at the end, what an explorer that left says it sent beyond the learner's last index vanished",
+          "[actors][ledger]") {
+  SegmentLedger l;
+  l.produced(1, 10);
+  l.produced(2, 5);
+  l.left(1, 10);
+  l.left(2, 5);
+  const SegmentLedger::ArrivalCounts seen{{1, {8, 0}}, {2, {5, 0}}};
+  auto during = l.account({{1, 8}, {2, 5}}, seen);  // the learner's counts may predate the goodbyes
+  CHECK(during.vanished == 0);
+  CHECK(during.in_flight == 2);
+  auto end = l.account({{1, 8}, {2, 5}}, seen, true);
+  CHECK(end.vanished == 2);  // explorer 1's last two were sent and never arrived
+  CHECK(end.in_flight == 0);
+  // An explorer the learner never heard from at all: everything it sent vanished.
+  l.produced(3, 2);
+  l.left(3, 2);
+  CHECK(l.account({{1, 8}, {2, 5}}, seen, true).vanished == 4);
+}

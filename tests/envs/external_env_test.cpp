@@ -60,7 +60,7 @@ TEST_CASE("the Cap'n Proto framing of the protocol steps a served env", "[envs][
   ExternalEnvOptions o;
   o.argv = {RLX_BINARY, "serve-env", "cartpole", "--protocol", "capnp"};
   o.protocol = EnvProtocol::capnp;
-  o.timeout = 2000ms;
+  o.timeout = 10000ms;  // bounds a hang only; a sanitizer build starts the served env slowly
   ExternalEnv env(o, 1, 0, 4);
   EnvStepResultData r;
   env.reset(r);

@@ -141,6 +141,35 @@ TEST_CASE("an explorer sends at most `credits` segments before the learner ackno
   CHECK(r.loop.next() == ExplorerLoop::Next::step);
 }
 
+TEST_CASE("each segment leaves numbered by the explorer's count of segments sent, from where its sending to this "
+          "learner began",
+          "[explorers][loop][ledger]") {
+  Ready r;
+  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  REQUIRE(r.loop.segment_done(segment(1, 1)));
+  auto out = r.loop.take_outbox();
+  std::vector<std::uint64_t> numbers;
+  for (const auto& o : out) {
+    if (o.kind != Outgoing::Kind::segment) continue;
+    numbers.push_back(o.segment.sent_index);
+    CHECK(o.segment.sent_base == 1);
+  }
+  CHECK(numbers == std::vector<std::uint64_t>{1, 2});
+  r.loop.ack();
+  r.loop.ack();
+  REQUIRE(r.loop.segment_done(segment(2, 1)));
+  CHECK(segments_in(r.loop.take_outbox()) == 1);
+  CHECK(r.loop.sent() == 3);
+  r.loop.pause();  // the head died
+  REQUIRE(r.loop.segment_done(segment(3, 1)));
+  CHECK(segments_in(r.loop.take_outbox()) == 0);  // made, not sent: waits for the new head
+  r.loop.rebind(1);
+  const Segment first_there = released(r.loop);
+  CHECK(first_there.sent_index == 4);
+  CHECK(first_there.sent_base == 4);  // the restarted head hears this explorer from 4 on
+  CHECK(r.loop.sent() == 4);
+}
+
 TEST_CASE("an explorer starts no segment while the newest version is more than max_staleness ahead of its own",
           "[explorers][loop][staleness]") {
   ExplorerLoopOptions o;

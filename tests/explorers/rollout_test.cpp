@@ -45,7 +45,7 @@ TEST_CASE("an explorer records the version of every step across a weight swap", 
 
 TEST_CASE("an explorer reports the return and length of every finished episode", "[explorers]") {
   Rollout rollout(options(50, 1));
-  EnvStepResultData r{4, std::vector<float>(4, 0.0f), {0}, {0}, {0}, 0, {}, {}};
+  EnvStepResultData r{4, std::vector<float>(4, 0.0f), {0}, {0}, {0}, 0, {}, {}, {}};
   for (int t = 0; t < 50; ++t) {
     rollout.act(r.observations);
     r.rewards = {0.5f};

@@ -20,10 +20,14 @@ TEST_CASE("a segment survives encode and decode unchanged", "[messages][codec]")
   Segment s = test::make_segment(8, 3, 5, 2);
   s.policy_versions[3] = 6;
   s.sequence = 17;
+  s.sent_index = 12;
+  s.sent_base = 9;
   auto back = decode<Segment>(encode(s, "explorer/2"));
   REQUIRE(back.ok());
   CHECK(back->explorer_id == 2);
   CHECK(back->sequence == 17);
+  CHECK(back->sent_index == 12);
+  CHECK(back->sent_base == 9);
   CHECK(back->observations == s.observations);
   CHECK(back->actions == s.actions);
   CHECK(back->behaviour_log_probs == s.behaviour_log_probs);
@@ -40,13 +44,18 @@ TEST_CASE("every message kind round-trips through its Envelope", "[messages][cod
   m.mean_return = 12.5f;
   m.lag_histogram = {1, 2, 3};
   m.expert_utilisation = {0.25f, 0.75f};
+  m.arrivals_by_explorer = {{3, 40, 1}, {5, 7, 0}};
   auto mb = decode<MetricsData>(encode(m, "learner"));
   REQUIRE(mb.ok());
   CHECK(mb->env_steps == 99);
   CHECK(mb->lag_histogram == m.lag_histogram);
   CHECK(mb->expert_utilisation == m.expert_utilisation);
+  REQUIRE(mb->arrivals_by_explorer.size() == 2);
+  CHECK(mb->arrivals_by_explorer[0].explorer == 3);
+  CHECK(mb->arrivals_by_explorer[0].accounted == 40);
+  CHECK(mb->arrivals_by_explorer[0].vanished == 1);
 
-  EnvStepResultData r{4, {1, 2, 3, 4, 5, 6, 7, 8}, {1, 0}, {0, 1}, {0, 0}, 7, {0, 1}, {}};
+  EnvStepResultData r{4, {1, 2, 3, 4, 5, 6, 7, 8}, {1, 0}, {0, 1}, {0, 0}, 7, {0, 1}, {}, {}};
   auto rb = decode<EnvStepResultData>(encode(r, "env"));
   REQUIRE(rb.ok());
   CHECK(rb->observations == r.observations);
@@ -85,7 +94,8 @@ TEST_CASE("every message kind round-trips through its Envelope", "[messages][cod
   CHECK(rj->rejoined);
   CHECK(rj->produced == 41);
   CHECK(rj->kept == 1);
-  CHECK(decode<LeaveData>(encode(LeaveData{Role::reward, 1, "bye"}, "x"))->reason == "bye");
+  CHECK(decode<LeaveData>(encode(LeaveData{Role::reward, 1, "bye", 0}, "x"))->reason == "bye");
+  CHECK(decode<LeaveData>(encode(LeaveData{Role::explorer, 1, "drained", 31}, "x"))->sent == 31);
   CHECK(decode<HeartbeatData>(encode(HeartbeatData{Role::env, 2, 5}, "x"))->sent_unix_ns == 5);
   CHECK(decode<ScaleCommandData>(encode(ScaleCommandData{4, -1, ""}, "x"))->explorers == 4);
   CHECK(decode<RewardRequestData>(encode(RewardRequestData{1, 2, "1+1", "2"}, "x"))->payload == "2");
