@@ -8,10 +8,13 @@
 
 #include <chrono>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <future>
 #include <thread>
 
 #include <caf/all.hpp>
+#include <fmt/format.h>
 
 #include "control/gate.hpp"
 #include "assembly/remote.hpp"
@@ -192,6 +195,27 @@ Result<std::uint16_t> publish_head_gate(const gate_actor& gate, const ClusterCon
 
 }  // namespace
 
+namespace {
+
+// An actor system with its configuration (the system refers to it): the
+// system goes first.
+struct HeldSystem {
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> system;
+};
+
+// Whether every actor of `system` ended within `bound`.
+bool await_actors(caf::actor_system& system, std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (system.registry().running() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+}  // namespace
+
 RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, const RunHooks& hooks, const Logger& log,
                       const RunOptions& options) {
   configure_compute_threads(static_cast<int>(config.learner.threads));
@@ -211,7 +235,11 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     result.summary = config.run.name + ": cannot start: " + prepared.error().message;
     return result;
   }
-  caf::actor_system_config cfg;
+  // The system and the configuration it refers to, together: handed back,
+  // not destroyed, if actors outlive the shutdown bound (destroying the
+  // system would wait for them).
+  auto owned = std::make_shared<HeldSystem>();
+  caf::actor_system_config& cfg = owned->cfg;
   register_handle_types(cfg);
   if (options.serve) configure_remoting(cfg, config);
   cfg.set("scheduler.max-threads", scheduler_threads(config));
@@ -221,7 +249,17 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   // docs/token-policy.md). Set before the scheduler's threads exist.
   if (config.token_run()) mallopt(M_ARENA_MAX, 2);
   cfg.set("logger.verbosity", caf::atom("quiet"));
-  caf::actor_system system{cfg};
+  caf::actor_system& system = owned->system.emplace(cfg);
+  if (options.stuck_actor.valid()) {
+    // On a thread of its own: it blocks no scheduler thread of the run.
+    auto stuck = system.spawn<caf::detached>([f = options.stuck_actor](caf::event_based_actor* self) -> caf::behavior {
+      return {[self, f](stop_atom) {
+        f.wait();
+        self->quit();
+      }};
+    });
+    caf::anon_send(stuck, stop_atom::value);
+  }
   {
     caf::scoped_actor self{system};
     CoordinatorOptions co;
@@ -334,7 +372,17 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
       result.summary = config.run.name + ": cannot start the cluster: " + start_failed;
     }
   }
-  system.await_all_actors_done();
+  // Every actor was told to exit. One stuck in a call that never returns
+  // must not hang the launcher: after the bound it is counted and left
+  // behind with the actor system, and the run has failed.
+  if (!await_actors(system, options.shutdown_bound)) {
+    result.actors_left = system.registry().running();
+    log->error("{} actors did not exit within {:.0f} s of the run's end: left behind", result.actors_left,
+               std::chrono::duration<double>(options.shutdown_bound).count());
+    result.outcome = RunOutcome::failed;
+    result.summary += fmt::format(" (FAILED to end: {} actors did not exit)", result.actors_left);
+    result.left_behind = owned;
+  }
   if (prepared->writer) (void)prepared->writer->close();  // idempotent: the recorder closed it when it flushed
   if (prepared->ranks && prepared->ranks->stop() > 0 && result.outcome != RunOutcome::failed)
     log->warn("some learner rank processes did not exit cleanly");

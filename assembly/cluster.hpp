@@ -5,7 +5,10 @@
 // `rlx node` (the head) and the end-to-end tests call this.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <future>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -17,6 +20,13 @@ namespace rlx {
 struct RunResult {
   RunOutcome outcome = RunOutcome::failed;
   std::string summary;
+  // Actors still running RunOptions::shutdown_bound after the run ended
+  // (a handler stuck in a call that never returns): the run counts as
+  // failed and its actor system is handed back, not destroyed (that would
+  // wait for them): the launcher ends the process past it (std::_Exit);
+  // whoever destroys it waits for those actors.
+  std::size_t actors_left = 0;
+  std::shared_ptr<void> left_behind;
 };
 
 struct RunHooks {
@@ -42,6 +52,11 @@ struct RunOptions {
   // Fault injection, for tests: the rollout log's writes fail once they
   // pass this many bytes (LogWriterOptions::fail_after_bytes).
   std::uint64_t log_fail_after_bytes = UINT64_MAX;
+  // How long every actor has to exit once the run ended.
+  std::chrono::milliseconds shutdown_bound{60'000};
+  // Fault injection, for tests: an actor whose first message blocks until
+  // this future is ready (it does not exit when told).
+  std::shared_future<void> stuck_actor;
   // Fault injection, for tests: the learner drops the n-th segment
   // messages that reach it (from 1) unseen, as if lost on the wire.
   std::set<std::uint64_t> drop_segments;

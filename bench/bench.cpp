@@ -1,11 +1,14 @@
 #include "bench/bench.hpp"
 #include "bench/common.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -238,7 +241,7 @@ ClusterConfig bench_config(const EnvRegistry& envs) {
   auto c = parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names());
   RLX_REQUIRE(c.ok(), c.error().message);
   c->run.record = false;
-  c->run.log_dir = "/tmp/rlx-bench";
+  c->run.log_dir = (std::filesystem::temp_directory_path() / ("rlx-bench-" + std::to_string(getpid()))).string();
   c->run.report_interval_s = 0.5;
   return *c;
 }

@@ -17,7 +17,7 @@ struct Row {
 };
 
 
-// The embedded cluster.toml, recording off, logging to /tmp/rlx-bench.
+// The embedded cluster.toml, recording off, logging to rlx-bench-<pid> in the temp directory.
 ClusterConfig bench_config(const EnvRegistry& envs);
 
 // bench_replay.cpp: recording overhead and log size; replay speed.

@@ -125,6 +125,12 @@ int run_head(const ClusterConfig& config, const EnvRegistry& envs, const Logger&
   RunResult r = run_cluster(config, envs, hooks, log, options);
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   std::printf("%s\n", r.summary.c_str());
+  if (r.actors_left) {
+    // Their threads still run: end the process past them rather than in them.
+    log->flush();
+    std::fflush(nullptr);
+    std::_Exit(static_cast<int>(r.outcome));
+  }
   return static_cast<int>(r.outcome);
 }
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include <spdlog/sinks/ostream_sink.h>
@@ -47,12 +48,16 @@ std::uint64_t count_records(const std::filesystem::path& log_dir) {
 }
 
 // The default topology writing into a fresh temporary log directory of
-// this process's own.
-ClusterConfig e2e_config(const std::string& name, std::filesystem::path* dir) {
+// this process's own; with `max_env_steps`, stopping there and at no time limit.
+ClusterConfig e2e_config(const std::string& name, std::filesystem::path* dir, std::int64_t max_env_steps = 0) {
   auto cfg = test::default_config();
   *dir = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()));
   std::filesystem::remove_all(*dir);
   cfg.run.log_dir = dir->string();
+  if (max_env_steps > 0) {
+    cfg.run.stop.max_env_steps = max_env_steps;
+    cfg.run.stop.max_seconds = 0;
+  }
   return cfg;
 }
 
@@ -143,11 +148,9 @@ namespace {
 // The sum task (every step ends a one-step episode whose reward is
 // deferred) with `rewards` reward workers, run to `max_env_steps`.
 ClusterConfig sum_task(const std::string& name, std::filesystem::path* dir, int rewards, std::int64_t max_env_steps) {
-  auto cfg = e2e_config(name, dir);
+  auto cfg = e2e_config(name, dir, max_env_steps);
   cfg.run.env = std::string("exec:python3 ") + RLX_SOURCE_DIR + "/examples/envs/sum_task.py";
   cfg.nodes.front().rewards = rewards;
-  cfg.run.stop.max_env_steps = max_env_steps;
-  cfg.run.stop.max_seconds = 0;
   return cfg;
 }
 }  // namespace
@@ -170,9 +173,7 @@ TEST_CASE("a task whose every reward is deferred is learned from the reward pool
 TEST_CASE("a coordinator that dies ends the run as failed within seconds, with every actor gone",
           "[actors][e2e][defensive]") {
   std::filesystem::path dir;
-  auto cfg = e2e_config("rlx-e2e-coordinator-dies", &dir);
-  cfg.run.stop.max_env_steps = 100'000'000;
-  cfg.run.stop.max_seconds = 0;
+  auto cfg = e2e_config("rlx-e2e-coordinator-dies", &dir, 100'000'000);
   RunHooks hooks;
   // Called from the coordinator's report tick: a handler that throws.
   hooks.on_status = [](const Status&) { throw std::runtime_error("a broken invariant (test)"); };
@@ -209,10 +210,8 @@ TEST_CASE("a rollout log that fails mid-run stops the run naming the file and th
   for (const auto on_error : {OnRecordError::stop, OnRecordError::go_on}) {
     DYNAMIC_SECTION("on_error = " << to_string(on_error)) {
       std::filesystem::path dir;
-      auto cfg = e2e_config("rlx-e2e-log-full", &dir);
+      auto cfg = e2e_config("rlx-e2e-log-full", &dir, 30'000);
       cfg.record.on_error = on_error;
-      cfg.run.stop.max_env_steps = 30'000;
-      cfg.run.stop.max_seconds = 0;
       RunOptions options;
       options.log_fail_after_bytes = 200'000;  // a disk that fills a few dozen segments into the run
       RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger(), options);
@@ -239,9 +238,7 @@ TEST_CASE("a rollout log that fails mid-run stops the run naming the file and th
 TEST_CASE("a segment lost on its way to the learner shows as vanished, warned of and in the summary, not in flight",
           "[actors][e2e][ledger][infra]") {
   std::filesystem::path dir;
-  auto cfg = e2e_config("rlx-e2e-vanished", &dir);
-  cfg.run.stop.max_env_steps = 20'000;
-  cfg.run.stop.max_seconds = 0;
+  auto cfg = e2e_config("rlx-e2e-vanished", &dir, 20'000);
   RunOptions options;
   options.drop_segments = {7};  // the 7th segment to reach the learner never does
   std::ostringstream said;
@@ -265,4 +262,24 @@ TEST_CASE("a segment lost on its way to the learner shows as vanished, warned of
         json_uint(line, "segments_trained") + json_uint(line, "segments_dropped_stale") +
             json_uint(line, "segments_rejected"));
   CHECK(count_records(dir) == json_uint(line, "segments_received"));
+}
+
+TEST_CASE("an actor that does not exit when the run ends is left behind after the bound, and the run has failed",
+          "[actors][e2e][defensive]") {
+  std::filesystem::path dir;
+  auto cfg = e2e_config("rlx-e2e-stuck", &dir, 5'000);
+  std::promise<void> release;
+  RunOptions options;
+  options.stuck_actor = release.get_future().share();
+  options.shutdown_bound = std::chrono::seconds(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger(), options);
+  INFO(r.summary);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));  // the run, then the 2 s bound
+  CHECK(r.outcome == RunOutcome::failed);
+  CHECK(r.actors_left == 1);
+  CHECK(r.summary.find("FAILED to end: 1 actors did not exit") != std::string::npos);
+  REQUIRE(r.left_behind);
+  release.set_value();  // the stuck actor ends; destroying the system handed back waits for it
+  r.left_behind.reset();
 }

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "core/auth.hpp"
+#include "tests/helpers.hpp"
 
 using namespace rlx;
 
@@ -25,8 +26,8 @@ TEST_CASE("a proof of the cluster secret depends on the secret, the nonce and th
 }
 
 TEST_CASE("the cluster secret comes from the environment or a file and must be long enough", "[core][auth][config]") {
-  const auto dir = std::filesystem::temp_directory_path() / "rlx-auth-test";
-  std::filesystem::create_directories(dir);
+  const test::TempDir t("rlx-auth-test");
+  const auto& dir = t.path;
   const auto file = dir / "secret";
   {
     std::ofstream out(file);

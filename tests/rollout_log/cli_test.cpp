@@ -157,9 +157,8 @@ TEST_CASE("rlx plot draws a run's metrics.jsonl and skips unreadable lines", "[r
 }
 
 TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU this machine lacks", "[tools][token][sft]") {
-  const auto dir = fs::temp_directory_path() / "rlx-sft-cli";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  TempDir t("rlx-sft-cli");
+  const auto& dir = t.path;
   const auto out = dir / "policy.pt";
   auto r = run_rlx("sft --kind arithmetic --steps 2 --eval-tasks 2 --out " + out.string(), dir);
   INFO(r.out << r.err);
