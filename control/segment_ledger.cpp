@@ -23,6 +23,7 @@ std::optional<std::uint64_t> SegmentLedger::rejoined(std::uint32_t explorer, std
   const std::uint64_t accounted = at(before_, explorer) + kept;
   const std::uint64_t lost = made > accounted ? made - accounted : 0;
   lost_with_head_[explorer] = lost;
+  sent_before_[explorer] = made - std::min(made, kept);  // at most: went to the dead head before the rebind
   produced(explorer, made);
   return lost;
 }
@@ -41,7 +42,9 @@ SegmentLedger::Totals SegmentLedger::account(const Counts& received, const Arriv
     if (auto a = arrivals.find(id); a != arrivals.end() || final) {
       const Arrivals seen = a != arrivals.end() ? a->second : Arrivals{};
       const std::uint64_t sent = at(sent_, id);
-      const std::uint64_t tail = final && sent > seen.accounted ? sent - seen.accounted : 0;
+      // A rejoined explorer's numbers began at the dead head: those are not this learner's to see.
+      const std::uint64_t accounted = std::max(seen.accounted, at(sent_before_, id));
+      const std::uint64_t tail = final && sent > accounted ? sent - accounted : 0;
       const std::uint64_t vanished = std::min(missing, seen.vanished + tail);
       t.vanished += vanished;
       missing -= vanished;

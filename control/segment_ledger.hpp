@@ -73,6 +73,7 @@ class SegmentLedger {
   Counts made_;                   // this head's reports (a rejoined explorer's: its life's)
   Counts lost_with_head_;
   Counts sent_;                   // what explorers that left said they sent
+  Counts sent_before_;            // a rejoined explorer: what it sent before the rebind, at most
   std::set<std::uint32_t> dead_;
 };
 

@@ -87,3 +87,25 @@ TEST_CASE("at the end, what an explorer that left says it sent beyond the learne
   l.left(3, 2);
   CHECK(l.account({{1, 8}, {2, 5}}, seen, true).vanished == 4);
 }
+
+TEST_CASE("an explorer that rejoined a restarted head and left without sending there has nothing vanished",
+          "[actors][ledger][rebind]") {
+  SegmentLedger l;
+  l.resume({{1, 6}});            // the log holds 6 of its segments
+  REQUIRE(l.rejoined(1, 7, 0));  // it made 7; the one waiting for a credit was dropped at the rebind
+  l.left(1, 6);                  // it sent 6 in its life, all to the dead head
+  auto t = l.account({{1, 6}}, {}, true);
+  CHECK(t.vanished == 0);
+  CHECK(t.lost == 1);  // the dropped one, lost with the head
+  CHECK(t.in_flight == 0);
+  // Had it then sent 2 more to the new head and the learner seen only the first:
+  SegmentLedger m;
+  m.resume({{1, 6}});
+  REQUIRE(m.rejoined(1, 7, 0));
+  m.produced(1, 9);
+  m.left(1, 8);  // 6 before the rebind, then numbers 7 and 8 to the new head
+  t = m.account({{1, 7}}, {{1, {7, 0}}}, true);
+  CHECK(t.vanished == 1);
+  CHECK(t.lost == 1);
+  CHECK(t.in_flight == 0);
+}
