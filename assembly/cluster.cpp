@@ -18,6 +18,7 @@
 
 #include "control/gate.hpp"
 #include "assembly/remote.hpp"
+#include "transport/front_door.hpp"
 #include "transport/weight_bulk.hpp"
 
 #include "core/auth.hpp"
@@ -175,22 +176,43 @@ std::string run_identity(const ClusterConfig& config, bool resume, const Logger&
   return id;
 }
 
-// Publishes the head's gate. A resumed head whose topology leaves the
-// port to the system listens where its previous run did (head.addr), so
-// that member nodes waiting for it find it; failing that, anywhere.
-Result<std::uint16_t> publish_head_gate(const gate_actor& gate, const ClusterConfig& config, bool resume,
-                                        const Logger& log) {
+// Opens the head's port. The gate is published on 127.0.0.1 (a free port)
+// and a front door on the head's address lets through only connections
+// that open with CAF's handshake (TLS's under [tls]); strangers are closed
+// within [launch] stranger_timeout_s and counted. A resumed head whose
+// topology leaves the port to the system listens where its previous run
+// did (head.addr), so that member nodes waiting for it find it; failing
+// that, anywhere.
+std::chrono::milliseconds stranger_timeout(const ClusterConfig& config) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(config.launch.stranger_timeout_s * 1000));
+}
+
+Result<std::unique_ptr<FrontDoor>> open_head_port(const gate_actor& gate, const ClusterConfig& config, bool resume,
+                                                   std::shared_ptr<StrangerWatch> watch, const Logger& log) {
   const auto& head = config.head();
+  auto inner = publish_gate(gate, config, "127.0.0.1", 0);
+  if (!inner) return inner.error();
+  FrontDoorOptions o;
+  o.name = "head";
+  o.host = head.host;
+  o.port = static_cast<std::uint16_t>(head.port);
+  o.inner_port = *inner;
+  o.opening = config.tls.enabled() ? tls_opening() : basp_opening();
+  o.opening_timeout = stranger_timeout(config);
+  o.watch = std::move(watch);
+  o.log = child_logger(log, "door");
   if (resume && head.port == 0) {
     if (auto before = parse_host_port(first_line(fs::path(config.run.log_dir) / "head.addr"))) {
-      auto port = publish_gate(gate, config, head.host, before->second);
-      if (port) return port;
+      auto again = o;
+      again.port = before->second;
+      auto door = FrontDoor::start(again);
+      if (door) return door;
       log->warn("cannot listen on port {} again, as the run did before ({}): nodes waiting for the head there "
                 "will not find it",
-                before->second, port.error().message);
+                before->second, door.error().message);
     }
   }
-  return publish_gate(gate, config, head.host, static_cast<std::uint16_t>(head.port));
+  return FrontDoor::start(o);
 }
 
 }  // namespace
@@ -276,7 +298,11 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     auto core_promise = std::make_shared<std::promise<std::pair<learner_actor, weight_store_actor>>>();
     auto core_future = core_promise->get_future();
     std::unique_ptr<BulkServer> bulk;  // weights to member nodes beside the middleman
+    std::unique_ptr<FrontDoor> door;   // the head's port, in front of CAF's
+    std::shared_ptr<StrangerWatch> strangers;
     if (options.serve) {
+      strangers = std::make_shared<StrangerWatch>(child_logger(log, "strangers"));
+      co.strangers = strangers;
       co.weight_shelf = std::make_shared<WeightShelf>(static_cast<std::size_t>(config.weight_store.keep_versions),
                                                       static_cast<std::uint64_t>(config.weight_store.chunk_kb) << 10);
       co.spawn_nodes = {config.head().name};
@@ -313,19 +339,22 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
         if (config.weight_store.bulk && !config.tls.enabled()) {
           // Failing to listen costs speed, not correctness: weights then go through the middleman.
           auto server = BulkServer::start(BulkServerOptions{head.host, 0, options.secret, head.name, 256,
-                                                            std::chrono::seconds(10), std::chrono::minutes(10),
-                                                            child_logger(log, "bulk")},
+                                                            stranger_timeout(config), std::chrono::minutes(10),
+                                                            child_logger(log, "bulk"), strangers},
                                           co.weight_shelf);
           if (server) {
             bulk = std::move(*server);
             go.bulk_port = bulk->port();
+            if (hooks.on_bulk_listening) hooks.on_bulk_listening(go.bulk_port);
             log->info("weights to member nodes over the bulk channel on {}:{}", head.host, go.bulk_port);
           } else {
             log->warn("{}; weights go through the middleman", server.error().message);
           }
         }
         gate = spawn_gate(system, go);
-        auto port = publish_head_gate(gate, config, options.resume, log);
+        auto opened = open_head_port(gate, config, options.resume, strangers, log);
+        Result<std::uint16_t> port = opened ? Result<std::uint16_t>((*opened)->port()) : Result<std::uint16_t>(opened.error());
+        if (opened) door = std::move(*opened);
         if (!port) {
           log->error("{}", port.error().message);
           start_failed = port.error().message;

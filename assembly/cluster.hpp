@@ -39,6 +39,8 @@ struct RunHooks {
   // the member nodes here); a non-empty return is an error that ends the
   // run as failed. May be null.
   std::function<std::string(std::uint16_t port)> on_listening;
+  // Multi-node head: called with the bulk channel's port once it listens. May be null.
+  std::function<void(std::uint16_t port)> on_bulk_listening;
 };
 
 struct RunOptions {

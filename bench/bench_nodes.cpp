@@ -22,6 +22,7 @@
 #include "actors/weight_store.hpp"
 #include "bench/common.hpp"
 #include "messages/codec.hpp"
+#include "transport/front_door.hpp"
 #include "transport/weight_bulk.hpp"
 
 namespace rlx {
@@ -101,11 +102,24 @@ caf::behavior segment_sink(caf::event_based_actor* self) {
 }
 
 // Sends `count` messages of `size` bytes with `window` unacknowledged; bytes/s.
-double caf_bytes_per_s(const ClusterConfig& c, std::size_t size, std::size_t count, int window) {
+// With `door`, through a front door in front of the receiver's port, as
+// member nodes reach the head (transport/front_door).
+double caf_bytes_per_s(const ClusterConfig& c, std::size_t size, std::size_t count, int window, bool door = false) {
   Node receiver(c), sender(c);
   auto sink = receiver.sys->spawn(segment_sink);
   auto port = receiver.sys->middleman().publish(sink, 0, "127.0.0.1", true);
   if (!port) return 0;
+  std::unique_ptr<FrontDoor> front;
+  if (door) {
+    FrontDoorOptions o;
+    o.host = "127.0.0.1";
+    o.inner_port = *port;
+    o.opening = basp_opening();
+    auto d = FrontDoor::start(o);
+    if (!d) return 0;
+    front = std::move(*d);
+    *port = front->port();
+  }
   auto remote = sender.sys->middleman().remote_actor(std::string("127.0.0.1"), *port);
   if (!remote) return 0;
   const WireMsg msg{WireBuffer::copy_of(std::vector<char>(size, 'x').data(), size)};
@@ -263,6 +277,20 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
                     fmt::format("{:.2f} GB/s, {:.0f} msg/s", cb / 1e9, cb / static_cast<double>(size)),
                     fmt::format("{:.2f} GB/s raw loopback TCP", rb / 1e9), fmt::format("{:.2f}", cb / rb),
                     "CAF 0.17 middleman (BASP), 2 workers; medians of 3"});
+    if (size > (std::size_t{1} << 20)) continue;
+    // The same through the head's front door, against the direct middleman in the same run.
+    std::vector<double> direct, door;
+    for (int round = 0; round < 3; ++round) {
+      direct.push_back(caf_bytes_per_s(c, size, total / size, 16));
+      door.push_back(caf_bytes_per_s(c, size, total / size, 16, true));
+    }
+    const double db = median(door), mb = median(direct);
+    std::fprintf(stderr, "  %zu KiB messages through the front door: %.2f GB/s, direct %.2f GB/s\n", size >> 10,
+                 db / 1e9, mb / 1e9);
+    rows.push_back({fmt::format("cross-node messages of {} KiB through the head's front door", size >> 10),
+                    fmt::format("{:.2f} GB/s, {:.0f} msg/s", db / 1e9, db / static_cast<double>(size)),
+                    fmt::format("{:.2f} GB/s, the middleman direct", mb / 1e9), fmt::format("{:.2f}", db / mb),
+                    "one relay thread (poll), 256 KiB buffers; medians of 3"});
   }
   // Weight publish to 1, 2, 4 member nodes, 1M and 25M parameters.
   const double raw = raw_tcp_bytes_per_s(std::size_t{1} << 20, std::size_t{1} << 30);

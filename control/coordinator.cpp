@@ -69,6 +69,7 @@ RunCounts run_counts(const CoordinatorState& st) {
   r.segments = account(st);
   r.eval = st.eval;
   r.segments_unrecorded = st.tally.unrecorded;
+  if (st.options.strangers) r.strangers = st.options.strangers->by_port();
   return r;
 }
 
@@ -116,14 +117,17 @@ void finish(Self self) {
     const auto a = account(st);
     std::string summary = fmt::format(
         "{}: {} after {:.1f} s, {} env steps, {} episodes, mean return {:.1f} at the end, policy v{}, segments produced {}: "
-        "trained {}{} / dropped stale {} / rejected {} / lost {}{}{}, {} records{}",
+        "trained {}{} / dropped stale {} / rejected {} / lost {}{}{}, {} records{}{}",
         st.options.config.run.name, st.end.reason, st.elapsed(), m.env_steps, m.episodes, m.mean_return, m.policy_version,
         a.produced, m.segments_trained,
         m.segments_update_failed ? fmt::format(" / update failed {}", m.segments_update_failed) : "",
         m.segments_dropped_stale, m.segments_rejected, a.lost,
         a.vanished ? fmt::format(" / VANISHED {} (sent, never received: the accounting does not add up)", a.vanished) : "",
         a.in_flight ? fmt::format(" / in flight {}", a.in_flight) : "", records,
-        st.tally.unrecorded ? fmt::format(" ({} NOT recorded: the rollout log failed)", st.tally.unrecorded) : "");
+        st.tally.unrecorded ? fmt::format(" ({} NOT recorded: the rollout log failed)", st.tally.unrecorded) : "",
+        st.options.strangers && st.options.strangers->total()
+            ? fmt::format(", {} strangers closed on the head's ports", st.options.strangers->total())
+            : "");
     // Member nodes exit when told; their down messages (or the deadline) end the run.
     st.end.summary = summary;
     st.end.finishing = true;

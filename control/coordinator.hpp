@@ -56,6 +56,7 @@ struct CoordinatorOptions {
   std::shared_ptr<WeightShelf> weight_shelf;
   Logger log;
   std::set<std::uint64_t> drop_segments;      // fault injection, for tests (RunOptions::drop_segments)
+  std::shared_ptr<const StrangerWatch> strangers;  // the head's ports' strangers (null: it opens none)
 };
 
 

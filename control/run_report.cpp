@@ -16,6 +16,24 @@ std::string infra_failures_json(const std::vector<std::uint64_t>& by_code) {
   return "{" + out + "}";
 }
 
+std::string strangers_json(const std::map<std::string, StrangerWatch::ByKind>& by_port) {
+  std::string out = "{";
+  for (const auto& [port, counts] : by_port) {
+    out += fmt::format("{}\"{}\":{{", out.size() > 1 ? "," : "", port);
+    for (std::size_t k = 0; k < kStrangerKinds; ++k)
+      out += fmt::format("{}\"{}\":{}", k ? "," : "", stranger_name(static_cast<Stranger>(k)), counts[k]);
+    out += "}";
+  }
+  return out + "}";
+}
+
+std::uint64_t strangers_total(const std::map<std::string, StrangerWatch::ByKind>& by_port) {
+  std::uint64_t n = 0;
+  for (const auto& [port, counts] : by_port)
+    for (auto c : counts) n += c;
+  return n;
+}
+
 std::string infra_failures_text(const std::vector<std::uint64_t>& by_code) {
   std::string out;
   for (std::size_t code = 1; code < by_code.size() && code < kInfraFailureCodes; ++code)
@@ -40,7 +58,7 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
       "\"segments_in_flight\":{},\"segments_vanished\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
       "\"autoscale_changes\":{},\"explorers_rejoined\":{},\"route_mismatch\":{},\"stale_tokens\":{},"
       "\"hint_kl\":{},\"hinted_rows\":{},\"skipped_rows\":{},\"reward_retries\":{},\"rows_masked\":{},"
-      "\"infra_failures\":{},\"segments_unrecorded\":{},\"rss_mb\":{}{}}}\n",
+      "\"infra_failures\":{},\"segments_unrecorded\":{},\"strangers\":{},\"strangers_total\":{},\"rss_mb\":{}{}}}\n",
       json_number(r.time_s), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, m.segments_update_failed,
       json_number(m.lag_mean),
@@ -50,7 +68,8 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
       r.joins_refused, r.nodes_evicted, a.produced, a.lost, a.in_flight, a.vanished, r.reward_workers, r.explorers_retired,
       json_number(m.busy_s), r.autoscale_changes, r.explorers_rejoined, json_number(m.route_mismatch), m.stale_tokens,
       json_number(m.hint_kl), m.hinted_rows, m.skipped_rows, m.reward_retries, m.rows_masked,
-      infra_failures_json(m.infra_failures), r.segments_unrecorded, r.rss_mb,
+      infra_failures_json(m.infra_failures), r.segments_unrecorded, strangers_json(r.strangers),
+      strangers_total(r.strangers), r.rss_mb,
       r.eval.any ? fmt::format(",\"eval_version\":{},\"pass_at_1\":{},\"eval_mean_score\":{},\"eval_tasks\":{}",
                                r.eval.version, json_number(r.eval.pass_at_1), json_number(r.eval.mean_score),
                                r.eval.tasks)
@@ -75,6 +94,7 @@ Status make_status(const MetricsData& m, const RunCounts& r, double steps_per_s)
   s.explorers = r.explorers;
   s.reward_workers = r.reward_workers;
   s.nodes = r.nodes;
+  s.strangers = strangers_total(r.strangers);
   s.reward_retries = m.reward_retries;
   s.rows_masked = m.rows_masked;
   s.infra_failures = infra_failures_text(m.infra_failures);

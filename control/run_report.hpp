@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "control/segment_ledger.hpp"
 #include "messages/types.hpp"
+#include "transport/strangers.hpp"
 
 namespace rlx {
 
@@ -30,6 +32,7 @@ struct Status {
   std::uint64_t explorers = 0;
   std::uint64_t reward_workers = 0;
   std::uint64_t nodes = 1;      // processes in the cluster (the head counts)
+  std::uint64_t strangers = 0;  // connections to the head's ports that never became peers (closed, counted)
   // Infrastructure failures: reward requests asked again, episodes masked
   // out, and the failures met by reason ("overloaded 3, reward_timeout 1";
   // "" none).
@@ -64,6 +67,7 @@ struct RunCounts {
   double weight_swap_mean_us = 0;
   std::uint64_t rss_mb = 0;              // the head process's resident memory
   std::uint64_t segments_unrecorded = 0;  // records the rollout log failed to take
+  std::map<std::string, StrangerWatch::ByKind> strangers;  // by port ("head", "bulk"), then kind
   SegmentLedger::Totals segments;
   HeldOutScore eval;
 };
@@ -75,6 +79,10 @@ std::string json_number(double x);
 // reason ({"sandbox_start":0,...}), and a text of the non-zero ones.
 std::string infra_failures_json(const std::vector<std::uint64_t>& by_code);
 std::string infra_failures_text(const std::vector<std::uint64_t>& by_code);
+
+// Strangers by port and kind: {"head":{"silent":0,...},"bulk":{...}}.
+std::string strangers_json(const std::map<std::string, StrangerWatch::ByKind>& by_port);
+std::uint64_t strangers_total(const std::map<std::string, StrangerWatch::ByKind>& by_port);
 
 // One JSON object, newline-terminated: the line of metrics.jsonl.
 std::string metrics_json_line(const MetricsData& learner, const RunCounts& run);

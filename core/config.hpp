@@ -138,6 +138,10 @@ struct LaunchConfig {
   // `rlx scale` and `rlx node --join` can reach the run (a multi-node head
   // always listens).
   bool listen = false;
+  // A connection to a port the head opens (its CAF port, the bulk channel)
+  // must send its protocol's opening within this long; a stranger that
+  // does not is closed and counted (docs/failures.md).
+  double stranger_timeout_s = 10.0;
 };
 
 // [tls]: TLS between nodes (CAF's openssl module). All empty = plain TCP.

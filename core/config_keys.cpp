@@ -164,6 +164,7 @@ const std::vector<Key<LaunchConfig>>& launch_keys() {
       real("evict_after_s", &S::evict_after_s, 0.0, 86400.0, true),
       real("reconnect_s", &S::reconnect_s, 0.0, 86400.0),
       flag("listen", &S::listen),
+      real("stranger_timeout_s", &S::stranger_timeout_s, 0.0, 3600.0, true),
   };
   return keys;
 }

@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
 #include "tests/helpers.hpp"
 
@@ -73,6 +74,30 @@ double max_diff(const WeightSetData& a, const WeightSetData& b) {
     for (std::size_t j = 0; j < a.tensors[i].values.size(); ++j)
       d = std::max(d, static_cast<double>(std::abs(a.tensors[i].values[j] - b.tensors[i].values[j])));
   return d;
+}
+
+int connect_local(std::uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  timeval tv{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+bool closed_by_peer(int fd) {
+  char buf[4096];
+  ssize_t r;
+  while ((r = recv(fd, buf, sizeof buf, 0)) > 0) {
+  }
+  const bool closed = r == 0 || errno == ECONNRESET;
+  close(fd);
+  return closed;
 }
 
 void send_garbage(std::uint16_t port, std::size_t n, std::uint32_t seed) {

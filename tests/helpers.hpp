@@ -50,6 +50,14 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
 };
 
+// A TCP connection to 127.0.0.1:port whose reads and writes give up after
+// 30 s (so a server that never closes it fails a test instead of hanging it).
+int connect_local(std::uint16_t port);
+
+// Reads until the other side closes, then closes `fd`; true when the other
+// side closed it (not a timeout).
+bool closed_by_peer(int fd);
+
 // Connects to 127.0.0.1:port, writes `n` random bytes (from `seed`), closes.
 void send_garbage(std::uint16_t port, std::size_t n, std::uint32_t seed = 7);
 

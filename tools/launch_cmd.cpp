@@ -32,7 +32,7 @@ namespace {
 void print_status(const Status& s) {
   static const bool tty = isatty(STDERR_FILENO);
   auto line = fmt::format("[{:7.1f}s] steps {:>9} ({:>7.0f}/s) episodes {:>6} return {:>6.1f} v{:<5} lag {:.2f}/{} "
-                          "trained {} dropped {} rejected {}{}{}{} explorers {}{} nodes {}{}",
+                          "trained {} dropped {} rejected {}{}{}{} explorers {}{} nodes {}{}{}",
                           s.time_s, s.env_steps, s.steps_per_s, s.episodes, s.mean_return, s.policy_version,
                           s.lag_mean, s.lag_max, s.trained, s.dropped_stale, s.rejected,
                           s.lost ? fmt::format(" lost {}", s.lost) : "",
@@ -42,6 +42,7 @@ void print_status(const Status& s) {
                                                                  s.rows_masked, s.reward_retries),
                           s.explorers,
                           s.reward_workers ? fmt::format(" rewards {}", s.reward_workers) : "", s.nodes,
+                          s.strangers ? fmt::format(" strangers {}", s.strangers) : "",
                           std::isnan(s.pass_at_1) ? std::string()
                                                   : fmt::format(" pass@1 {:.3f} (v{})", s.pass_at_1, s.eval_version));
   if (tty)

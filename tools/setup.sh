@@ -33,7 +33,7 @@ fi
 if [[ "$build" == build ]]; then
   # Every decoder of untrusted bytes under libFuzzer, a bounded number of
   # inputs each (fuzz/; about a minute after its build).
-  bash tools/fuzz.sh 100000
+  bash tools/fuzz.sh 40000
 fi
 cd "$build"
 if [[ "$build" == build-asan ]]; then

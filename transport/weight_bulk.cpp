@@ -19,6 +19,7 @@
 
 #include "core/auth.hpp"
 #include "messages/codec.hpp"
+#include "transport/sockets.hpp"
 
 namespace rlx {
 namespace {
@@ -26,21 +27,7 @@ namespace {
 constexpr std::size_t kControlFrameBytes = 4096;  // handshakes and requests
 constexpr std::size_t kFrameOverhead = 4096;      // a chunk's envelope around its data
 
-Error sys_error(const std::string& what) { return make_error(Errc::io, what + ": " + std::strerror(errno)); }
-
-void set_timeout(int fd, std::chrono::milliseconds t) {
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(t.count() / 1000);
-  tv.tv_usec = static_cast<suseconds_t>((t.count() % 1000) * 1000);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-void tune(int fd) {
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-}
+Error sys_error(const std::string& what) { return socket_error(what); }
 
 Result<void> write_all(int fd, const void* data, std::size_t n) {
   const auto* p = static_cast<const char*>(data);
@@ -77,21 +64,6 @@ Result<WireBuffer> read_frame(int fd, std::size_t max_bytes, kj::Array<capnp::wo
   return read_stream_frame([fd](void* into, std::size_t n) { return read_all(fd, into, n); }, max_bytes, reuse);
 }
 
-std::string peer_name(const sockaddr_storage& a) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  std::uint16_t port = 0;
-  if (a.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&a);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    port = ntohs(in->sin_port);
-  } else if (a.ss_family == AF_INET6) {
-    const auto* in = reinterpret_cast<const sockaddr_in6*>(&a);
-    inet_ntop(AF_INET6, &in->sin6_addr, host, sizeof host);
-    port = ntohs(in->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
-
 WireBuffer leave(const std::string& reason, const std::string& sender) {
   return encode(LeaveData{Role::weight_store, 0, reason, 0}, sender);
 }
@@ -122,27 +94,41 @@ struct BulkServer::Impl {
     counts.*field += n;
   }
 
-  void refuse(int fd, const std::string& peer, const std::string& node, const std::string& why) {
+  // A connection that did not log in: counted, reported to the watch (or
+  // logged), told why, closed by the caller.
+  void refuse(int fd, const std::string& peer, Stranger kind, const std::string& why, const std::string& node = "") {
     add(&Counts::refused);
-    options.log->warn("bulk channel: refused '{}' from {}: {}", node, peer, why);
+    const std::string detail = node.empty() ? why : "node '" + node + "': " + why;
+    if (options.watch)
+      options.watch->saw("bulk", kind, peer, detail);
+    else
+      options.log->warn("bulk channel: refused {}: {} ({})", peer, detail, stranger_name(kind));
     (void)send_frame(fd, leave("refused: " + why, options.name));
   }
 
   // Handshake, then chunks until the peer closes, errs or goes idle.
   void serve(int fd, const std::string& peer) {
-    set_timeout(fd, options.handshake_timeout);
+    set_io_timeout(fd, options.handshake_timeout);
     const std::string nonce = random_nonce();
     if (!send_frame(fd, encode(JoinData{Role::weight_store, options.name, 0, nonce}, options.name))) return;
+    // What the client sends first says what it is: nothing, garbage, half a login.
+    std::uint8_t first = 0;
+    const auto peeked = ::recv(fd, &first, 1, MSG_PEEK);
+    if (peeked <= 0)
+      return refuse(fd, peer, Stranger::silent, peeked == 0 ? "closed without a byte" : "nothing sent in time");
     auto frame = read_frame(fd, kControlFrameBytes);
-    if (!frame) return refuse(fd, peer, "?", frame.error().message);
+    if (!frame) {
+      const bool cut = frame.error().code == Errc::timeout || frame.error().code == Errc::io;
+      return refuse(fd, peer, cut ? Stranger::half_open : Stranger::garbage, frame.error().message);
+    }
     auto join = decode<JoinData>(*frame);
-    if (!join) return refuse(fd, peer, "?", "not a login: " + join.error().message);
+    if (!join) return refuse(fd, peer, Stranger::garbage, "not a login: " + join.error().message);
     if (!proofs_equal(join->auth_token, secret_proof(options.secret, nonce, join->node)))
-      return refuse(fd, peer, join->node, "wrong proof of the cluster secret");
+      return refuse(fd, peer, Stranger::unproven, "wrong proof of the cluster secret", join->node);
     add(&Counts::admitted);
     options.log->info("bulk channel: node '{}' connected from {}", join->node, peer);
     if (!send_frame(fd, encode(JoinData{Role::weight_store, options.name, 0, ""}, options.name))) return;
-    set_timeout(fd, options.idle_timeout);
+    set_io_timeout(fd, options.idle_timeout);
     for (;;) {
       auto req_frame = read_frame(fd, kControlFrameBytes);
       if (!req_frame) {
@@ -198,13 +184,17 @@ struct BulkServer::Impl {
       socklen_t len = sizeof addr;
       const int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
       if (fd < 0) continue;
-      tune(fd);
+      tune_connection(fd);
       const std::string peer = peer_name(addr);
       std::lock_guard<std::mutex> lock(mu);
       reap_done();
       if (stopping || conns.size() >= options.max_connections) {
         ++counts.refused;
-        options.log->warn("bulk channel: refused a connection from {}: {} connections open", peer, conns.size());
+        const std::string why = std::to_string(conns.size()) + " connections open";
+        if (options.watch)
+          options.watch->saw("bulk", Stranger::over_limit, peer, why);
+        else
+          options.log->warn("bulk channel: refused a connection from {}: {}", peer, why);
         ::close(fd);
         continue;
       }
@@ -227,36 +217,10 @@ Result<std::unique_ptr<BulkServer>> BulkServer::start(BulkServerOptions options,
   impl->options = std::move(options);
   impl->shelf = std::move(shelf);
   if (!impl->options.log) impl->options.log = null_logger();
-  const std::string& host = impl->options.host;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  const std::string port = std::to_string(impl->options.port);
-  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found); rc != 0)
-    return make_error(Errc::io, "bulk channel: cannot resolve '" + host + "': " + ::gai_strerror(rc));
-  std::string last = "no address";
-  for (addrinfo* a = found; a && impl->listener < 0; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 64) == 0) {
-      impl->listener = fd;
-    } else {
-      last = std::strerror(errno);
-      ::close(fd);
-    }
-  }
-  ::freeaddrinfo(found);
-  if (impl->listener < 0)
-    return make_error(Errc::io, "bulk channel: cannot listen on " + host + ":" + port + ": " + last);
-  sockaddr_storage bound{};
-  socklen_t len = sizeof bound;
-  ::getsockname(impl->listener, reinterpret_cast<sockaddr*>(&bound), &len);
-  impl->port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                                 : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  auto l = listen_tcp(impl->options.host, impl->options.port, "bulk channel");
+  if (!l) return l.error();
+  impl->listener = l->fd;
+  impl->port = l->port;
   impl->wake = ::eventfd(0, EFD_CLOEXEC);
   if (impl->wake < 0) {
     ::close(impl->listener);
@@ -319,7 +283,7 @@ Result<void> BulkClient::connect_and_login() {
   for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
-    set_timeout(fd, options_.timeout);  // SO_SNDTIMEO bounds connect() too
+    set_io_timeout(fd, options_.timeout);  // SO_SNDTIMEO bounds connect() too
     if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
       last = std::strerror(errno);
       ::close(fd);
@@ -328,7 +292,7 @@ Result<void> BulkClient::connect_and_login() {
   }
   ::freeaddrinfo(found);
   if (fd < 0) return make_error(Errc::io, "cannot connect to " + where + ": " + last);
-  tune(fd);
+  tune_connection(fd);
   fd_ = fd;
   if (cancelled_) return make_error(Errc::io, "cancelled");
   auto challenge = read_frame(fd, kControlFrameBytes);

@@ -28,6 +28,7 @@
 #include "core/logging.hpp"
 #include "messages/weight_chunks.hpp"
 #include "messages/stream_frame.hpp"
+#include "transport/strangers.hpp"
 #include "transport/weight_shelf.hpp"
 
 namespace rlx {
@@ -42,6 +43,7 @@ struct BulkServerOptions {
   std::chrono::milliseconds handshake_timeout{10000};
   std::chrono::milliseconds idle_timeout{600000};  // an authenticated connection with no request is closed
   Logger log;
+  std::shared_ptr<StrangerWatch> watch;  // connections that never logged in (null: logged only)
 };
 
 class BulkServer {
@@ -55,7 +57,7 @@ class BulkServer {
   std::uint16_t port() const;
   struct Counts {
     std::uint64_t admitted = 0;       // connections that proved the secret
-    std::uint64_t refused = 0;        // wrong proof, garbage, over the connection limit
+    std::uint64_t refused = 0;        // never logged in: silent, garbage, half a login, wrong proof, over the limit
     std::uint64_t chunks = 0;         // chunks served (counted as each is written)
     std::uint64_t bytes = 0;          // their bytes
   };

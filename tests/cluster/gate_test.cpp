@@ -6,6 +6,8 @@
 #include <random>
 #include <thread>
 
+#include <sys/socket.h>
+
 #include <caf/io/all.hpp>
 
 #include "assembly/cluster.hpp"
@@ -14,6 +16,7 @@
 #include "core/auth.hpp"
 #include "tests/cluster/cluster_fixture.hpp"
 #include "tests/helpers.hpp"
+#include "tests/metrics_fixture.hpp"
 
 using namespace rlx;
 using namespace rlx::test;
@@ -60,12 +63,14 @@ struct HeadRun {
   std::function<void(const std::string&)> stop_fn;
   std::future<RunResult> result;
   std::uint16_t port = 0;
+  std::promise<std::uint16_t> bulk_listening;  // the bulk channel's port
 
   HeadRun(const ClusterConfig& cfg, const std::string& secret) {
     hooks.on_listening = [this](std::uint16_t p) {
       listening.set_value(p);
       return std::string();
     };
+    hooks.on_bulk_listening = [this](std::uint16_t p) { bulk_listening.set_value(p); };
     hooks.on_start = [this](std::function<void(const std::string&)> stop) {
       std::lock_guard<std::mutex> lock(mu);
       stop_fn = std::move(stop);
@@ -252,4 +257,88 @@ TEST_CASE("with [tls] nodes join over TLS and a peer without a certificate of th
   REQUIRE(member.wait_for(60s) == std::future_status::ready);
   CHECK(member.get().outcome == RunOutcome::solved);
   CHECK(json_number(last_metrics_line(spec.log_dir), "nodes") == 2);
+}
+
+namespace {
+
+void say(int fd, const void* data, std::size_t n) { CHECK(::send(fd, data, n, MSG_NOSIGNAL) == static_cast<ssize_t>(n)); }
+
+// The counts of one port in a metrics line's "strangers" object.
+double strangers_of(const std::string& line, const std::string& port, const std::string& kind) {
+  const auto at = line.find("\"" + port + "\":{\"silent\"");
+  REQUIRE(at != std::string::npos);
+  return json_number(line.substr(at, line.find('}', at) - at + 1), kind);
+}
+
+}  // namespace
+
+TEST_CASE("strangers on the head's port and bulk channel are closed in bounded time, counted by kind and the run loses nothing",
+          "[cluster][auth][defensive][net]") {
+  TempDir t("rlx-strangers");
+  SplitSpec spec = endless_spec(t);
+  spec.head_explorers = 1;
+  spec.members = {"rollout-a"};
+  spec.extra = "[launch]\nstranger_timeout_s = 0.5\n";
+  auto cfg = parse(split_toml(spec));
+  REQUIRE(cfg.ok());
+  const std::string secret = "the-right-secret-0123456789";
+  HeadRun head(*cfg, secret);
+  auto bulk_future = head.bulk_listening.get_future();
+  REQUIRE(bulk_future.wait_for(60s) == std::future_status::ready);
+  const std::uint16_t bulk = bulk_future.get();
+
+  // The member node's middleman and bulk channel get in through the same doors.
+  auto member = run_member(*cfg, "rollout-a", head.port, secret);
+  REQUIRE(head.wait_for_nodes(2, 120s));
+
+  const char http[] = "GET / HTTP/1.1\r\n\r\n";
+  {  // the head's port: another protocol
+    const int fd = connect_local(head.port);
+    say(fd, http, sizeof http - 1);
+    CHECK(closed_by_peer(fd));
+  }
+  {  // silent
+    CHECK(closed_by_peer(connect_local(head.port)));
+  }
+  {  // half a BASP handshake after the head's: a client handshake's first bytes, then nothing
+    const int fd = connect_local(head.port);
+    char greeting[64];
+    CHECK(::recv(fd, greeting, sizeof greeting, 0) > 0);  // CAF speaks first, through the door
+    const unsigned char half[8] = {0x01, 0, 0, 0, 0, 0, 0, 0x40};
+    say(fd, half, sizeof half);
+    CHECK(closed_by_peer(fd));
+  }
+  {  // a flood of idle connections: 64 wait out their opening, 6 are refused at once
+    std::vector<int> fds;
+    for (int i = 0; i < 70; ++i) fds.push_back(connect_local(head.port));
+    for (int fd : fds) CHECK(closed_by_peer(fd));
+  }
+  {  // the bulk channel: a frame header claiming 2^32 words
+    const int fd = connect_local(bulk);
+    const std::uint32_t header[2] = {0, 0xffffffffu};
+    say(fd, header, sizeof header);
+    CHECK(closed_by_peer(fd));
+  }
+  {  // the bulk channel: silent
+    CHECK(closed_by_peer(connect_local(bulk)));
+  }
+
+  head.stop("the test is done");
+  const RunResult r = head.wait();
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::interrupted);
+  CHECK_THAT(r.summary, Catch::Contains("75 strangers closed on the head's ports"));
+  REQUIRE(member.wait_for(60s) == std::future_status::ready);
+  CHECK(member.get().outcome == RunOutcome::solved);  // stopped by the head, as usual
+
+  const std::string line = last_metrics_line(t.path);
+  INFO(line);
+  CHECK(json_number(line, "strangers_total") == 75);
+  CHECK(strangers_of(line, "head", "garbage") == 1);
+  CHECK(strangers_of(line, "head", "silent") == 1 + 64);
+  CHECK(strangers_of(line, "head", "half_open") == 1);
+  CHECK(strangers_of(line, "head", "over_limit") == 6);
+  CHECK(strangers_of(line, "bulk", "garbage") == 1);
+  CHECK(strangers_of(line, "bulk", "silent") == 1);
+  check_segment_identity(line);
 }

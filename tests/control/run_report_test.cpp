@@ -40,6 +40,14 @@ TEST_CASE("a metrics line carries the learner's numbers, the segment ledger and 
   CHECK(has(line, "\"nodes\":2,"));
   CHECK(has(line, "\"weight_swap_mean_us\":125,"));
   CHECK_FALSE(has(line, "pass_at_1"));  // no held-out score yet
+  CHECK(has(line, "\"strangers\":{},\"strangers_total\":0,"));  // a head with no ports
+  r.strangers["head"] = {3, 1, 0, 2, 0};
+  r.strangers["bulk"] = {0, 0, 1, 0, 4};
+  CHECK(has(metrics_json_line(m, r),
+            "\"strangers\":{\"bulk\":{\"silent\":0,\"garbage\":0,\"half_open\":1,\"over_limit\":0,\"unproven\":4},"
+            "\"head\":{\"silent\":3,\"garbage\":1,\"half_open\":0,\"over_limit\":2,\"unproven\":0}},"
+            "\"strangers_total\":11,"));
+  CHECK(make_status(m, r, 0).strangers == 11);
   r.eval = HeldOutScore{4, 0.5, 0.75, 64, true};
   const auto scored = metrics_json_line(m, r);
   CHECK(has(scored, "\"eval_version\":4,\"pass_at_1\":0.5,\"eval_mean_score\":0.75,\"eval_tasks\":64}"));

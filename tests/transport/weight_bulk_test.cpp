@@ -12,6 +12,7 @@
 #include "tests/helpers.hpp"
 
 using namespace rlx;
+using namespace rlx::test;
 using namespace std::chrono_literals;
 
 namespace {
@@ -22,8 +23,10 @@ WireBuffer a_weight_set(std::uint64_t version, std::size_t floats) {
   return encode(test::make_weight_set(version, floats), "learner");
 }
 
-std::unique_ptr<BulkServer> serve(std::shared_ptr<WeightShelf> shelf, std::chrono::milliseconds handshake = 10s) {
+std::unique_ptr<BulkServer> serve(std::shared_ptr<WeightShelf> shelf, std::chrono::milliseconds handshake = 10s,
+                                  std::shared_ptr<StrangerWatch> watch = nullptr) {
   BulkServerOptions o;
+  o.watch = std::move(watch);
   o.host = "127.0.0.1";
   o.secret = kSecret;
   o.handshake_timeout = handshake;
@@ -52,25 +55,6 @@ std::shared_ptr<WeightShelf> shelf_of(std::uint64_t version, const WireBuffer& s
 
 bool same_bytes(const WireBuffer& a, const WireBuffer& b) {
   return a.size() == b.size() && std::equal(a.bytes().begin(), a.bytes().end(), b.bytes().begin());
-}
-
-// A raw TCP connection to the server.
-int raw_connect(std::uint16_t port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  return fd;
-}
-
-// Reads until the server closes the connection (it counts before it closes).
-void read_until_closed(int fd) {
-  char buf[4096];
-  while (read(fd, buf, sizeof buf) > 0) {
-  }
-  close(fd);
 }
 
 }  // namespace
@@ -112,11 +96,12 @@ TEST_CASE("the bulk channel fetches damaged chunks again and gives the set back 
   CHECK(same_bytes(into.take(), set));
 }
 
-TEST_CASE("the bulk channel refuses a wrong secret, garbage and a silent peer, and goes on serving",
+TEST_CASE("the bulk channel refuses a wrong secret, garbage, half a login and a silent peer, counts each kind, and goes on serving",
           "[messages][weights][bulk][auth][defensive][net]") {
   const WireBuffer set = a_weight_set(1, 10'000);
   auto shelf = shelf_of(1, set, 4096);
-  auto server = serve(shelf, 300ms);
+  auto watch = std::make_shared<StrangerWatch>(null_logger());
+  auto server = serve(shelf, 300ms, watch);
 
   BulkClient wrong(client_of(*server, "not-the-cluster-secret!"));
   ChunkAssembler a(1, set.size(), 4096);
@@ -126,25 +111,40 @@ TEST_CASE("the bulk channel refuses a wrong secret, garbage and a silent peer, a
   CHECK(a.missing().size() == a.count());  // nothing arrived
 
   {  // random bytes instead of a login
-    const int fd = raw_connect(server->port());
+    const int fd = connect_local(server->port());
     std::mt19937 rng(7);
     std::vector<char> junk(4096);
     for (auto& b : junk) b = static_cast<char>(rng());
     CHECK(write(fd, junk.data(), junk.size()) > 0);
-    read_until_closed(fd);
+    CHECK(closed_by_peer(fd));
   }
   {  // a frame header claiming 2^32 words
-    const int fd = raw_connect(server->port());
+    const int fd = connect_local(server->port());
     const std::uint32_t header[2] = {0, 0xffffffffu};
     CHECK(write(fd, header, sizeof header) == sizeof header);
-    read_until_closed(fd);
+    CHECK(closed_by_peer(fd));
   }
   {  // says nothing: closed after the handshake timeout
-    const int fd = raw_connect(server->port());
-    read_until_closed(fd);
+    const int fd = connect_local(server->port());
+    CHECK(closed_by_peer(fd));
   }
-  CHECK(server->counts().refused == 4);
+  {  // half a login: a frame header, then nothing
+    const int fd = connect_local(server->port());
+    const std::uint32_t header[2] = {0, 4};
+    CHECK(write(fd, header, sizeof header) == sizeof header);
+    CHECK(closed_by_peer(fd));
+  }
+  CHECK(server->counts().refused == 5);
   CHECK(server->counts().admitted == 0);
+  // Each stranger reported as what it was.
+  const auto seen = watch->by_port();
+  REQUIRE(seen.count("bulk") == 1);
+  const auto& bulk = seen.at("bulk");
+  CHECK(bulk[static_cast<std::size_t>(Stranger::unproven)] == 1);
+  CHECK(bulk[static_cast<std::size_t>(Stranger::garbage)] == 2);
+  CHECK(bulk[static_cast<std::size_t>(Stranger::silent)] == 1);
+  CHECK(bulk[static_cast<std::size_t>(Stranger::half_open)] == 1);
+  CHECK(watch->total() == 5);
 
   BulkClient right(client_of(*server));
   ChunkAssembler b(1, set.size(), 4096);
