@@ -18,6 +18,7 @@
 
 #include "control/gate.hpp"
 #include "assembly/remote.hpp"
+#include "assembly/held_system.hpp"
 #include "transport/front_door.hpp"
 #include "transport/weight_bulk.hpp"
 
@@ -217,26 +218,6 @@ Result<std::unique_ptr<FrontDoor>> open_head_port(const gate_actor& gate, const 
 
 }  // namespace
 
-namespace {
-
-// An actor system with its configuration (the system refers to it): the
-// system goes first.
-struct HeldSystem {
-  caf::actor_system_config cfg;
-  std::optional<caf::actor_system> system;
-};
-
-// Whether every actor of `system` ended within `bound`.
-bool await_actors(caf::actor_system& system, std::chrono::milliseconds bound) {
-  const auto deadline = std::chrono::steady_clock::now() + bound;
-  while (system.registry().running() > 0) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-}  // namespace
 
 RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, const RunHooks& hooks, const Logger& log,
                       const RunOptions& options) {
@@ -380,8 +361,15 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     // exception in a handler, a broken invariant), the actors linked to it
     // die with it and the run ends as failed, with the reason.
     self->monitor(coordinator);
+    // It ticks every report interval; silence past the bound means a
+    // handler that never returns (a deadlock, a blocking call).
+    const auto silence_bound = std::max<std::chrono::steady_clock::duration>(
+        options.coordinator_bound, 10 * std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::duration<double>(config.run.report_interval_s)));
+    auto last_tick = std::chrono::steady_clock::now();
     for (bool ended = false; !ended;)
       self->receive(
+          [&](tick_atom) { last_tick = std::chrono::steady_clock::now(); },
           [&](done_atom, int outcome, const std::string& summary) {
             result.outcome = static_cast<RunOutcome>(outcome);
             result.summary = summary;
@@ -392,6 +380,17 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
             result.outcome = RunOutcome::failed;
             result.summary = config.run.name + ": failed: the coordinator died (" + system.render(dm.reason) + ")";
             log->error("{}", result.summary);
+            ended = true;
+          },
+          caf::after(std::chrono::seconds(1)) >> [&] {
+            const auto silent = std::chrono::steady_clock::now() - last_tick;
+            if (silent < silence_bound) return;
+            result.outcome = RunOutcome::failed;
+            result.summary = fmt::format("{}: failed: the coordinator has not ticked for {:.0f} s (stuck in a handler)",
+                                         config.run.name, std::chrono::duration<double>(silent).count());
+            log->error("{}", result.summary);
+            // Taken when its handler returns, if ever; the actors linked to it go with it.
+            self->send_exit(coordinator, caf::exit_reason::kill);
             ended = true;
           });
     if (hooks.on_start) hooks.on_start(nullptr);
@@ -404,10 +403,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   // Every actor was told to exit. One stuck in a call that never returns
   // must not hang the launcher: after the bound it is counted and left
   // behind with the actor system, and the run has failed.
-  if (!await_actors(system, options.shutdown_bound)) {
-    result.actors_left = system.registry().running();
-    log->error("{} actors did not exit within {:.0f} s of the run's end: left behind", result.actors_left,
-               std::chrono::duration<double>(options.shutdown_bound).count());
+  if ((result.actors_left = actors_left_after(system, options.shutdown_bound, log, "the run's end"))) {
     result.outcome = RunOutcome::failed;
     result.summary += fmt::format(" (FAILED to end: {} actors did not exit)", result.actors_left);
     result.left_behind = owned;

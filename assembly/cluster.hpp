@@ -56,6 +56,9 @@ struct RunOptions {
   std::uint64_t log_fail_after_bytes = UINT64_MAX;
   // How long every actor has to exit once the run ended.
   std::chrono::milliseconds shutdown_bound{60'000};
+  // A coordinator that has not ticked for this long (or 10 report
+  // intervals, if longer) is stuck in a handler: the run ends as failed.
+  std::chrono::milliseconds coordinator_bound{60'000};
   // Fault injection, for tests: an actor whose first message blocks until
   // this future is ready (it does not exit when told).
   std::shared_future<void> stuck_actor;

@@ -1,5 +1,7 @@
 #include "assembly/member_node.hpp"
 
+#include "assembly/held_system.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -251,6 +253,7 @@ void enter(Self self) {
 }
 
 node_actor::behavior_type agent_impl(Self self, AgentState init) {
+  if (init.options.stuck_agent.valid()) init.options.stuck_agent.wait();  // fault injection (tests)
   self->state = std::move(init);
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& st = self->state;
@@ -327,7 +330,8 @@ MemberNodeResult run_member_node(const ClusterConfig& config, const EnvRegistry&
     opts.envs_per_explorer = static_cast<std::uint32_t>(node->envs_per_explorer);
     opts.rewards = static_cast<std::uint32_t>(node->rewards);
   }
-  caf::actor_system_config cfg;
+  auto owned = std::make_shared<HeldSystem>();
+  caf::actor_system_config& cfg = owned->cfg;
   configure_remoting(cfg, config);
   // A token run's reward workers hold a thread for a sandboxed program
   // each: they get their own, as on the head (actors/cluster.cpp). The
@@ -335,7 +339,7 @@ MemberNodeResult run_member_node(const ClusterConfig& config, const EnvRegistry&
   const std::size_t cores = std::max<std::size_t>(2, std::thread::hardware_concurrency());
   cfg.set("scheduler.max-threads", config.token_run() ? cores + 1 + opts.rewards : cores);
   cfg.set("logger.verbosity", caf::atom("quiet"));
-  caf::actor_system system{cfg};
+  caf::actor_system& system = owned->system.emplace(cfg);
   auto gate = connect_gate(system, config, options.head_host, options.head_port, config.launch.connect_timeout_s, log);
   if (!gate) {
     result.summary = gate.error().message;
@@ -351,15 +355,39 @@ MemberNodeResult run_member_node(const ClusterConfig& config, const EnvRegistry&
   init.log = log;
   auto agent = system.spawn(agent_impl, std::move(init));
   if (options.on_start) options.on_start([agent] { caf::anon_send(agent, drain_atom::value); });
+  std::string stuck;
   {
+    // Until the agent ends; and it must answer a ping within the bound:
+    // one stuck in a handler would otherwise hold the process forever.
     caf::scoped_actor self{system};
     self->monitor(agent);
-    self->receive([](const caf::down_msg&) {});
+    auto answered = std::chrono::steady_clock::now();
+    for (bool down = false; !down;) {
+      self->receive([&](const caf::down_msg&) { down = true; }, caf::after(std::chrono::seconds(1)) >> [] {});
+      if (down) break;
+      self->request(agent, std::chrono::seconds(1), ping_atom::value)
+          .receive([&](std::uint64_t) { answered = std::chrono::steady_clock::now(); }, [](caf::error&) {});
+      const auto silent = std::chrono::steady_clock::now() - answered;
+      if (silent < options.agent_bound) continue;
+      stuck = fmt::format("the node's agent has not answered for {:.0f} s (stuck in a handler)",
+                          std::chrono::duration<double>(silent).count());
+      log->error("{}", stuck);
+      self->send_exit(agent, caf::exit_reason::kill);  // taken when its handler returns, if ever
+      break;
+    }
   }
   if (options.on_start) options.on_start(nullptr);
-  std::lock_guard<std::mutex> lock(ending->mu);
-  result.outcome = ending->outcome;
-  result.summary = options.node + ": " + ending->summary;
+  {
+    std::lock_guard<std::mutex> lock(ending->mu);
+    result.outcome = stuck.empty() ? ending->outcome : RunOutcome::failed;
+    result.summary = options.node + ": " + (stuck.empty() ? ending->summary : stuck);
+  }
+  // Every actor the agent spawned was told to exit with it.
+  if ((result.actors_left = actors_left_after(system, options.shutdown_bound, log, "the node's end"))) {
+    result.outcome = RunOutcome::failed;
+    result.summary += fmt::format(" (FAILED to end: {} actors did not exit)", result.actors_left);
+    result.left_behind = owned;
+  }
   return result;
 }
 

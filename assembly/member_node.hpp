@@ -12,7 +12,10 @@
 // away, or, after a drain, on SIGINT/SIGTERM.
 #pragma once
 
+#include <chrono>
 #include <functional>
+#include <future>
+#include <memory>
 #include <string>
 
 #include "control/coordinator.hpp"
@@ -32,11 +35,24 @@ struct MemberNodeOptions {
   std::string secret;                  // the cluster secret
   // Called once the node runs, with a function that drains it (for signals).
   std::function<void(std::function<void()> drain)> on_start;
+  // An agent that has not answered this process's ping for this long is
+  // stuck in a handler: the node ends as failed.
+  std::chrono::milliseconds agent_bound{60'000};
+  // How long every actor has to exit once the agent ended.
+  std::chrono::milliseconds shutdown_bound{60'000};
+  // Fault injection, for tests: the agent blocks as it starts until this
+  // future is ready (a handler that does not return).
+  std::shared_future<void> stuck_agent;
 };
 
 struct MemberNodeResult {
   RunOutcome outcome = RunOutcome::failed;  // solved: stopped by the head; interrupted: drained here
   std::string summary;
+  // Actors still running past the shutdown bound (the node has failed),
+  // and their actor system, handed back instead of destroyed (destroying
+  // it would wait for them): `rlx node` ends the process past them.
+  std::size_t actors_left = 0;
+  std::shared_ptr<void> left_behind;
 };
 
 MemberNodeResult run_member_node(const ClusterConfig& config, const EnvRegistry& envs, const MemberNodeOptions& options,

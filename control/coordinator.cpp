@@ -349,6 +349,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       },
       [self](tick_atom) {
         auto& st = self->state;
+        caf::anon_send(st.options.launcher, tick_atom::value);  // alive: the launcher's watch (RunOptions::coordinator_bound)
         if (st.end.finishing) {
           if (std::chrono::steady_clock::now() >= st.end.deadline) {
             st.options.log->warn("{} member nodes did not stop in time", st.nodes.size());

@@ -24,9 +24,19 @@
 #include "tools/embedded_config.hpp"
 #include "tools/node_launcher.hpp"
 
+#include <spdlog/spdlog.h>
+
 namespace rlx {
 
 namespace {
+
+// Actors still run (left behind past the shutdown bound): ends the process
+// past their threads rather than waiting in them.
+[[noreturn]] void exit_past_actors(int code) {
+  spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+  std::fflush(nullptr);
+  std::_Exit(code);
+}
 
 // Prints the status line: in place on a terminal, one line per report otherwise.
 void print_status(const Status& s) {
@@ -127,10 +137,8 @@ int run_head(const ClusterConfig& config, const EnvRegistry& envs, const Logger&
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\n");
   std::printf("%s\n", r.summary.c_str());
   if (r.actors_left) {
-    // Their threads still run: end the process past them rather than in them.
     log->flush();
-    std::fflush(nullptr);
-    std::_Exit(static_cast<int>(r.outcome));
+    exit_past_actors(static_cast<int>(r.outcome));
   }
   return static_cast<int>(r.outcome);
 }
@@ -246,6 +254,7 @@ int join_command(const NodeArgs& args, const ClusterConfig& config, const std::s
   };
   auto r = run_member_node(config, envs, mo, root_logger(config, args.log_level, name));
   std::printf("%s\n", r.summary.c_str());
+  if (r.actors_left) exit_past_actors(static_cast<int>(r.outcome));
   return static_cast<int>(r.outcome);
 }
 
@@ -308,6 +317,7 @@ int node_command(const NodeArgs& args) {
   };
   auto r = run_member_node(*config, envs, mo, log);
   std::printf("%s\n", r.summary.c_str());
+  if (r.actors_left) exit_past_actors(static_cast<int>(r.outcome));
   return static_cast<int>(r.outcome);
 }
 

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -185,6 +186,35 @@ TEST_CASE("a coordinator that dies ends the run as failed within seconds, with e
   CHECK(r.summary.find("the coordinator died") != std::string::npos);
   CHECK(r.summary.find("a broken invariant (test)") != std::string::npos);
   CHECK(took < 30.0);
+}
+
+TEST_CASE("a coordinator stuck in a handler ends the run as failed after the bound instead of hanging the launcher",
+          "[actors][e2e][defensive]") {
+  std::filesystem::path dir;
+  auto cfg = e2e_config("rlx-e2e-coordinator-stuck", &dir, 100'000'000);
+  cfg.run.report_interval_s = 0.1;  // the bound is then the test's 2 s, not 10 intervals
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  RunHooks hooks;
+  // Called from the coordinator's report tick: the second call does not return until the test says so.
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  hooks.on_status = [released, calls](const Status&) {
+    if (++*calls == 2) released.wait();
+  };
+  RunOptions options;
+  options.coordinator_bound = std::chrono::seconds(2);
+  options.shutdown_bound = std::chrono::seconds(2);
+  const auto t0 = std::chrono::steady_clock::now();
+  RunResult r = run_cluster(cfg, builtin_envs(), hooks, null_logger(), options);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::failed);
+  CHECK(r.summary.find("the coordinator has not ticked for") != std::string::npos);
+  CHECK(r.actors_left >= 1);  // the coordinator, at least, is still in its handler
+  CHECK(took < 60.0);
+  REQUIRE(r.left_behind);
+  release.set_value();     // the handler returns, the coordinator takes its exit and its linked actors go with it
+  r.left_behind.reset();   // waits for them
 }
 
 TEST_CASE("deferred rewards without a reward pool are masked, never scored, and counted by reason in metrics.jsonl",

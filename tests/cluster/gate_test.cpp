@@ -272,14 +272,19 @@ double strangers_of(const std::string& line, const std::string& port, const std:
 
 }  // namespace
 
-TEST_CASE("strangers on the head's port and bulk channel are closed in bounded time, counted by kind and the run loses nothing",
-          "[cluster][auth][defensive][net]") {
-  TempDir t("rlx-strangers");
+// A head with an explorer of its own and one member node, rollout-a, that only the test stops.
+static Result<ClusterConfig> head_and_member(const TempDir& t, const std::string& extra = "") {
   SplitSpec spec = endless_spec(t);
   spec.head_explorers = 1;
   spec.members = {"rollout-a"};
-  spec.extra = "[launch]\nstranger_timeout_s = 0.5\n";
-  auto cfg = parse(split_toml(spec));
+  spec.extra = extra;
+  return parse(split_toml(spec));
+}
+
+TEST_CASE("strangers on the head's port and bulk channel are closed in bounded time, counted by kind and the run loses nothing",
+          "[cluster][auth][defensive][net]") {
+  TempDir t("rlx-strangers");
+  auto cfg = head_and_member(t, "[launch]\nstranger_timeout_s = 0.5\n");
   REQUIRE(cfg.ok());
   const std::string secret = "the-right-secret-0123456789";
   HeadRun head(*cfg, secret);
@@ -341,4 +346,39 @@ TEST_CASE("strangers on the head's port and bulk channel are closed in bounded t
   CHECK(strangers_of(line, "bulk", "garbage") == 1);
   CHECK(strangers_of(line, "bulk", "silent") == 1);
   check_segment_identity(line);
+}
+
+TEST_CASE("a member node whose agent is stuck in a handler ends as failed after the bound, and the head's run goes on",
+          "[cluster][defensive][net]") {
+  TempDir t("rlx-stuck-agent");
+  auto cfg = head_and_member(t);
+  REQUIRE(cfg.ok());
+  const std::string secret = "the-right-secret-0123456789";
+  HeadRun head(*cfg, secret);
+
+  std::promise<void> release;
+  MemberNodeOptions mo;
+  mo.node = "rollout-a";
+  mo.head_host = "127.0.0.1";
+  mo.head_port = head.port;
+  mo.secret = secret;
+  mo.stuck_agent = release.get_future().share();
+  mo.agent_bound = 2s;
+  mo.shutdown_bound = 2s;
+  const auto t0 = std::chrono::steady_clock::now();
+  MemberNodeResult m = run_member_node(*cfg, builtin_envs(), mo, null_logger());
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(m.summary);
+  CHECK(m.outcome == RunOutcome::failed);
+  CHECK_THAT(m.summary, Catch::Contains("the node's agent has not answered for"));
+  CHECK(m.actors_left == 1);  // the agent, still in its handler
+  CHECK(took < 30.0);
+  REQUIRE(m.left_behind);
+  release.set_value();  // the handler returns, the agent takes its kill
+  m.left_behind.reset();
+
+  head.stop("the test is done");
+  const RunResult r = head.wait();
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::interrupted);  // the head's own explorer trained throughout
 }

@@ -1,0 +1,139 @@
+// Workspace tasks (envs/workspace): generated Python projects whose
+// solution passes its tests under python3 (so the C++ evaluator agrees with
+// Python), whose holes fail them, and whose held-out split is held out by
+// construction.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "envs/workspace/workspace_task.hpp"
+#include "tests/helpers.hpp"
+
+using namespace rlx;
+using namespace rlx::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_files(const fs::path& root, const std::vector<WorkspaceFile>& files) {
+  for (const auto& f : files) {
+    const fs::path p = root / f.path;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << f.text;
+  }
+}
+
+// Runs `python3 run_tests.py FOLDER` in `root`: its exit code and output.
+std::pair<int, std::string> run_tests(const fs::path& root, const std::string& folder) {
+  const std::string cmd = "cd '" + root.string() + "' && python3 -B run_tests.py " + folder + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string text_of(const std::vector<WorkspaceFile>& files) {
+  std::string s;
+  for (const auto& f : files) s += f.path + "\n" + f.text + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a workspace task is rebuilt the same from its split, seed and difficulty", "[envs][workspace]") {
+  const auto a = make_workspace_task(TaskSplit::train, 42, 2);
+  const auto b = make_workspace_task(TaskSplit::train, 42, 2);
+  CHECK(a.id == "train:42:2");
+  CHECK(text_of(a.workspace) == text_of(b.workspace));
+  CHECK(text_of(a.hidden_tests) == text_of(b.hidden_tests));
+  CHECK(text_of(a.workspace) != text_of(make_workspace_task(TaskSplit::train, 43, 2).workspace));
+  CHECK(a.holes.size() == 2);
+  CHECK(a.hidden_count > a.visible_count);
+}
+
+TEST_CASE("a workspace task's solution passes every test under python3 and its holes fail them",
+          "[envs][workspace][code]") {
+  TempDir t("rlx-workspace");
+  int tasks = 0;
+  for (const TaskSplit split : {TaskSplit::train, TaskSplit::held_out}) {
+    for (std::uint64_t seed = 1; seed <= 5; ++seed) {  // python3 starts in ~0.35 s here: 15 runs a split
+      const auto task = make_workspace_task(split, seed, 1 + static_cast<int>(seed % 3));
+      INFO(task.id);
+      const fs::path whole = t.path / (task.id + "-whole"), holed = t.path / (task.id + "-holed");
+      // The solution with every test: what scoring a perfect agent does.
+      write_files(whole, task.workspace);
+      write_files(whole, task.solution);
+      write_files(whole, task.hidden_tests);
+      auto [code, out] = run_tests(whole, "hidden");
+      INFO(text_of(task.solution) << text_of(task.hidden_tests) << out);
+      CHECK(code == 0);
+      CHECK(out.find(std::to_string(task.hidden_count) + " passed, 0 failed") != std::string::npos);
+      // The workspace as the agent gets it: its holes fail the visible and the hidden tests.
+      write_files(holed, task.workspace);
+      write_files(holed, task.hidden_tests);
+      CHECK(run_tests(holed, "tests").first == 1);
+      auto [holed_code, holed_out] = run_tests(holed, "hidden");
+      CHECK(holed_code == 1);
+      CHECK(holed_out.find("NotImplementedError") != std::string::npos);
+      ++tasks;
+    }
+  }
+  CHECK(tasks == 10);
+}
+
+TEST_CASE("the workspace holds no hidden test and every hole raises until restored", "[envs][workspace]") {
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    const auto task = make_workspace_task(TaskSplit::train, seed, 3);
+    INFO(task.id);
+    CHECK(task.holes.size() == 3);
+    CHECK(text_of(task.workspace).find("hidden/") == std::string::npos);
+    std::size_t raises = 0;
+    for (const auto& f : task.workspace) {
+      CHECK(f.path.rfind("hidden", 0) != 0);
+      if (f.path.rfind("pkg/", 0) != 0) continue;
+      for (std::size_t at = f.text.find("raise NotImplementedError"); at != std::string::npos;
+           at = f.text.find("raise NotImplementedError", at + 1))
+        ++raises;
+    }
+    CHECK(raises == task.holes.size());
+  }
+}
+
+TEST_CASE("held-out workspace tasks are held out by construction: other templates, names, constants and body shapes",
+          "[envs][workspace]") {
+  std::set<std::string> train_sources, train_names;
+  std::set<int> train_templates;
+  for (std::uint64_t seed = 0; seed < 400; ++seed) {
+    const auto task = make_workspace_task(TaskSplit::train, seed, 1);
+    train_templates.insert(task.template_index);
+    for (const auto& f : task.functions) {
+      train_sources.insert(normalised_source(f, task.functions));
+      train_names.insert(f.name);
+      CHECK(shape_split(expr_shape(f.body)) == TaskSplit::train);
+    }
+  }
+  std::set<int> held_templates;
+  std::size_t held_functions = 0;
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    const auto task = make_workspace_task(TaskSplit::held_out, seed, 1);
+    held_templates.insert(task.template_index);
+    for (const auto& f : task.functions) {
+      ++held_functions;
+      INFO(normalised_source(f, task.functions));
+      CHECK(train_sources.count(normalised_source(f, task.functions)) == 0);  // not a training function renamed
+      CHECK(train_names.count(f.name) == 0);
+      CHECK(shape_split(expr_shape(f.body)) == TaskSplit::held_out);
+    }
+  }
+  CHECK(held_functions > 1000);
+  CHECK(train_sources.size() > 1000);  // the training space is not a handful of programs
+  for (int t : held_templates) CHECK(train_templates.count(t) == 0);
+  CHECK(train_templates.size() == static_cast<std::size_t>(kTrainTemplates));
+  CHECK(held_templates.size() == static_cast<std::size_t>(kTemplates - kTrainTemplates));
+}
