@@ -44,7 +44,10 @@ SegmentLedger::Totals SegmentLedger::account(const Counts& received, const Arriv
       const std::uint64_t sent = at(sent_, id);
       // A rejoined explorer's numbers began at the dead head: those are not this learner's to see.
       const std::uint64_t accounted = std::max(seen.accounted, at(sent_before_, id));
-      const std::uint64_t tail = final && sent > accounted ? sent - accounted : 0;
+      // What an explorer declared dead (it did not drain in time) sent last
+      // may still have been on its way when the learner stopped: lost with
+      // it, below, not vanished; gaps the learner saw stay vanished.
+      const std::uint64_t tail = final && !dead_.count(id) && sent > accounted ? sent - accounted : 0;
       const std::uint64_t vanished = std::min(missing, seen.vanished + tail);
       t.vanished += vanished;
       missing -= vanished;
