@@ -88,6 +88,24 @@ TEST_CASE("at the end, what an explorer that left says it sent beyond the learne
   CHECK(l.account({{1, 8}, {2, 5}}, seen, true).vanished == 4);
 }
 
+TEST_CASE("what an explorer declared dead at the drain deadline sent last is lost with it, not vanished",
+          "[actors][ledger]") {
+  SegmentLedger l;
+  l.produced(1, 10);
+  l.left(1, 10);  // it said it sent 10; the learner stopped after 9
+  l.dead(1);      // it did not drain in time
+  const SegmentLedger::ArrivalCounts seen{{1, {9, 0}}};
+  const auto end = l.account({{1, 9}}, seen, true);
+  CHECK(end.vanished == 0);
+  CHECK(end.lost == 1);
+  CHECK(end.produced == 10);
+  // A gap the learner itself saw stays vanished, dead or not.
+  const SegmentLedger::ArrivalCounts gap{{1, {9, 1}}};
+  const auto with_gap = l.account({{1, 8}}, gap, true);
+  CHECK(with_gap.vanished == 1);
+  CHECK(with_gap.lost == 1);
+}
+
 TEST_CASE("an explorer that rejoined a restarted head and left without sending there has nothing vanished",
           "[actors][ledger][rebind]") {
   SegmentLedger l;
