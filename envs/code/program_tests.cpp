@@ -41,6 +41,13 @@ std::string last_line(const std::string& text) {
 
 }  // namespace
 
+InfraFailure machinery_failure(const SandboxRun& run) {
+  if (!run.machinery_failed()) return InfraFailure::none;
+  return run.end == SandboxRun::End::not_started    ? InfraFailure::sandbox_start
+         : run.end == SandboxRun::End::setup_failed ? InfraFailure::sandbox_setup
+                                                    : InfraFailure::overloaded;
+}
+
 std::string example_line(const std::string& function, const ProgramTest& test) {
   return "# " + function + "(*" + test.args_json + ") == " + test.expected_json + "\n";
 }
@@ -77,9 +84,7 @@ ProgramScore score_program(const Sandbox& sandbox, const std::string& solution, 
   }
   s.reward = s.total ? static_cast<double>(s.passed) / static_cast<double>(s.total) : 0.0;
   if (s.run.machinery_failed()) {
-    s.failure = s.run.end == SandboxRun::End::not_started    ? InfraFailure::sandbox_start
-                : s.run.end == SandboxRun::End::setup_failed ? InfraFailure::sandbox_setup
-                                                             : InfraFailure::overloaded;
+    s.failure = machinery_failure(s.run);
     s.passed = 0;
     s.reward = 0;
     s.first_failed.reset();

@@ -32,6 +32,10 @@ struct ProgramScore {
   InfraFailure failure = InfraFailure::none;
 };
 
+// The failure of the machinery a run met (none when the program's own
+// behaviour decided how it ended): docs/failures.md.
+InfraFailure machinery_failure(const SandboxRun& run);
+
 // A test as a line of a task's prompt: "# f(*[2, 3]) == 5\n" (the visible
 // example, or a hint when a program fails it).
 std::string example_line(const std::string& function, const ProgramTest& test);

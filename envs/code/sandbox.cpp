@@ -215,11 +215,21 @@ SandboxRun Sandbox::run(const std::string& program, const std::string& input) co
   return execute(program, input, true);
 }
 
+SandboxRun Sandbox::run_in(const std::string& work_dir, const std::string& program, const std::string& input) const {
+  if (work_dir.empty() || work_dir[0] != '/' || !fs::is_directory(work_dir)) {
+    SandboxRun r;
+    r.err = "no such project directory: " + work_dir;
+    return r;
+  }
+  return execute(program, input, true, work_dir);
+}
+
 SandboxRun Sandbox::run_unsandboxed(const std::string& program, const std::string& input) const {
   return execute(program, input, false);
 }
 
-SandboxRun Sandbox::execute(const std::string& program, const std::string& input, bool sandboxed) const {
+SandboxRun Sandbox::execute(const std::string& program, const std::string& input, bool sandboxed,
+                            const std::string& work_dir) const {
   ignore_sigpipe();  // a program that exits before reading its input must not end this process
   SandboxRun r;
   const SandboxLimits& lim = options_.limits;
@@ -246,10 +256,11 @@ SandboxRun Sandbox::execute(const std::string& program, const std::string& input
     args = {options_.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
             "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
             "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev",
-            "--size", tmp_bytes, "--tmpfs", "/tmp", "--ro-bind", dir.path.string(), "/sandbox",
-            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
-            "--setenv", "LANG", "C.UTF-8", "--chdir", "/tmp", "--",
-            options_.python, "-I", "-c", launcher("/sandbox/program.py")};
+            "--size", tmp_bytes, "--tmpfs", "/tmp", "--ro-bind", dir.path.string(), "/sandbox"};
+    if (!work_dir.empty()) args.insert(args.end(), {"--ro-bind", work_dir, "/work"});
+    args.insert(args.end(), {"--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp",
+                             "--setenv", "LANG", "C.UTF-8", "--chdir", work_dir.empty() ? "/tmp" : "/work", "--",
+                             options_.python, "-I", "-B", "-c", launcher("/sandbox/program.py")});
   } else {
     args = {options_.python, "-I", "-c", launcher((dir.path / "program.py").string())};
   }

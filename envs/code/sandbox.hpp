@@ -73,6 +73,12 @@ class Sandbox {
   // Runs `program` (Python source) with `input` on its stdin.
   SandboxRun run(const std::string& program, const std::string& input) const;
 
+  // The same in a project: `work_dir` (a host directory the sandbox's uid
+  // can read) is bound read-only at /work, the program's working
+  // directory. Nothing it runs can change the project: writes go to the
+  // private /tmp, which is bounded by file_mb and gone with the run.
+  SandboxRun run_in(const std::string& work_dir, const std::string& program, const std::string& input) const;
+
   // The same program with the same limits but without bubblewrap (for the
   // benchmark's baseline; never for untrusted code).
   SandboxRun run_unsandboxed(const std::string& program, const std::string& input) const;
@@ -81,7 +87,8 @@ class Sandbox {
 
  private:
   explicit Sandbox(SandboxOptions options) : options_(std::move(options)) {}
-  SandboxRun execute(const std::string& program, const std::string& input, bool sandboxed) const;
+  SandboxRun execute(const std::string& program, const std::string& input, bool sandboxed,
+                     const std::string& work_dir = "") const;
   SandboxOptions options_;
 };
 

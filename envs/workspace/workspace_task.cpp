@@ -288,6 +288,7 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
   }
 
   // Holes: functions others call first (the evidence is spread), then any.
+  // (The hidden cases are listed after the holes are known.)
   std::set<int> called;
   for (const auto& f : fns) callees(f.body, called);
   std::vector<int> order(fns.size());
@@ -296,6 +297,19 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return called.count(a) > called.count(b); });
   std::set<int> holes(order.begin(), order.begin() + std::min<std::size_t>(order.size(), static_cast<std::size_t>(task.difficulty)));
   for (int h : holes) task.holes.push_back(fns[static_cast<std::size_t>(h)].module + "." + fns[static_cast<std::size_t>(h)].name);
+  // Broken by the holes: a hole, or a function that calls a broken one
+  // (callees come first).
+  std::vector<bool> broken(fns.size());
+  for (std::size_t i = 0; i < fns.size(); ++i) {
+    std::set<int> calls;
+    callees(fns[i].body, calls);
+    broken[i] = holes.count(static_cast<int>(i)) > 0 ||
+                std::any_of(calls.begin(), calls.end(), [&](int c) { return broken[static_cast<std::size_t>(c)]; });
+  }
+  for (const auto& [module, per_function] : hidden)
+    for (const auto& [f, cases] : per_function)
+      for (const auto& c : cases)
+        task.hidden_cases.push_back({module, f->name, c.args, c.expected, broken[static_cast<std::size_t>(f - fns.data())]});
 
   // The modules, whole and with holes.
   for (const auto& module : modules) {
@@ -347,6 +361,21 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
   task.workspace.push_back({"README.md", readme});
   task.solution.push_back({"pkg/__init__.py", ""});
   return task;
+}
+
+Result<WorkspaceTask> workspace_task(const std::string& id) {
+  // split:seed:difficulty, each part whole and in range.
+  const auto a = id.find(':'), b = a == std::string::npos ? a : id.find(':', a + 1);
+  if (b == std::string::npos || id.size() > 64) return make_error(Errc::invalid_field, "not a workspace task id: '" + id.substr(0, 64) + "'");
+  const std::string split = id.substr(0, a), seed = id.substr(a + 1, b - a - 1), difficulty = id.substr(b + 1);
+  const auto digits = [](const std::string& s, std::size_t most) {
+    return !s.empty() && s.size() <= most && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if ((split != "train" && split != "held_out") || !digits(seed, 19) || !digits(difficulty, 1) || difficulty < "1" ||
+      difficulty > "3")
+    return make_error(Errc::invalid_field, "not a workspace task id: '" + id + "' (want train|held_out:SEED:1-3)");
+  return make_workspace_task(split == "train" ? TaskSplit::train : TaskSplit::held_out, std::stoull(seed),
+                             std::stoi(difficulty));
 }
 
 }  // namespace rlx

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "envs/workspace/python_program.hpp"
 
 namespace rlx {
@@ -29,6 +30,17 @@ struct WorkspaceFile {
   std::string text;
 };
 
+// One hidden test as data: the scorer calls module.function(*args) in the
+// sandbox and compares the answer with `expected` outside it.
+struct WorkspaceCase {
+  std::string module, function;
+  std::vector<PyValue> args;
+  PyValue expected;
+  // It fails in the workspace as given: a test of a removed body, or of a
+  // function that calls one (directly or further down).
+  bool broken = false;
+};
+
 struct WorkspaceTask {
   std::string id;                          // "train:SEED:DIFFICULTY": all it takes to rebuild the task
   TaskSplit split = TaskSplit::train;
@@ -36,6 +48,7 @@ struct WorkspaceTask {
   int difficulty = 1;                      // the number of function bodies removed
   std::vector<WorkspaceFile> workspace;    // the project with holes, the visible tests, run_tests.py, README.md
   std::vector<WorkspaceFile> hidden_tests; // hidden/test_*.py: every test and edge cases
+  std::vector<WorkspaceCase> hidden_cases; // the same tests as data (what the scorer runs)
   std::vector<WorkspaceFile> solution;     // the modules whole
   std::vector<std::string> holes;          // "module.function" of each removed body
   std::vector<PyFunction> functions;       // the project's functions, in definition order
@@ -49,6 +62,10 @@ constexpr int kTrainTemplates = 6;
 
 // Task `seed` of `split` with `difficulty` (1-3) holes.
 WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int difficulty);
+
+// The task an id names ("train:12:2", as WorkspaceTask::id writes it), or
+// why the id names none.
+Result<WorkspaceTask> workspace_task(const std::string& id);
 
 // A function's source with its names taken out (parameters a0, a1, ...;
 // each callee named by a hash of its own normalised source): equal for two
