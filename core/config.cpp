@@ -246,6 +246,10 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       if (c.run.env == "tokens:code" && c.reward.scorer != "code")
         top.fail(Errc::config_range, root.get("reward"), "reward.scorer",
                  "code tasks are scored by running the program: set [reward] scorer = \"code\"");
+      if (c.reward.scorer == "workspace")
+        top.fail(Errc::config_range, root.get("reward"), "reward.scorer",
+                 "\"workspace\" scores an agent's changed files for a workspace task (docs/workspace.md); " + c.run.env +
+                     " episodes are not those");
     } else if (c.learner.algorithm == Algorithm::grpo) {
       top.fail(Errc::config_range, root.get("learner"), "learner.algorithm",
                "grpo needs the token policy (groups of samples of one task)");

@@ -171,7 +171,7 @@ const std::vector<Key<LaunchConfig>>& launch_keys() {
 
 const std::vector<Key<RewardConfig>>& reward_keys() {
   using S = RewardConfig;
-  static const std::vector<Key<S>> keys = {text("scorer", &S::scorer, {"arithmetic", "code"}),
+  static const std::vector<Key<S>> keys = {text("scorer", &S::scorer, {"arithmetic", "code", "workspace"}),
                                            whole("retries", &S::retries, 0, 100)};
   return keys;
 }

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "envs/code/code_scorer.hpp"
+#include "envs/workspace/workspace_scorer.hpp"
 
 namespace rlx {
 
@@ -55,7 +56,13 @@ Result<std::shared_ptr<const Scorer>> make_scorer(const std::string& kind) {
     if (!code) return make_error(code.error().code, "[reward] scorer = \"code\" needs the sandbox: " + code.error().message);
     return std::shared_ptr<const Scorer>(*code);
   }
-  return make_error(Errc::config_unknown_name, "no scorer '" + kind + "' (arithmetic, code)");
+  if (kind == "workspace") {
+    auto workspace = WorkspaceScorer::open();
+    if (!workspace)
+      return make_error(workspace.error().code, "[reward] scorer = \"workspace\" needs the sandbox: " + workspace.error().message);
+    return std::shared_ptr<const Scorer>(*workspace);
+  }
+  return make_error(Errc::config_unknown_name, "no scorer '" + kind + "' (arithmetic, code, workspace)");
 }
 
 }  // namespace rlx

@@ -26,8 +26,9 @@ class ArithmeticScorer : public Scorer {
   RewardResultData score(const RewardRequestData& request) const override;
 };
 
-// The scorer `kind` names ([reward] scorer): "arithmetic", or "code"
-// (envs/code/code_scorer.hpp, which needs the sandbox to work here).
+// The scorer `kind` names ([reward] scorer): "arithmetic", "code"
+// (envs/code/code_scorer.hpp) or "workspace" (envs/workspace/
+// workspace_scorer.hpp); the last two need the sandbox to work here.
 Result<std::shared_ptr<const Scorer>> make_scorer(const std::string& kind);
 
 }  // namespace rlx

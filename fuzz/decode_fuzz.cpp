@@ -1,9 +1,11 @@
 // libFuzzer targets for every decoder of untrusted bytes: each Envelope
 // message, peek_kind, the rollout log's entries and index entries, the
 // TOML topology, and an external env's replies (JSON lines and Cap'n
-// Proto framing). One source; CMake builds one target per FUZZ_KIND.
+// Proto framing), and a workspace episode's changed files and tool calls.
+// One source; CMake builds one target per FUZZ_KIND.
 // A decoder may refuse input (that is its job); it must never crash,
 // hang or read out of bounds (ASan/UBSan are on).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +18,9 @@
 #include "messages/stream_frame.hpp"
 #include "messages/weight_chunks.hpp"
 #include "messages/log_codec.hpp"
+#if FUZZ_KIND == 22
+#include "envs/workspace/agent_tools.hpp"
+#endif
 
 #ifndef FUZZ_KIND
 #error "FUZZ_KIND selects the decoder"
@@ -103,6 +108,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       break;
     }
+#if FUZZ_KIND == 22
+    case 22: {  // a workspace episode's bytes: the changed files a reward request carries (up to a NUL), then a policy's turn
+      const std::string_view all(reinterpret_cast<const char*>(data), size);
+      const auto nul = std::min(all.find('\0'), all.size());
+      (void)decode_changes(all.substr(0, nul));
+      const std::string_view turn = all.substr(std::min(nul + 1, all.size()));
+      for (const bool ended : {false, true}) {
+        const ParsedTurn t = parse_turn(turn, ended);
+        if (t.end > turn.size()) __builtin_trap();
+        if (t.state == ParsedTurn::State::call) (void)bad_workspace_path(t.call.path);
+      }
+      break;
+    }
+#endif
   }
   return 0;
 }

@@ -47,7 +47,7 @@ std::string json_string(const std::string& s) {
     else if (c == '\r') out += "\\r";
     else if (c == '\b') out += "\\b";
     else if (c == '\f') out += "\\f";
-    else if (c < 0x20 || c >= 0x7f) out += fmt::format("\\u{:04x}", c);  // the generator's strings are ASCII
+    else if (c < 0x20) out += fmt::format("\\u{:04x}", c);  // as json.dumps; the generator's strings are ASCII
     else out += static_cast<char>(c);
   }
   return out + "\"";

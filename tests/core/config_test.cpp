@@ -262,6 +262,7 @@ envs_per_explorer = 16
   auto long_answers = with("[learner]", "[tokens]\nmax_new_tokens = 300\n[learner]");
   CHECK_FALSE(long_answers.ok());
   CHECK(refused_naming(with("env = \"tokens:arithmetic\"", "env = \"tokens:code\""), "scorer"));
+  CHECK(refused_naming(with("[learner]", "[reward]\nscorer = \"workspace\"\n[learner]"), "workspace"));
   auto unknown = with("env = \"tokens:arithmetic\"", "env = \"tokens:chess\"");
   CHECK_FALSE(unknown.ok());
   auto hints = with("[learner]", "[tokens]\nhint_coef = 0.25\n[learner]");

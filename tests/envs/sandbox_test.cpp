@@ -21,21 +21,12 @@
 #include <catch2/catch.hpp>
 
 #include "envs/code/program_tests.hpp"
+#include "tests/envs/sandbox_fixture.hpp"
 
 using namespace rlx;
 namespace fs = std::filesystem;
 
 namespace {
-
-Sandbox sandbox(double wall_s = 5.0) {
-  SandboxOptions o;
-  o.limits.wall_s = wall_s;
-  o.limits.cpu_s = 2.0;
-  auto s = Sandbox::open(o);
-  INFO((s ? std::string() : s.error().message));
-  REQUIRE(s.ok());
-  return std::move(*s);
-}
 
 const std::vector<ProgramTest> kAddTests{{"[2, 3]", "5"}, {"[-1, 1]", "0"}, {"[10, 20]", "30"}, {"[0, 0]", "0"}};
 
@@ -47,7 +38,7 @@ std::string attacking(const std::string& attack) {
 }  // namespace
 
 TEST_CASE("a program's reward is the fraction of hidden tests it passes", "[envs][sandbox]") {
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   auto right = score_program(box, "def add(a, b):\n    return a + b\n", "add", kAddTests);
   CHECK(right.reward == 1.0);
   CHECK(right.reason == "passed 4 of 4");
@@ -84,7 +75,7 @@ TEST_CASE("a program that exits without reading its input ends alone, with its o
   // More input than a pipe holds: the writer is still writing when the
   // program is gone (a program with a syntax error exits at once). Before
   // SIGPIPE was ignored, that write ended the whole process, silently.
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   const std::string input(1 << 20, '\n');
   for (int i = 0; i < 3; ++i) {
     auto r = box.run("import sys\nsys.exit(3)\n", input);
@@ -98,7 +89,7 @@ TEST_CASE("a program that exits without reading its input ends alone, with its o
 
 TEST_CASE("a program cannot read the hidden tests or the host's files, nor write outside its tmp",
           "[envs][sandbox][defensive]") {
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   // The expected outputs as a file on the host: not visible inside.
   const fs::path hidden = fs::temp_directory_path() / ("rlx-hidden-tests-" + std::to_string(getpid()) + ".json");
   std::ofstream(hidden) << "[5, 0, 30, 0]";
@@ -136,7 +127,7 @@ TEST_CASE("a program cannot read the hidden tests or the host's files, nor write
 }
 
 TEST_CASE("a program cannot reach the network, not even the host's loopback", "[envs][sandbox][defensive]") {
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   const int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
   REQUIRE(listener >= 0);
   sockaddr_in a{};
@@ -161,7 +152,7 @@ TEST_CASE("a program cannot reach the network, not even the host's loopback", "[
 
 TEST_CASE("a fork bomb, an endless loop, a flood of output and a memory grab each end with 0 and the reason",
           "[envs][sandbox][defensive]") {
-  const Sandbox box = sandbox(4.0);
+  const Sandbox box = test::open_sandbox(4.0);
   auto bomb = score_program(box, attacking("while True:\n    os.fork()"), "add", kAddTests);
   CHECK(bomb.reward == 0.0);
   CHECK(bomb.run.wall_s < 6.0);
@@ -247,7 +238,7 @@ TEST_CASE("bubblewrap failing its own setup is the machinery's failure, not a sc
 
 TEST_CASE("a sandbox that cannot be created (no file descriptor left) is the machinery's failure",
           "[envs][sandbox][infra]") {
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   rlimit before{};
   REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
   // Use up every descriptor under a low limit, then ask for a run.
@@ -312,7 +303,7 @@ TEST_CASE("a program starved of CPU by an overloaded machine is not judged, but 
 
 TEST_CASE("a program that closes its output and sleeps is killed at the wall clock, not waited for",
           "[envs][sandbox][defensive]") {
-  const Sandbox box = sandbox(2.0);
+  const Sandbox box = test::open_sandbox(2.0);
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = box.run("import os, time\nos.close(1)\nos.close(2)\ntime.sleep(60)\n", "");
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -9,19 +9,11 @@
 #include <catch2/catch.hpp>
 
 #include "envs/workspace/workspace_scorer.hpp"
+#include "tests/envs/sandbox_fixture.hpp"
 
 using namespace rlx;
 
 namespace {
-
-Sandbox sandbox(double wall_s = 5.0) {
-  SandboxOptions o;
-  o.limits.wall_s = wall_s;
-  auto s = Sandbox::open(o);
-  INFO((s ? std::string() : s.error().message));
-  REQUIRE(s.ok());
-  return std::move(*s);
-}
 
 const WorkspaceTask& task() {
   static const WorkspaceTask t = make_workspace_task(TaskSplit::train, 21, 2);
@@ -62,7 +54,7 @@ WorkspaceScore scored(const Sandbox& box, const std::vector<WorkspaceFile>& chan
 }  // namespace
 
 TEST_CASE("the reference solution scores 1 and the untouched workspace 0", "[envs][workspace][sandbox]") {
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   const WorkspaceScore right = scored(box, solution_changes(task()));
   CHECK(right.reward == 1.0);
   CHECK(right.solved);
@@ -118,7 +110,7 @@ TEST_CASE("the reference solution scores 1 and the untouched workspace 0", "[env
 }
 
 TEST_CASE("edited, emptied or replaced tests and runners are not what scoring runs", "[envs][workspace][sandbox]") {
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   std::vector<WorkspaceFile> cheat;
   for (const auto& w : task().workspace)
     if (w.path.rfind("tests/", 0) == 0) cheat.push_back({w.path, "def test_everything():\n    pass\n"});
@@ -132,7 +124,7 @@ TEST_CASE("edited, emptied or replaced tests and runners are not what scoring ru
 }
 
 TEST_CASE("conftest, sitecustomize, usercustomize and .pth hooks are discarded", "[envs][workspace][sandbox]") {
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   // Each would make every call answer what the test wants if Python ran it.
   const std::string hook = "import builtins\nbuiltins.NotImplementedError = type('X', (Exception,), {})\n";
   const std::vector<WorkspaceFile> cheat{{"conftest.py", hook},         {"pkg/conftest.py", hook},
@@ -148,7 +140,7 @@ TEST_CASE("conftest, sitecustomize, usercustomize and .pth hooks are discarded",
 }
 
 TEST_CASE("an agent that searches the machine for the solution or the hidden tests finds neither", "[envs][workspace][sandbox]") {
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   // Walks everything readable except /usr (the system's own files) and
   // /proc's per-process trees (it reads each process's cmdline and
   // environ), looking for any file that defines the removed function whole,
@@ -205,7 +197,7 @@ def _search(name):
 }
 
 TEST_CASE("printed pass lines, early exits and sleeps score 0 with their reasons", "[envs][workspace][sandbox]") {
-  const Sandbox box = sandbox(3.0);
+  const Sandbox box = test::open_sandbox(3.0);
   // Fake lines in every form a reader might take for results, at import and at exit.
   const std::string fakes = R"PY(import atexit as _atexit, sys as _sys
 
@@ -236,7 +228,7 @@ _atexit.register(_fake)
 }
 
 TEST_CASE("an agent that fills the disk harms nothing and the next agent scores 1", "[envs][workspace][sandbox]") {
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   const std::string helpers = R"PY(import os as _os
 
 def _fill():
@@ -258,4 +250,11 @@ def _fill():
   CHECK_THAT(s.reason, Catch::Contains("answered wrong"));  // it returned how much it wrote
   const WorkspaceScore next = scored(box, solution_changes(task()));
   CHECK(next.reward == 1.0);
+}
+
+TEST_CASE("expected values are written as Python's json.dumps writes answers", "[envs][workspace]") {
+  CHECK(json_value(PyValue{std::int64_t{-12}}) == "-12");
+  CHECK(json_value(PyValue{std::vector<std::int64_t>{3, -1, 0}}) == "[3,-1,0]");
+  CHECK(json_value(PyValue{std::vector<std::int64_t>{}}) == "[]");
+  CHECK(json_value(PyValue{std::string("a\"b\\c\n\t\x01~\x7f")}) == "\"a\\\"b\\\\c\\n\\t\\u0001~\x7f\"");
 }

@@ -8,17 +8,11 @@
 
 #include "envs/workspace/agent_tools.hpp"
 #include "envs/workspace/workspace_scorer.hpp"
+#include "tests/envs/sandbox_fixture.hpp"
 
 using namespace rlx;
 
 namespace {
-
-Sandbox sandbox() {
-  auto s = Sandbox::open();
-  INFO((s ? std::string() : s.error().message));
-  REQUIRE(s.ok());
-  return std::move(*s);
-}
 
 ToolCall parsed(const std::string& text) {
   const ParsedTurn t = parse_turn(text, false);
@@ -132,7 +126,7 @@ TEST_CASE("changed files cross as a payload that refuses anything else", "[envs]
 TEST_CASE("tools read, replace and write the episode's own copy", "[envs][workspace]") {
   const WorkspaceTask task = make_workspace_task(TaskSplit::train, 11, 1);
   WorkspaceFiles files(task.workspace);
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   const ToolResult list = run_tool(parsed("@list\n"), files, box);
   CHECK_THAT(list.observation, Catch::Contains("run_tests.py ("));
   CHECK_THAT(list.observation, !Catch::Contains("hidden"));
@@ -176,7 +170,7 @@ TEST_CASE("output past the budget is cut, keeping the head and the last line", "
 TEST_CASE("an expert episode restores the removed bodies, sees the tests pass and is scored 1", "[envs][workspace][sandbox]") {
   const WorkspaceTask task = make_workspace_task(TaskSplit::held_out, 5, 2);
   WorkspaceFiles files(task.workspace);
-  const Sandbox box = sandbox();
+  const Sandbox box = test::open_sandbox();
   const ToolResult before = run_tool(parsed("@run\n"), files, box);
   CHECK(before.failure == InfraFailure::none);
   CHECK_THAT(before.observation, Catch::Contains("NotImplementedError"));

@@ -1,0 +1,109 @@
+#include "envs/workspace/workspace_episode.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include <fmt/format.h>
+
+namespace rlx {
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+const std::string* readme_of(const WorkspaceTask& task) {
+  for (const auto& f : task.workspace)
+    if (f.path == "README.md") return &f.text;
+  return nullptr;
+}
+
+}  // namespace
+
+const char* to_string(EpisodeEnd e) {
+  switch (e) {
+    case EpisodeEnd::running: return "running";
+    case EpisodeEnd::submitted: return "submitted";
+    case EpisodeEnd::turn_limit: return "turn_limit";
+    case EpisodeEnd::budget: return "budget";
+    case EpisodeEnd::machinery: return "machinery";
+  }
+  return "?";
+}
+
+std::string framed_observation(const std::string& text) {
+  return "[out]\n" + text + (text.empty() || text.back() == '\n' ? "" : "\n") + "[end]\n";
+}
+
+WorkspaceEpisode::WorkspaceEpisode(WorkspaceTask task, EpisodeLimits limits, ToolBudget budget, WorkspaceLimits files)
+    : task_(std::move(task)), limits_(limits), budget_(budget), files_(task_.workspace, files) {
+  const std::string* readme = readme_of(task_);
+  prompt_ =
+      "Tools, one call per turn (a line that starts with @): @list | @read PATH [FIRST-LAST] | "
+      "@write PATH, lines, @end | @replace PATH FIRST-LAST, lines, @end | @run | @submit\n" +
+      framed_observation(readme ? *readme : "");
+}
+
+TurnOutcome WorkspaceEpisode::take_turn(std::string_view text, const Sandbox& sandbox) {
+  TurnOutcome out;
+  if (done()) {
+    out.done = true;
+    return out;
+  }
+  ++stats_.turns;
+  const ParsedTurn turn = parse_turn(text, true);
+  out.kept = turn.state == ParsedTurn::State::call ? turn.end : text.size();
+  ToolResult result;
+  if (turn.state == ParsedTurn::State::call) {
+    ++stats_.tool_calls;
+    stats_.runs += turn.call.kind == ToolKind::run;
+    result = run_tool(turn.call, files_, sandbox, budget_);
+  } else {
+    result = bad_turn(turn);
+  }
+  stats_.bad_calls += result.bad_call;
+  if (result.bad_call && turn.state == ParsedTurn::State::call) --stats_.tool_calls;
+  out.observation = framed_observation(result.observation);
+  if (result.failure != InfraFailure::none) {
+    failure_ = result.failure;
+    end_ = EpisodeEnd::machinery;
+  } else if (result.submitted) {
+    end_ = EpisodeEnd::submitted;
+  } else if (stats_.turns >= limits_.max_turns) {
+    end_ = EpisodeEnd::turn_limit;
+  }
+  out.done = done();
+  return out;
+}
+
+void WorkspaceEpisode::out_of_budget() {
+  if (!done()) end_ = EpisodeEnd::budget;
+}
+
+std::string WorkspaceEpisode::payload() const { return encode_changes(files_.changed_from(task_.workspace)); }
+
+std::vector<std::string> expert_turns(const WorkspaceTask& task) {
+  std::vector<std::string> turns{"@run\n"};
+  std::vector<std::string> fixes;
+  for (const auto& whole : task.solution) {
+    for (const auto& holed : task.workspace) {
+      if (holed.path != whole.path || holed.text == whole.text) continue;
+      const auto a = lines_of(holed.text), b = lines_of(whole.text);
+      for (std::size_t first = 1; first <= a.size(); first += 60)
+        turns.push_back(first == 1 && a.size() <= 60 ? fmt::format("@read {}\n", holed.path)
+                                                      : fmt::format("@read {} {}-{}\n", holed.path, first, std::min(a.size(), first + 59)));
+      for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+        if (a[i] != b[i]) fixes.push_back(fmt::format("@replace {} {}-{}\n{}\n@end\n", holed.path, i + 1, i + 1, b[i]));
+    }
+  }
+  turns.insert(turns.end(), fixes.begin(), fixes.end());
+  turns.push_back("@run\n");
+  turns.push_back("@submit\n");
+  return turns;
+}
+
+}  // namespace rlx

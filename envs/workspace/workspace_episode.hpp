@@ -1,0 +1,94 @@
+// One agent episode on a workspace task (envs/workspace): the context the
+// policy starts from, its turns (each up to its first complete tool call,
+// agent_tools.hpp), the observations they return, and how it ends: at
+// @submit, at the turn limit, when the explorer's token budget runs out,
+// or when the sandbox's machinery fails (then it is not scored). The
+// explorer owns the tokens; this owns the text and the private copy of the
+// workspace. Also the expert's transcript for a task, which the supervised
+// start trains on. CAF-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "envs/workspace/agent_tools.hpp"
+#include "envs/workspace/workspace_files.hpp"
+#include "envs/workspace/workspace_task.hpp"
+
+namespace rlx {
+
+enum class EpisodeEnd : std::uint8_t {
+  running,
+  submitted,   // the agent called @submit
+  turn_limit,  // EpisodeLimits::max_turns turns without a submit
+  budget,      // the explorer's token budget ran out
+  machinery,   // the sandbox failed during @run: not scored (docs/failures.md)
+};
+const char* to_string(EpisodeEnd e);
+
+struct EpisodeLimits {
+  int max_turns = 12;
+};
+
+struct EpisodeStats {
+  int turns = 0;
+  int tool_calls = 0;  // calls that ran
+  int bad_calls = 0;   // turns whose call could not run (said in their observation)
+  int runs = 0;        // @run calls
+};
+
+// What a turn leaves: how much of the policy's text belongs to the turn
+// (the rest, decoded past the call, is dropped), the observation to append
+// as context, and whether the episode is over.
+struct TurnOutcome {
+  std::size_t kept = 0;
+  std::string observation;
+  bool done = false;
+};
+
+// The observation as it enters the context: "[out]\n" ... "[end]\n".
+std::string framed_observation(const std::string& text);
+
+class WorkspaceEpisode {
+ public:
+  WorkspaceEpisode(WorkspaceTask task, EpisodeLimits limits = {}, ToolBudget budget = {}, WorkspaceLimits files = {});
+
+  // The context before the first turn: the tools in one line each and the README.
+  const std::string& prompt() const { return prompt_; }
+  // Whether the turn so far holds its call (the decoder stops there).
+  static bool turn_complete(std::string_view text) { return parse_turn(text, false).state != ParsedTurn::State::incomplete; }
+  // Ends the turn `text` (complete, or cut short: the policy ended its
+  // text or the turn its budget; then the call is bad) and runs its call on
+  // the private copy. Called after done(): nothing happens.
+  TurnOutcome take_turn(std::string_view text, const Sandbox& sandbox);
+  // The token budget ran out: the episode ends unsubmitted (it is still scored).
+  void out_of_budget();
+
+  bool done() const { return end_ != EpisodeEnd::running; }
+  EpisodeEnd end() const { return end_; }
+  InfraFailure failure() const { return failure_; }
+  const EpisodeStats& stats() const { return stats_; }
+  const WorkspaceTask& task() const { return task_; }
+  const WorkspaceFiles& files() const { return files_; }
+  // The reward request's payload: the changed files (encode_changes).
+  std::string payload() const;
+
+ private:
+  WorkspaceTask task_;
+  EpisodeLimits limits_;
+  ToolBudget budget_;
+  WorkspaceFiles files_;
+  std::string prompt_;
+  EpisodeEnd end_ = EpisodeEnd::running;
+  InfraFailure failure_ = InfraFailure::none;
+  EpisodeStats stats_;
+};
+
+// The turns an expert takes on `task`: run the tests, read each module
+// with a hole, replace each removed body with the reference's, run the
+// tests again, submit. Played through a WorkspaceEpisode they score 1.
+std::vector<std::string> expert_turns(const WorkspaceTask& task);
+
+}  // namespace rlx

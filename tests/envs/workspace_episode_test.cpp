@@ -1,0 +1,75 @@
+// A workspace episode turn by turn: the expert's transcript restores the
+// task and scores 1 on held-out and training tasks alike; the turn limit,
+// the token budget and bad calls end or count as they say; text decoded
+// past a call is not part of the turn.
+#include <catch2/catch.hpp>
+
+#include "envs/workspace/workspace_episode.hpp"
+#include "envs/workspace/workspace_scorer.hpp"
+#include "tests/envs/sandbox_fixture.hpp"
+
+using namespace rlx;
+
+TEST_CASE("the expert's turns restore a task and its hidden tests score 1", "[envs][workspace][sandbox]") {
+  const Sandbox box = test::open_sandbox();
+  for (const auto& [split, seed, difficulty] : {std::tuple{TaskSplit::train, 3, 1}, std::tuple{TaskSplit::held_out, 8, 3}}) {
+    WorkspaceEpisode episode(make_workspace_task(split, static_cast<std::uint64_t>(seed), difficulty));
+    CHECK_THAT(episode.prompt(), Catch::Contains("@submit"));
+    CHECK_THAT(episode.prompt(), Catch::Contains("must be restored"));
+    const auto turns = expert_turns(episode.task());
+    REQUIRE(turns.size() >= 4 + static_cast<std::size_t>(difficulty));
+    std::string last;
+    for (const auto& t : turns) {
+      REQUIRE(WorkspaceEpisode::turn_complete(t));
+      REQUIRE_FALSE(episode.done());
+      const TurnOutcome o = episode.take_turn(t, box);
+      CHECK(o.kept == t.size());
+      CHECK_THAT(o.observation, Catch::StartsWith("[out]\n") && Catch::EndsWith("[end]\n"));
+      CHECK_THAT(o.observation, !Catch::Contains("error:"));
+      last = o.observation;
+      if (&t == &turns.front()) CHECK_THAT(o.observation, Catch::Contains("NotImplementedError"));
+    }
+    CHECK(episode.done());
+    CHECK(episode.end() == EpisodeEnd::submitted);
+    CHECK(episode.stats().turns == static_cast<int>(turns.size()));
+    CHECK(episode.stats().tool_calls == static_cast<int>(turns.size()));
+    CHECK(episode.stats().bad_calls == 0);
+    CHECK(episode.stats().runs == 2);
+    auto changes = decode_changes(episode.payload());
+    REQUIRE(changes.ok());
+    const WorkspaceScore s = score_workspace(box, episode.task(), *changes);
+    INFO(s.reason);
+    CHECK(s.reward == 1.0);
+    CHECK(s.solved);
+  }
+}
+
+TEST_CASE("an episode ends at its turn limit or its budget, and counts the calls that could not run", "[envs][workspace]") {
+  const Sandbox box = test::open_sandbox();
+  EpisodeLimits limits;
+  limits.max_turns = 3;
+  WorkspaceEpisode episode(make_workspace_task(TaskSplit::train, 4, 1), limits);
+  // Text decoded past the call is not the turn's.
+  const TurnOutcome first = episode.take_turn("Let me see.\n@list\nand then more", box);
+  CHECK(first.kept == std::string("Let me see.\n@list\n").size());
+  CHECK_THAT(first.observation, Catch::Contains("README.md"));
+  const TurnOutcome bad = episode.take_turn("I am not sure what to do", box);
+  CHECK(bad.kept == std::string("I am not sure what to do").size());
+  CHECK_THAT(bad.observation, Catch::Contains("error: no tool call"));
+  CHECK_FALSE(bad.done);
+  episode.take_turn("@read ../secret\n", box);
+  CHECK(episode.done());
+  CHECK(episode.end() == EpisodeEnd::turn_limit);
+  CHECK(episode.stats().turns == 3);
+  CHECK(episode.stats().tool_calls == 1);
+  CHECK(episode.stats().bad_calls == 2);
+  CHECK(episode.take_turn("@submit\n", box).done);
+  CHECK(episode.stats().turns == 3);  // nothing happens after the end
+  CHECK(episode.payload().empty());   // nothing changed
+
+  WorkspaceEpisode cut(make_workspace_task(TaskSplit::train, 4, 1));
+  cut.take_turn("@write notes.txt\nhalf a pl", box);
+  cut.out_of_budget();
+  CHECK(cut.end() == EpisodeEnd::budget);
+  CHECK(cut.failure() == InfraFailure::none);
+}
