@@ -255,12 +255,13 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   caf::actor_system& system = owned->system.emplace(cfg);
   if (options.stuck_actor.valid()) {
     // On a thread of its own: it blocks no scheduler thread of the run.
-    auto stuck = system.spawn<caf::detached>([f = options.stuck_actor](caf::event_based_actor* self) -> caf::behavior {
+    // (An argument: CAF 0.17 binds a null tuple for an argument-less function actor; UBSan stops there.)
+    auto stuck = system.spawn<caf::detached>([f = options.stuck_actor](caf::event_based_actor* self, int) -> caf::behavior {
       return {[self, f](stop_atom) {
         f.wait();
         self->quit();
       }};
-    });
+    }, 0);
     caf::anon_send(stuck, stop_atom::value);
   }
   {

@@ -95,7 +95,7 @@ struct Node {
 };
 
 // Counts segments and acknowledges each to its sender (the learner's credit).
-caf::behavior segment_sink(caf::event_based_actor* self) {
+caf::behavior segment_sink(caf::event_based_actor* self, int) {  // (an argument: CAF 0.17 binds a null tuple for an argument-less function actor)
   return {[self](segment_atom, const WireMsg&) {
     self->send(caf::actor_cast<caf::actor>(self->current_sender()), ack_atom::value);
   }};
@@ -106,7 +106,7 @@ caf::behavior segment_sink(caf::event_based_actor* self) {
 // member nodes reach the head (transport/front_door).
 double caf_bytes_per_s(const ClusterConfig& c, std::size_t size, std::size_t count, int window, bool door = false) {
   Node receiver(c), sender(c);
-  auto sink = receiver.sys->spawn(segment_sink);
+  auto sink = receiver.sys->spawn(segment_sink, 0);
   auto port = receiver.sys->middleman().publish(sink, 0, "127.0.0.1", true);
   if (!port) return 0;
   std::unique_ptr<FrontDoor> front;

@@ -7,10 +7,11 @@ namespace rlx {
 SegmentArrivals::Gap SegmentArrivals::arrived(std::uint32_t explorer, std::uint64_t index, std::uint64_t base) {
   if (index == 0) return {};
   Life& l = lives_[explorer];
-  if (l.last == 0 || base != l.base || index <= l.last) {
+  if (l.last == 0 || base != l.sent_base || index <= l.last) {
     // Its first numbered segment here, or a new life under this id. An
     // unreadable one before the first numbered one may be that life's first.
     if (l.last != 0) l.unreadable = 0;
+    l.sent_base = base;  // compared as it came: a clamped one would begin a new life at every arrival
     l.base = std::clamp<std::uint64_t>(base, 1, index);  // a base above its own index cannot be: the index counts
     l.last = l.base - 1;
   }

@@ -42,7 +42,8 @@ class SegmentArrivals {
 
  private:
   struct Life {
-    std::uint64_t base = 0, last = 0;  // last: the highest index seen (0: none yet)
+    std::uint64_t sent_base = 0;       // the base its segments carry (what a new life is told by)
+    std::uint64_t base = 0, last = 0;  // base: sent_base kept within [1, index]; last: the highest index seen (0: none yet)
     std::uint64_t unreadable = 0;      // undecodable arrivals not yet matched with a gap
     std::uint64_t vanished = 0;
   };

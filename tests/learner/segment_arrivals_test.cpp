@@ -62,3 +62,15 @@ TEST_CASE("an id used again by a new explorer starts its numbers afresh", "[lear
   CHECK(a.arrived(1, 0, 0).count() == 0);  // an older build's segment: not numbered
   CHECK(a.vanished() == 0);
 }
+
+TEST_CASE("a base above its own index is one life, not a new one at every arrival", "[learner][ledger]") {
+  // No explorer sends such a base; a corrupt or hostile one must still not
+  // hide what vanished between its segments.
+  SegmentArrivals a;
+  CHECK(a.arrived(2, 3, 10).count() == 0);
+  const auto g = a.arrived(2, 5, 10);
+  CHECK(g.count() == 1);
+  CHECK(g.first == 4);
+  CHECK(a.vanished() == 1);
+  CHECK(a.arrived(2, 2, 10).count() == 0);  // an index at or below the last begins a new life, as before
+}
