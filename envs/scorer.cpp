@@ -14,28 +14,28 @@ bool parse_int(std::string_view s, long long& out) {
 }
 }  // namespace
 
+RewardResultData not_scored(std::uint64_t request_id, InfraFailure why, std::string reason) {
+  RewardResultData out;
+  out.request_id = request_id;
+  out.ok = false;
+  out.failure = why;
+  out.reason = std::move(reason);
+  return out;
+}
+
 RewardResultData ArithmeticScorer::score(const RewardRequestData& req) const {
   RewardResultData out;
   out.request_id = req.request_id;
   std::string_view t = req.task;
   auto op = t.find_first_of("+-*", 1);
   long long a = 0, b = 0, answer = 0;
-  if (op == std::string_view::npos || !parse_int(t.substr(0, op), a) || !parse_int(t.substr(op + 1), b)) {
-    out.ok = false;
-    out.failure = InfraFailure::bad_request;
-    out.reason = "unreadable task";
-    return out;
-  }
+  if (op == std::string_view::npos || !parse_int(t.substr(0, op), a) || !parse_int(t.substr(op + 1), b))
+    return not_scored(req.request_id, InfraFailure::bad_request, "unreadable task");
   long long expected = 0;
   bool overflow = t[op] == '+' ? __builtin_add_overflow(a, b, &expected)
                   : t[op] == '-' ? __builtin_sub_overflow(a, b, &expected)
                                   : __builtin_mul_overflow(a, b, &expected);
-  if (overflow) {
-    out.ok = false;
-    out.failure = InfraFailure::bad_request;
-    out.reason = "task overflows";
-    return out;
-  }
+  if (overflow) return not_scored(req.request_id, InfraFailure::bad_request, "task overflows");
   // The hint for a wrong answer is the task answered: "12+7=19".
   const std::string hint = std::string(t) + "=" + std::to_string(expected) + "\n";
   if (!parse_int(req.payload, answer)) {

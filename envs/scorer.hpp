@@ -19,6 +19,10 @@ class Scorer {
   virtual RewardResultData score(const RewardRequestData& request) const = 0;
 };
 
+// A reply that is not a score: the machinery failed or the request could
+// not be judged (`why`), with the reason.
+RewardResultData not_scored(std::uint64_t request_id, InfraFailure why, std::string reason);
+
 // Scores integer arithmetic answers: task "a+b", "a-b" or "a*b" (decimal
 // integers), payload the answer; 1 when it equals the result, else 0.
 class ArithmeticScorer : public Scorer {

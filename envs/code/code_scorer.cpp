@@ -15,19 +15,10 @@ RewardResultData CodeScorer::score(const RewardRequestData& request) const {
   RewardResultData out;
   out.request_id = request.request_id;
   auto task = code_task(request.task);
-  if (!task) {
-    out.ok = false;
-    out.failure = InfraFailure::bad_request;
-    out.reason = task.error().message;
-    return out;
-  }
+  if (!task) return not_scored(request.request_id, InfraFailure::bad_request, task.error().message);
   const ProgramScore s = score_program(sandbox_, request.payload, task->function, task->hidden);
+  if (s.failure != InfraFailure::none) return not_scored(request.request_id, s.failure, s.reason);
   out.reason = s.reason;
-  if (s.failure != InfraFailure::none) {
-    out.ok = false;
-    out.failure = s.failure;
-    return out;
-  }
   out.score = static_cast<float>(s.reward);
   if (s.first_failed) {
     out.hint = example_line(task->function, task->hidden[*s.first_failed]);

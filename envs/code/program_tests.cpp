@@ -1,5 +1,6 @@
 #include "envs/code/program_tests.hpp"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -31,15 +32,15 @@ _rlx_drive()
                      function);
 }
 
-std::string last_line(const std::string& text) {
-  auto end = text.find_last_not_of('\n');
-  if (end == std::string::npos) return "";
-  auto start = text.rfind('\n', end);
-  return text.substr(start == std::string::npos ? 0 : start + 1, end - (start == std::string::npos ? 0 : start + 1) + 1)
-      .substr(0, 200);
-}
-
 }  // namespace
+
+std::string last_line(const std::string& text) {
+  const auto end = text.find_last_not_of('\n');
+  if (end == std::string::npos) return "";
+  const auto start = text.rfind('\n', end);
+  const auto from = start == std::string::npos ? 0 : start + 1;
+  return text.substr(from, std::min<std::size_t>(end - from + 1, 200));
+}
 
 InfraFailure machinery_failure(const SandboxRun& run) {
   if (!run.machinery_failed()) return InfraFailure::none;

@@ -36,6 +36,10 @@ struct ProgramScore {
 // behaviour decided how it ended): docs/failures.md.
 InfraFailure machinery_failure(const SandboxRun& run);
 
+// The last non-empty line of `text`, at most 200 bytes (what a failed
+// run's stderr says last, for a reason).
+std::string last_line(const std::string& text);
+
 // A test as a line of a task's prompt: "# f(*[2, 3]) == 5\n" (the visible
 // example, or a hint when a program fails it).
 std::string example_line(const std::string& function, const ProgramTest& test);

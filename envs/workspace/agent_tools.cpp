@@ -56,16 +56,6 @@ bool parse_range(std::string_view s, int& first, int& last) {
   return true;
 }
 
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const auto nl = std::min(text.find('\n', at), text.size());
-    out.emplace_back(text.substr(at, nl - at));
-    at = nl + 1;
-  }
-  return out;
-}
 
 ToolResult refused(std::string why) {
   ToolResult r;
@@ -156,6 +146,17 @@ ParsedTurn parse_turn(std::string_view text, bool ended) {
   }
   if (!ended) return {};
   return bad(fmt::format("no tool call in this turn (a call is a line that starts with '@': {})", kTools), text.size());
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const auto nl = std::min(text.find('\n', at), text.size());
+    out.emplace_back(text.substr(at, nl - at));
+    at = nl + 1;
+  }
+  return out;
 }
 
 ToolResult bad_turn(const ParsedTurn& turn) { return refused(turn.error); }

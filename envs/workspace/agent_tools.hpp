@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "envs/code/sandbox.hpp"
 #include "envs/workspace/workspace_files.hpp"
@@ -72,6 +73,9 @@ ToolResult run_tool(const ToolCall& call, WorkspaceFiles& files, const Sandbox& 
 
 // The observation for a turn that held no runnable call.
 ToolResult bad_turn(const ParsedTurn& turn);
+
+// A file's lines, without their '\n' (a last newline makes no empty line).
+std::vector<std::string> split_lines(const std::string& text);
 
 // `text` cut to `bytes`: the head, a marker line, and the last line whole.
 std::string cut_output(const std::string& text, std::size_t bytes);

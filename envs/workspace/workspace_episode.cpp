@@ -1,7 +1,6 @@
 #include "envs/workspace/workspace_episode.hpp"
 
 #include <algorithm>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -9,12 +8,6 @@ namespace rlx {
 
 namespace {
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) out.push_back(line);
-  return out;
-}
 
 const std::string* readme_of(const WorkspaceTask& task) {
   for (const auto& f : task.workspace)
@@ -92,7 +85,7 @@ std::vector<std::string> expert_turns(const WorkspaceTask& task) {
   for (const auto& whole : task.solution) {
     for (const auto& holed : task.workspace) {
       if (holed.path != whole.path || holed.text == whole.text) continue;
-      const auto a = lines_of(holed.text), b = lines_of(whole.text);
+      const auto a = split_lines(holed.text), b = split_lines(whole.text);
       for (std::size_t first = 1; first <= a.size(); first += 60)
         turns.push_back(first == 1 && a.size() <= 60 ? fmt::format("@read {}\n", holed.path)
                                                       : fmt::format("@read {} {}-{}\n", holed.path, first, std::min(a.size(), first + 59)));

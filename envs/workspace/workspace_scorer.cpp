@@ -59,13 +59,6 @@ std::string json_args(const std::vector<PyValue>& args) {
   return out + "]";
 }
 
-std::string last_line(const std::string& text) {
-  const auto end = text.find_last_not_of('\n');
-  if (end == std::string::npos) return "";
-  const auto start = text.rfind('\n', end);
-  const auto from = start == std::string::npos ? 0 : start + 1;
-  return text.substr(from, std::min<std::size_t>(end - from + 1, 200));
-}
 
 }  // namespace
 
@@ -170,19 +163,10 @@ RewardResultData WorkspaceScorer::score(const RewardRequestData& request) const 
   out.request_id = request.request_id;
   auto task = workspace_task(request.task);
   auto changes = task ? decode_changes(request.payload) : Result<std::vector<WorkspaceFile>>(task.error());
-  if (!changes) {
-    out.ok = false;
-    out.failure = InfraFailure::bad_request;
-    out.reason = changes.error().message;
-    return out;
-  }
+  if (!changes) return not_scored(request.request_id, InfraFailure::bad_request, changes.error().message);
   const WorkspaceScore s = score_workspace(sandbox_, *task, *changes);
+  if (s.failure != InfraFailure::none) return not_scored(request.request_id, s.failure, s.reason);
   out.reason = s.reason;
-  if (s.failure != InfraFailure::none) {
-    out.ok = false;
-    out.failure = s.failure;
-    return out;
-  }
   out.score = static_cast<float>(s.reward);
   return out;
 }

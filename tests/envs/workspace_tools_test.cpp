@@ -2,11 +2,10 @@
 // writes it token by token, each tool on the episode's private copy, the
 // limits no call can pass, and an expert episode from the first look to a
 // submit that the hidden tests score 1.
-#include <sstream>
-
 #include <catch2/catch.hpp>
 
 #include "envs/workspace/agent_tools.hpp"
+#include "envs/workspace/workspace_episode.hpp"
 #include "envs/workspace/workspace_scorer.hpp"
 #include "tests/envs/sandbox_fixture.hpp"
 
@@ -19,22 +18,6 @@ ToolCall parsed(const std::string& text) {
   INFO(text << " -> " << t.error);
   REQUIRE(t.state == ParsedTurn::State::call);
   return t.call;
-}
-
-// The lines where the holed module and the whole one differ (the holes), as
-// @replace calls that put the whole module's line there.
-std::vector<std::string> fixes(const WorkspaceTask& task) {
-  std::vector<std::string> calls;
-  for (const auto& whole : task.solution) {
-    for (const auto& holed : task.workspace) {
-      if (holed.path != whole.path || holed.text == whole.text) continue;
-      std::istringstream a(holed.text), b(whole.text);
-      std::string la, lb;
-      for (int n = 1; std::getline(a, la) && std::getline(b, lb); ++n)
-        if (la != lb) calls.push_back("@replace " + whole.path + " " + std::to_string(n) + "-" + std::to_string(n) + "\n" + lb + "\n@end\n");
-    }
-  }
-  return calls;
 }
 
 }  // namespace
@@ -175,7 +158,8 @@ TEST_CASE("an expert episode restores the removed bodies, sees the tests pass an
   CHECK(before.failure == InfraFailure::none);
   CHECK_THAT(before.observation, Catch::Contains("NotImplementedError"));
   CHECK_THAT(before.observation, Catch::Contains(" failed"));
-  for (const auto& fix : fixes(task)) {
+  for (const auto& fix : expert_turns(task)) {
+    if (fix.rfind("@replace ", 0) != 0) continue;  // the expert's fixes alone
     const ToolResult r = run_tool(parsed(fix), files, box);
     INFO(fix << r.observation);
     CHECK_FALSE(r.bad_call);
