@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "actors/guard.hpp"
 #include "explorers/token_eval.hpp"
 #include "explorers/weight_follower.hpp"
@@ -30,8 +32,13 @@ void evaluate(Self self, const WeightSetData& w) {
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.follower.hold(w.version);
-  st.options.log->info("evaluator: v{} held-out pass@1 {:.3f} (tests passed {:.3f}, {} tasks, {:.1f} s; {}){}",
+  st.options.log->info("evaluator: v{} held-out pass@1 {:.3f} (tests passed {:.3f}, {} tasks, {:.1f} s; {}){}{}",
                        w.version, ev->pass_at_1, ev->mean_score, ev->tasks, s, family_summary(*ev),
+                       ev->train_tasks == 0 ? std::string()
+                                            : fmt::format("; fresh training tasks pass@1 {:.3f} ({} tasks); per "
+                                                          "episode {:.1f} turns, {:.1f} tool calls, {:.1f} bad calls",
+                                                          ev->train_pass_at_1, ev->train_tasks, ev->mean_turns,
+                                                          ev->mean_tool_calls, ev->mean_bad_calls),
                        ev->samples.empty() ? "" : "; e.g. " + ev->samples.front());
   self->send(st.options.coordinator, eval_atom::value, w.version, ev->pass_at_1, ev->mean_score,
              static_cast<std::uint32_t>(ev->tasks));
@@ -69,6 +76,7 @@ evaluator_actor::behavior_type evaluator_impl(Self self, EvaluatorOptions option
   eo.kind = st.options.kind;
   eo.tasks = static_cast<int>(st.options.tokens.eval_tasks);
   eo.max_new_tokens = st.options.tokens.max_new_tokens;
+  eo.agent = st.options.tokens;
   st.evaluator = std::make_unique<HeldOutEvaluator>(st.options.policy, eo, st.options.scorer);
   self->send(st.options.weight_store, subscribe_atom::value, caf::actor_cast<weights_listener>(self));
   return {

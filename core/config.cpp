@@ -101,12 +101,13 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       }
       const auto& env = c.run.env;
       const bool exec = env.rfind("exec:", 0) == 0;
-      const bool tokens = env == "tokens:arithmetic" || env == "tokens:code";
+      const bool tokens = env == "tokens:arithmetic" || env == "tokens:code" || env == "tokens:workspace";
       if (exec && env.find_first_not_of(" \t", 5) == std::string::npos)
         r.fail(Errc::config_range, t->get("env"), "env", "\"exec:\" needs a command, e.g. \"exec:python3 env.py\"");
       if (!exec && !tokens && std::find(known_envs.begin(), known_envs.end(), env) == known_envs.end())
         r.fail(Errc::config_unknown_name, t->get("env"), "env",
-               "allowed: " + join(known_envs) + ", \"tokens:arithmetic\", \"tokens:code\", or \"exec:COMMAND ARGS...\"");
+               "allowed: " + join(known_envs) +
+                   ", \"tokens:arithmetic\", \"tokens:code\", \"tokens:workspace\", or \"exec:COMMAND ARGS...\"");
     }
     if (const toml::table* t = read_table(top, "policy", k::policy_keys(), c.policy, source)) {
       TableReader r(*t, "policy", source);
@@ -246,10 +247,18 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       if (c.run.env == "tokens:code" && c.reward.scorer != "code")
         top.fail(Errc::config_range, root.get("reward"), "reward.scorer",
                  "code tasks are scored by running the program: set [reward] scorer = \"code\"");
-      if (c.reward.scorer == "workspace")
+      const bool workspace = c.run.env == "tokens:workspace";
+      if (workspace && c.reward.scorer != "workspace")
+        top.fail(Errc::config_range, root.get("reward"), "reward.scorer",
+                 "workspace episodes are scored by the hidden tests: set [reward] scorer = \"workspace\"");
+      if (!workspace && c.reward.scorer == "workspace")
         top.fail(Errc::config_range, root.get("reward"), "reward.scorer",
                  "\"workspace\" scores an agent's changed files for a workspace task (docs/workspace.md); " + c.run.env +
                      " episodes are not those");
+      if (workspace && c.tokens.turn_tokens > c.tokens.max_new_tokens)
+        top.fail(Errc::config_range, root.get("tokens"), "tokens.turn_tokens",
+                 "a turn cannot be longer than the episode's budget (max_new_tokens = " +
+                     std::to_string(c.tokens.max_new_tokens) + ")");
     } else if (c.learner.algorithm == Algorithm::grpo) {
       top.fail(Errc::config_range, root.get("learner"), "learner.algorithm",
                "grpo needs the token policy (groups of samples of one task)");

@@ -4,12 +4,109 @@
 
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
+#include "envs/workspace/workspace_task.hpp"
+#include "explorers/agent_batch.hpp"
+#include "explorers/token_rollout.hpp"
 #include "policy/token_sampler.hpp"
 #include "policy/weights_io.hpp"
 
 namespace rlx {
 
+namespace {
+
+// Agent episodes on `tasks`, greedy, scored by `scorer`: per task its
+// score (nullopt: the machinery failed, asked 3 times) and its episode.
+struct Played {
+  std::optional<double> score;
+  EpisodeStats stats;
+  std::string family, sample;
+};
+
+std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, const TokenEvalOptions& o,
+                                   const Sandbox& sandbox, const std::vector<WorkspaceTask>& tasks) {
+  std::vector<Played> out;
+  std::mt19937_64 rng(0);  // unused by greedy decoding
+  for (std::size_t first = 0; first < tasks.size(); first += static_cast<std::size_t>(o.batch)) {
+    const auto n = std::min(tasks.size() - first, static_cast<std::size_t>(o.batch));
+    AgentBatch batch(model, {tasks.begin() + static_cast<std::ptrdiff_t>(first),
+                             tasks.begin() + static_cast<std::ptrdiff_t>(first + n)},
+                     agent_options(o.agent, true), sandbox);
+    while (!batch.step(rng, 0)) {
+    }
+    batch.finish();
+    for (const auto& e : batch.episodes()) {
+      Played p;
+      p.stats = e.stats();
+      p.family = std::string(task_split_name(e.task().split)) + "/t" + std::to_string(e.task().template_index);
+      p.sample = e.task().id + " -> " + to_string(e.end()) + " after " + std::to_string(e.stats().turns) + " turns";
+      if (e.failure() == InfraFailure::none) {
+        RewardRequestData req{first + out.size(), 0, e.task().id, e.payload()};
+        auto r = scorer.score(req);
+        for (int again = 0; again < 2 && retryable(r.failure); ++again) r = scorer.score(req);
+        if (r.ok) p.score = r.score;
+        p.sample += " (" + r.reason + ")";
+      }
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, const TokenEvalOptions& o) {
+  TokenEvaluation ev;
+  auto sandbox = Sandbox::open();
+  if (!sandbox) {
+    ev.tasks = ev.unscored = o.tasks;
+    ev.samples.push_back("the sandbox: " + sandbox.error().message);
+    return ev;
+  }
+  const int difficulty = static_cast<int>(o.agent.difficulty);
+  std::vector<WorkspaceTask> held, fresh;
+  for (int i = 0; i < o.tasks; ++i) {
+    held.push_back(make_workspace_task(TaskSplit::held_out, static_cast<std::uint64_t>(i), difficulty));
+    // Training draws seeds below heldout_seed(): these are fresh.
+    fresh.push_back(make_workspace_task(TaskSplit::train, heldout_seed() + static_cast<std::uint64_t>(i), difficulty));
+  }
+  int episodes = 0;
+  auto tally = [&](const std::vector<Played>& played, double& pass, int& tasks, bool by_family) {
+    int scored = 0;
+    for (const auto& p : played) {
+      ++tasks;
+      ++episodes;
+      ev.mean_turns += p.stats.turns;
+      ev.mean_tool_calls += p.stats.tool_calls;
+      ev.mean_bad_calls += p.stats.bad_calls;
+      if (ev.samples.size() < 3) ev.samples.push_back(p.sample);
+      if (!p.score) {
+        ++ev.unscored;
+        continue;
+      }
+      ++scored;
+      const bool passed = *p.score >= 1.0;
+      pass += passed;
+      if (by_family) ev.mean_score += *p.score;
+      auto& fam = ev.by_family[p.family];
+      fam.first += passed;
+      ++fam.second;
+    }
+    if (scored > 0) pass /= scored;
+    return scored;
+  };
+  const int held_scored = tally(play_workspace(model, scorer, o, *sandbox, held), ev.pass_at_1, ev.tasks, true);
+  if (held_scored > 0) ev.mean_score /= held_scored;
+  tally(play_workspace(model, scorer, o, *sandbox, fresh), ev.train_pass_at_1, ev.train_tasks, false);
+  if (episodes > 0) {
+    ev.mean_turns /= episodes;
+    ev.mean_tool_calls /= episodes;
+    ev.mean_bad_calls /= episodes;
+  }
+  return ev;
+}
+
+}  // namespace
+
 TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, const TokenEvalOptions& o) {
+  if (o.kind == "workspace") return evaluate_workspace(model, scorer, o);
   TokenEvaluation ev;
   SampleOptions s;
   s.greedy = true;

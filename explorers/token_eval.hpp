@@ -1,8 +1,12 @@
 // The token policy's evaluator: pass@1 on a held-out task set, greedy
 // decoding (the policy's single best answer), each completion scored by
-// the task kind's scorer (in-process, or the sandbox for code). Held-out
+// the task kind's scorer (in-process, or the sandbox for code). Single-turn
 // tasks are drawn from seeds training never draws (heldout_seed() and
-// up), so a score is never on a task the policy was trained on. CAF-free.
+// up): for the kinds whose families have few variants that is not held
+// out (docs/token-policy.md). Workspace tasks are held out by
+// construction: held-out templates, names and constants training never
+// draws (envs/workspace/workspace_task.hpp), played as whole agent
+// episodes (explorers/agent_batch.hpp). CAF-free.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +26,11 @@ namespace rlx {
 constexpr std::uint64_t heldout_seed() { return 1ull << 40; }
 
 struct TokenEvalOptions {
-  std::string kind = "code";        // envs/tokens/token_tasks.hpp
+  std::string kind = "code";        // envs/tokens/token_tasks.hpp, or "workspace"
   int tasks = 64;
   std::int64_t max_new_tokens = 96;
   std::int64_t batch = 32;          // rows decoded together
+  TokensConfig agent;               // workspace: the episodes' shape (difficulty, turns, budget)
 };
 
 struct TokenEvaluation {
@@ -37,6 +42,12 @@ struct TokenEvaluation {
   // Tasks passed and scored per family (a code task id's part before
   // ':'; the kind's name for kinds of one family).
   std::map<std::string, std::pair<int, int>> by_family;
+  // Workspace episodes: the same number of fresh training-distribution
+  // tasks scored beside the held-out ones (seeds training never draws, the
+  // training templates), and what the episodes did, over both sets.
+  double train_pass_at_1 = 0;
+  int train_tasks = 0;
+  double mean_turns = 0, mean_tool_calls = 0, mean_bad_calls = 0;
 };
 
 // "add_k 17/19, clamp 3/18, ...": by_family for a log line.

@@ -23,6 +23,10 @@
 
 namespace rlx {
 
+struct AgentOptions;
+// The agent episodes [tokens] describes (greedy: the evaluator's).
+AgentOptions agent_options(const TokensConfig& tokens, bool greedy);
+
 struct TokenRolloutOptions {
   std::uint32_t explorer_id = 0;
   std::string kind = "arithmetic";  // envs/tokens/token_tasks.hpp
@@ -54,6 +58,7 @@ class TokenRollout : public SegmentSource {
   std::uint64_t drop_segment() override;
 
  private:
+  Result<bool> agent_step();  // tokens:workspace: agent episodes (explorers/agent_batch.hpp)
   struct Impl;
   TokenRolloutOptions options_;
   std::unique_ptr<Impl> impl_;

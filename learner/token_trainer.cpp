@@ -37,13 +37,16 @@ torch::Tensor rows(const torch::Tensor& t, const torch::Tensor& idx, std::int64_
 
 SupervisedRows supervised_rows(const std::vector<std::vector<std::int64_t>>& prompts,
                                const std::vector<std::vector<std::int64_t>>& completions, std::int64_t pad,
-                               std::int64_t eos) {
+                               std::int64_t eos, const std::vector<std::vector<std::uint8_t>>& observed) {
   RLX_REQUIRE(!prompts.empty() && prompts.size() == completions.size(), prompts.size(), completions.size());
+  RLX_REQUIRE(observed.empty() || observed.size() == completions.size(), observed.size(), completions.size());
   const auto B = static_cast<std::int64_t>(prompts.size());
+  const std::int64_t tail = observed.empty() ? 1 : 0;  // a transcript ends with its last turn, no eos
   std::int64_t P = 0, C = 0;
   for (std::int64_t b = 0; b < B; ++b) {
+    RLX_REQUIRE(observed.empty() || observed[b].size() == completions[b].size(), b);
     P = std::max<std::int64_t>(P, static_cast<std::int64_t>(prompts[b].size()));
-    C = std::max<std::int64_t>(C, static_cast<std::int64_t>(completions[b].size()) + 1);
+    C = std::max<std::int64_t>(C, static_cast<std::int64_t>(completions[b].size()) + tail);
   }
   SupervisedRows r;
   r.tokens = torch::full({B, P + C}, pad, torch::kLong);
@@ -56,9 +59,12 @@ SupervisedRows supervised_rows(const std::vector<std::vector<std::int64_t>>& pro
     const auto n = static_cast<std::int64_t>(prompts[b].size());
     for (std::int64_t i = 0; i < n; ++i) tok[b][P - n + i] = prompts[b][i], val[b][P - n + i] = true;
     const auto& c = completions[b];
-    for (std::int64_t i = 0; i <= static_cast<std::int64_t>(c.size()); ++i) {
-      tok[b][P + i] = i < static_cast<std::int64_t>(c.size()) ? c[i] : eos;
-      val[b][P + i] = tgt[b][P + i] = true;
+    const auto n_c = static_cast<std::int64_t>(c.size());
+    // Completions are left-aligned after the prompt and padded after their end.
+    for (std::int64_t i = 0; i < n_c + tail; ++i) {
+      tok[b][P + i] = i < n_c ? c[i] : eos;
+      val[b][P + i] = true;
+      tgt[b][P + i] = observed.empty() || i >= n_c || !observed[b][i];
     }
   }
   return r;
@@ -114,23 +120,39 @@ Result<void> TokenTrainer::load_model_file(const std::string& path) {
 }
 
 TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64_t>>& prompts,
-                                        const std::vector<std::vector<std::int64_t>>& completions) {
+                                        const std::vector<std::vector<std::int64_t>>& completions,
+                                        const std::vector<std::vector<std::uint8_t>>& observed) {
   const auto& o = options_;
   auto& model = impl_->model;
-  auto r = supervised_rows(prompts, completions, 0, 1);
-  // Rows are left-padded: a microbatch of short rows drops its leading
-  // columns (positions count real tokens, so nothing else changes).
+  auto r = supervised_rows(prompts, completions, 0, 1, observed);
+  // Prompts are left-padded and completions right-padded: a microbatch
+  // takes the columns its rows use (positions count real tokens, so
+  // nothing else changes).
   const auto W = r.tokens.size(1);
-  auto lengths_t = r.valid.sum(1);
-  std::vector<std::int64_t> width(lengths_t.data_ptr<std::int64_t>(), lengths_t.data_ptr<std::int64_t>() + lengths_t.numel());
+  std::int64_t P = 0;
+  for (const auto& p : prompts) P = std::max<std::int64_t>(P, static_cast<std::int64_t>(p.size()));
+  std::vector<std::int64_t> width, lead;
+  auto val = r.valid.accessor<bool, 2>();
+  for (std::size_t b = 0; b < prompts.size(); ++b) {
+    std::int64_t last = P;
+    for (std::int64_t c = W - 1; c >= P; --c)
+      if (val[static_cast<std::int64_t>(b)][c]) {
+        last = c + 1;
+        break;
+      }
+    lead.push_back(P - static_cast<std::int64_t>(prompts[b].size()));
+    width.push_back(last - lead.back());
+  }
   const auto total = r.targets.sum().item<double>();
   TokenUpdateStats s;
   impl_->optimizer.zero_grad();
   for (const auto& mb : pack_by_length(width, o.token_budget)) {
     auto idx = torch::tensor(mb, torch::kLong);
-    std::int64_t w = 0;
-    for (auto i : mb) w = std::max(w, width[i]);
-    auto cut = [&](const torch::Tensor& t) { return t.index_select(0, idx).narrow(1, W - w, w).to(impl_->device); };
+    std::int64_t first = W, end = 0;
+    for (auto i : mb) first = std::min(first, lead[i]), end = std::max(end, lead[i] + width[i]);
+    auto cut = [&](const torch::Tensor& t) {
+      return t.index_select(0, idx).narrow(1, first, end - first).to(impl_->device);
+    };
     auto tokens = cut(r.tokens);
     auto out = model->forward(tokens, cut(r.valid));
     auto [logp, entropy] = token_log_probs(out.logits, tokens, 1.0);

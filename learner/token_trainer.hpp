@@ -99,8 +99,12 @@ class TokenTrainer {
 
   // One optimizer step of cross-entropy on each completion (then eos)
   // after its prompt. REQUIRES: prompts.size() == completions.size() > 0.
+  // `observed` (empty, or one mask per completion): a multi-turn
+  // transcript, whose observed tokens are context, not targets, and which
+  // ends with its last turn (no eos).
   TokenUpdateStats sft_step(const std::vector<std::vector<std::int64_t>>& prompts,
-                            const std::vector<std::vector<std::int64_t>>& completions);
+                            const std::vector<std::vector<std::int64_t>>& completions,
+                            const std::vector<std::vector<std::uint8_t>>& observed = {});
 
   // `epochs` optimizer steps on the batch; the version then grows by 1.
   // Data-parallel: every rank calls it with its own slice of the batch;
@@ -140,6 +144,6 @@ struct SupervisedRows {
 };
 SupervisedRows supervised_rows(const std::vector<std::vector<std::int64_t>>& prompts,
                                const std::vector<std::vector<std::int64_t>>& completions, std::int64_t pad,
-                               std::int64_t eos);
+                               std::int64_t eos, const std::vector<std::vector<std::uint8_t>>& observed = {});
 
 }  // namespace rlx

@@ -114,6 +114,7 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
       auto hints = k.initHints(static_cast<unsigned>(x.tokens->hints.size()));
       for (unsigned i = 0; i < hints.size(); ++i) hints.set(i, x.tokens->hints[i]);
     }
+    if (!x.tokens->observed.empty()) set_tensor(k.initObserved(), {T, B}, x.tokens->observed);
   }
 }
 
@@ -145,6 +146,17 @@ TokenRows read_tokens(wire::TokenRows::Reader k, const Segment& x) {
   if (x.episode_lengths.size() != B) invalid("tokens: need one episode (completion) per row");
   for (auto l : x.episode_lengths)
     if (l == 0 || t.prompt_width + l > T) invalid("tokens: a completion is empty or runs past numSteps");
+  if (k.hasObserved()) {
+    t.observed = read_tensor<std::uint8_t>(k.getObserved(), {T, B}, "observed");
+    // Only completion tokens can be observations: never a prompt's, never past a row's end.
+    for (std::uint64_t s = 0; s < T; ++s)
+      for (std::uint64_t b = 0; b < B; ++b) {
+        const auto o = t.observed[s * B + b];
+        if (o > 1) invalid("tokens: observed entries must be 0 or 1");
+        if (o && (s < t.prompt_width || s >= t.prompt_width + x.episode_lengths[b]))
+          invalid("tokens: an observed token outside its row's completion");
+      }
+  }
   return t;
 }
 
@@ -215,7 +227,9 @@ WireBuffer encode(const Segment& x, std::string_view sender) {
                             x.rewards.size() * 4 + x.terminated.size() * 2 + x.policy_versions.size() * 8 +
                             x.bootstrap_observations.size() * 4 + x.episode_returns.size() * 8 + x.masked.size() +
                             x.truncation_observations.size() * 4 +
-                            (x.tokens ? x.tokens->routes.size() + x.tokens->task_ids.size() * 32 + x.tokens->hints.size() * 64 : 0);
+                            (x.tokens ? x.tokens->routes.size() + x.tokens->task_ids.size() * 32 + x.tokens->hints.size() * 64 +
+                                             x.tokens->observed.size()
+                                       : 0);
   return build(sender, [&](auto body) { fill_segment(body.initSegment(), x); }, bytes / 8 + 128);
 }
 

@@ -47,8 +47,11 @@ struct TrajectorySegment {
 # (rows decode in lockstep, so one version per column: the staleness
 # contract holds per token). Row b's completion is steps
 # [promptWidth, promptWidth + episodeLengths[b]); its reward sits on its
-# last token, where terminated (it emitted end-of-sequence) or truncated
-# (it hit the length limit) is set.
+# last token, where terminated (it emitted end-of-sequence, or its agent
+# episode ended) or truncated (it hit the length limit) is set. In a
+# multi-turn episode the completion interleaves the policy's turns with
+# the observations the environment appended (observed): those are
+# context, never actions, and carry no log-probability.
 struct TokenRows {
   promptWidth @0 :UInt32;          # P
   promptLengths @1 :List(UInt32);  # [B]: real prompt tokens of each row (<= P)
@@ -57,6 +60,8 @@ struct TokenRows {
   taskIds @4 :List(Text);          # [B]: the task of each row (what its scorer needs)
   hints @5 :List(Text);            # [B] or empty: the scorer's hint for a failed row ("" none), a line
                                    # (a failing input with its expected output) to put before the prompt
+  observed @6 :T.Tensor;           # uint8 [T, B] or unset (none): 1 = a completion token the environment
+                                   # wrote (a tool's output): context, not an action; no loss on it
 }
 
 # What happened to a segment at the learner.

@@ -19,6 +19,7 @@ struct TokenRows {
   std::uint32_t group_size = 1;
   std::vector<std::string> task_ids;         // [B]
   std::vector<std::string> hints;            // [B] or empty: a failed row's hint ("" none)
+  std::vector<std::uint8_t> observed;        // [T, B] or empty: 1 = a completion token the env wrote (context)
 };
 
 // Why the machinery, not the program or the policy, failed to give an

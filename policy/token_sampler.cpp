@@ -68,6 +68,7 @@ Decoder::Decoder(MoETransformer& model, const std::vector<std::vector<std::int64
   g_.lengths.assign(B, 0);
   g_.ended.assign(B, false);
   active_.assign(B, true);
+  queue_.assign(B, {});
   auto tok = g_.tokens.accessor<std::int64_t, 2>();
   auto val = g_.valid.accessor<bool, 2>();
   for (std::int64_t b = 0; b < B; ++b) {
@@ -97,7 +98,16 @@ bool Decoder::step(std::mt19937_64& rng, std::uint64_t version) {
   // The routes of the newest input token(s) (the prompts' on the prefill).
   const auto fresh = o_.use_cache ? out.routes.size(2) : (t == 0 ? P : 1);
   g_.routes.narrow(2, end - fresh, fresh).copy_(out.routes.narrow(2, out.routes.size(2) - fresh, fresh));
-  auto [picked, logp] = sample_tokens(out.logits.select(1, out.logits.size(1) - 1), o_, rng);
+  const auto logits = out.logits.select(1, out.logits.size(1) - 1);
+  auto [picked, logp] = sample_tokens(logits, o_, rng);
+  // Steered rows take their queued token with its log-probability at the
+  // sampling temperature (as sample_tokens scores its picks).
+  torch::Tensor steered_logp;
+  for (std::int64_t b = 0; b < B && !steered_logp.defined(); ++b)
+    if (active_[b] && queued(b) && queue_[b].generated) {
+      const double temp = o_.greedy ? 1.0 : std::max(1e-4, o_.temperature);
+      steered_logp = torch::log_softmax(logits.to(torch::kFloat32) / temp, -1).contiguous();
+    }
   auto tok = g_.tokens.accessor<std::int64_t, 2>();
   auto val = g_.valid.accessor<bool, 2>();
   auto gen = g_.generated.accessor<bool, 2>();
@@ -106,13 +116,17 @@ bool Decoder::step(std::mt19937_64& rng, std::uint64_t version) {
   bool any = false;
   for (std::int64_t b = 0; b < B; ++b) {
     if (!active_[b]) continue;
-    tok[b][end] = picked[b];
+    auto& q = queue_[b];
+    const bool from_queue = q.next < q.tokens.size();
+    const bool policy = !from_queue || q.generated;
+    const auto token = from_queue ? q.tokens[q.next++] : picked[b];
+    tok[b][end] = token;
     val[b][end] = true;
-    gen[b][end] = true;
-    lps[b][end] = logp[b];
+    gen[b][end] = policy;
+    lps[b][end] = !policy ? 0.0F : from_queue ? steered_logp[b][token].item<float>() : logp[b];
     ver[b][end] = static_cast<std::int64_t>(version);
     ++g_.lengths[b];
-    if (picked[b] == o_.eos) {
+    if (!from_queue && o_.end_at_eos && token == o_.eos) {
       active_[b] = false;
       g_.ended[b] = true;
     }
@@ -122,6 +136,39 @@ bool Decoder::step(std::mt19937_64& rng, std::uint64_t version) {
   ++t_;
   done_ = !any || t_ == o_.max_new_tokens;
   return done_;
+}
+
+std::int64_t Decoder::last_token(std::int64_t row) const {
+  RLX_REQUIRE(t_ > 0 && row >= 0 && row < rows(), t_, row);
+  return g_.tokens[row][g_.prompt_width + t_ - 1].item<std::int64_t>();
+}
+
+bool Decoder::last_generated(std::int64_t row) const {
+  RLX_REQUIRE(t_ > 0 && row >= 0 && row < rows(), t_, row);
+  return g_.generated[row][g_.prompt_width + t_ - 1].item<bool>();
+}
+
+bool Decoder::queued(std::int64_t row) const {
+  const auto& q = queue_[static_cast<std::size_t>(row)];
+  return q.next < q.tokens.size();
+}
+
+void Decoder::observe(std::int64_t row, const std::vector<std::int64_t>& tokens) {
+  RLX_REQUIRE(row >= 0 && row < rows() && active(row) && !queued(row), row);
+  queue_[static_cast<std::size_t>(row)] = Queued{tokens, 0, false};
+}
+
+void Decoder::steer(std::int64_t row, const std::vector<std::int64_t>& tokens) {
+  RLX_REQUIRE(row >= 0 && row < rows() && active(row) && !queued(row), row);
+  queue_[static_cast<std::size_t>(row)] = Queued{tokens, 0, true};
+}
+
+void Decoder::end_row(std::int64_t row) {
+  RLX_REQUIRE(row >= 0 && row < rows() && active(row), row);
+  active_[static_cast<std::size_t>(row)] = false;
+  queue_[static_cast<std::size_t>(row)] = {};
+  g_.ended[static_cast<std::size_t>(row)] = true;
+  done_ = done_ || std::none_of(active_.begin(), active_.end(), [](bool a) { return a; });
 }
 
 Generation Decoder::finish() {

@@ -23,16 +23,17 @@ Segment token_segment(const Generation& g, const std::vector<float>& rewards, co
   s.rewards.assign(W * B, 0.0f);
   s.terminated.assign(W * B, 0);
   s.truncated.assign(W * B, 0);
-  // One version per column: the version of the decoding step that made it
-  // (prompt columns take the first step's).
+  // One version per column: the version of the decoding step that placed
+  // it (prompt columns take the first step's).
   auto ver = g.versions.accessor<std::int64_t, 2>();
   auto gen = g.generated.accessor<bool, 2>();
+  auto valid = g.valid.accessor<bool, 2>();
   std::uint64_t first = 0;
   for (std::int64_t b = 0; b < B && first == 0; ++b) first = static_cast<std::uint64_t>(ver[b][P]);
   s.policy_versions.assign(W, first);
   for (std::int64_t t = P; t < W; ++t)
     for (std::int64_t b = 0; b < B; ++b)
-      if (gen[b][t]) s.policy_versions[t] = static_cast<std::uint64_t>(ver[b][t]);
+      if (valid[b][t]) s.policy_versions[t] = static_cast<std::uint64_t>(ver[b][t]);  // sampled or observed
   for (std::int64_t b = 0; b < B; ++b) {
     const auto last = P + g.lengths[b] - 1;
     s.rewards[last * B + b] = rewards[b];
@@ -42,7 +43,6 @@ Segment token_segment(const Generation& g, const std::vector<float>& rewards, co
   }
   TokenRows r;
   r.prompt_width = static_cast<std::uint32_t>(P);
-  auto valid = g.valid.accessor<bool, 2>();
   for (std::int64_t b = 0; b < B; ++b) {
     std::uint32_t n = 0;
     for (std::int64_t t = 0; t < P; ++t) n += valid[b][t];
@@ -54,6 +54,13 @@ Segment token_segment(const Generation& g, const std::vector<float>& rewards, co
                     .to(torch::kUInt8)
                     .contiguous();
   r.routes.assign(routes.data_ptr<std::uint8_t>(), routes.data_ptr<std::uint8_t>() + routes.numel());
+  // Completion tokens the policy did not choose are observations.
+  for (std::int64_t t = P; t < W; ++t)
+    for (std::int64_t b = 0; b < B; ++b)
+      if (valid[b][t] && !gen[b][t]) {
+        r.observed.resize(static_cast<std::size_t>(W * B));
+        r.observed[static_cast<std::size_t>(t * B + b)] = 1;
+      }
   r.group_size = group_size;
   r.task_ids = task_ids;
   s.tokens = std::move(r);
@@ -105,7 +112,7 @@ TokenRowsBatch token_rows(const std::vector<const Segment*>& segments, std::int6
             const auto e = k.routes[i * R + l * top_k + j];
             rt[l][row][d][j] = e == 255 ? -1 : e;
           }
-        if (t >= Ps) {
+        if (t >= Ps && (k.observed.empty() || !k.observed[i])) {
           gen[row][d] = true;
           lp[row][d] = s->behaviour_log_probs[i];
           ver[row][d] = static_cast<std::int64_t>(s->policy_versions[t]);

@@ -61,7 +61,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   rlx::SftArgs sft_args;
   auto* sft_cmd = app.add_subcommand("sft", "supervised start of the token policy on the task family's reference answers");
-  sft_cmd->add_option("--kind", sft_args.kind, "token task kind")->check(CLI::IsMember({"arithmetic", "code"}));
+  sft_cmd->add_option("--kind", sft_args.kind, "token task kind")
+      ->check(CLI::IsMember({"arithmetic", "code", "workspace"}));
+  sft_cmd->add_option("--config", sft_args.config,
+                      "a cluster.toml: the policy's shape and task kind (and workspace episodes' [tokens]); "
+                      "needed for workspace");
   sft_cmd->add_option("--steps", sft_args.steps, "optimizer steps")->check(CLI::Range(1, 10000000));
   sft_cmd->add_option("--batch", sft_args.batch, "(task, reference) pairs per step")->check(CLI::Range(1, 65536));
   sft_cmd->add_option("--lr", sft_args.lr, "Adam learning rate")->check(CLI::Range(1e-7, 1.0));

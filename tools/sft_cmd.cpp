@@ -3,11 +3,19 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <random>
 
+#include "core/config.hpp"
+#include "envs/env.hpp"
+#include "envs/code/sandbox.hpp"
+#include "envs/tokens/token_env.hpp"
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
+#include "envs/workspace/workspace_episode.hpp"
+#include "explorers/agent_batch.hpp"
 #include "explorers/token_eval.hpp"
+#include "explorers/token_rollout.hpp"
 #include "learner/token_trainer.hpp"
 #include "learner/trainer.hpp"
 #include "policy/threads.hpp"
@@ -24,6 +32,9 @@ double since(std::chrono::steady_clock::time_point t) {
 void report(const char* when, int step, const TokenEvaluation& ev) {
   std::printf("%s step %d: held-out pass@1 %.3f (mean tests passed %.3f, %d tasks%s)\n", when, step, ev.pass_at_1,
               ev.mean_score, ev.tasks, ev.unscored ? ", some unscored" : "");
+  if (ev.train_tasks > 0)
+    std::printf("  fresh training tasks pass@1 %.3f (%d tasks); per episode %.1f turns, %.1f tool calls, %.1f bad calls\n",
+                ev.train_pass_at_1, ev.train_tasks, ev.mean_turns, ev.mean_tool_calls, ev.mean_bad_calls);
   std::printf("  by family: %s\n", family_summary(ev).c_str());
   for (const auto& s : ev.samples) std::printf("  e.g. %s\n", s.c_str());
   std::fflush(stdout);
@@ -57,17 +68,87 @@ bool save(TokenTrainer& trainer, const std::string& path) {
   }
 }
 
+// A batch of the expert's workspace transcripts: prompts, completions
+// (turns and observations) and which completion tokens are observations.
+// Transcripts that do not fit the budget or did not submit are skipped,
+// and counted; a sandbox failure is an error (nothing to train on).
+struct Transcripts {
+  std::vector<std::vector<std::int64_t>> prompts, completions;
+  std::vector<std::vector<std::uint8_t>> observed;
+  int skipped = 0;
+};
+
+Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& tokens, int batch, std::mt19937_64& rng) {
+  Transcripts out;
+  std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);
+  const auto limits = agent_options(tokens, false).limits;
+  for (int tries = 0; static_cast<int>(out.prompts.size()) < batch; ++tries) {
+    if (tries > 8 * batch)
+      return make_error(Errc::config_range, "the expert's transcripts do not fit [tokens] max_new_tokens = " +
+                                                std::to_string(tokens.max_new_tokens) + " or max_turns");
+    const auto task = make_workspace_task(TaskSplit::train, draw(rng), static_cast<int>(tokens.difficulty));
+    const Transcript t = expert_transcript(task, sandbox, limits);
+    if (t.failure != InfraFailure::none)
+      return make_error(Errc::env_failed, std::string("the sandbox failed playing the expert: ") + to_string(t.failure));
+    std::vector<std::int64_t> completion;
+    std::vector<std::uint8_t> observed;
+    for (std::size_t i = 0; i < t.parts.size(); ++i) {
+      const auto ids = Tokenizer::encode(t.parts[i]);
+      completion.insert(completion.end(), ids.begin(), ids.end());
+      observed.insert(observed.end(), ids.size(), i % 2 == 1);
+    }
+    if (t.end != EpisodeEnd::submitted || static_cast<std::int64_t>(completion.size()) > tokens.max_new_tokens) {
+      ++out.skipped;
+      continue;
+    }
+    out.prompts.push_back(Tokenizer::encode(t.prompt));
+    out.completions.push_back(std::move(completion));
+    out.observed.push_back(std::move(observed));
+  }
+  return out;
+}
+
 }  // namespace
 
 int sft_command(const SftArgs& a) {
-  if (!make_token_task(a.kind, 0)) {
-    std::fprintf(stderr, "rlx sft: %s\n", make_token_task(a.kind, 0).error().message.c_str());
+  std::string kind = a.kind;
+  std::optional<ClusterConfig> config;
+  if (!a.config.empty()) {
+    auto c = load_config(a.config, builtin_envs().names());
+    if (!c) {
+      std::fprintf(stderr, "rlx sft: %s\n", c.error().message.c_str());
+      return 2;
+    }
+    if (!c->token_run()) {
+      std::fprintf(stderr, "rlx sft: %s is not a token run (run.env = \"%s\")\n", a.config.c_str(), c->run.env.c_str());
+      return 2;
+    }
+    config = *c;
+    kind = token_env_kind(c->run.env);
+  }
+  const bool workspace = kind == "workspace";
+  if (workspace && !config) {
+    std::fprintf(stderr, "rlx sft: workspace episodes need --config (the policy's shape and the episodes' budget, "
+                         "e.g. examples/agent.toml)\n");
     return 2;
   }
-  auto scorer = make_scorer(scorer_for(a.kind));
-  if (!scorer) {
-    std::fprintf(stderr, "rlx sft: no scorer for %s tasks here: %s\n", a.kind.c_str(), scorer.error().message.c_str());
+  if (!workspace && !make_token_task(kind, 0)) {
+    std::fprintf(stderr, "rlx sft: %s\n", make_token_task(kind, 0).error().message.c_str());
     return 2;
+  }
+  auto scorer = make_scorer(scorer_for(kind));
+  if (!scorer) {
+    std::fprintf(stderr, "rlx sft: no scorer for %s tasks here: %s\n", kind.c_str(), scorer.error().message.c_str());
+    return 2;
+  }
+  std::optional<Sandbox> sandbox;
+  if (workspace) {
+    auto s = Sandbox::open();
+    if (!s) {
+      std::fprintf(stderr, "rlx sft: the expert's tools need the sandbox: %s\n", s.error().message.c_str());
+      return 2;
+    }
+    sandbox.emplace(std::move(*s));
   }
   if (auto d = check_device(a.device); !d) {
     std::fprintf(stderr, "rlx sft: %s\n", d.error().message.c_str());
@@ -75,13 +156,18 @@ int sft_command(const SftArgs& a) {
   }
   configure_compute_threads(a.threads);
   TokenTrainerOptions o;
+  if (config) o.model = transformer_options(config->policy, Tokenizer::vocab);
   o.lr = a.lr;
   o.seed = a.seed;
   o.device = a.device;
   TokenTrainer trainer(o);
   TokenEvalOptions eo;
-  eo.kind = a.kind;
+  eo.kind = kind;
   eo.tasks = a.eval_tasks;
+  if (config) {
+    eo.max_new_tokens = config->tokens.max_new_tokens;
+    eo.agent = config->tokens;
+  }
   auto evaluate = [&] {
     auto model = on_cpu(trainer);
     return evaluate_tokens(model, **scorer, eo);
@@ -93,21 +179,35 @@ int sft_command(const SftArgs& a) {
   const auto start = std::chrono::steady_clock::now();
   std::int64_t tokens = 0;
   double loss = 0;
+  int skipped = 0;
   for (int step = 1; step <= a.steps; ++step) {
     std::vector<std::vector<std::int64_t>> prompts, completions;
-    for (int i = 0; i < a.batch; ++i) {
-      auto t = make_token_task(a.kind, draw(rng));
+    std::vector<std::vector<std::uint8_t>> observed;
+    if (workspace) {
+      auto t = transcripts(*sandbox, config->tokens, a.batch, rng);
+      if (!t) {
+        std::fprintf(stderr, "rlx sft: %s\n", t.error().message.c_str());
+        return 2;
+      }
+      prompts = std::move(t->prompts);
+      completions = std::move(t->completions);
+      observed = std::move(t->observed);
+      skipped += t->skipped;
+    }
+    for (int i = 0; !workspace && i < a.batch; ++i) {
+      auto t = make_token_task(kind, draw(rng));
       // Every other prompt holds a hint (what hint distillation's teacher reads).
       const auto prompt = Tokenizer::encode(t->prompt);
       prompts.push_back(i % 2 ? hinted_prompt(prompt, t->hint) : prompt);
       completions.push_back(Tokenizer::encode(t->reference));
     }
-    auto s = trainer.sft_step(prompts, completions);
+    auto s = trainer.sft_step(prompts, completions, observed);
     tokens += s.tokens;
     loss = s.policy_loss;
     if (step % 20 == 0 || step == a.steps) {
-      std::printf("step %d/%d  loss %.4f per token  %.0f tokens/s  %.0f s\n", step, a.steps, loss,
-                  static_cast<double>(tokens) / since(start), since(start));
+      std::printf("step %d/%d  loss %.4f per token  %.0f tokens/s  %.0f s%s\n", step, a.steps, loss,
+                  static_cast<double>(tokens) / since(start), since(start),
+                  skipped ? (", " + std::to_string(skipped) + " transcripts over the budget skipped").c_str() : "");
       std::fflush(stdout);
     }
     if (a.eval_every > 0 && step % a.eval_every == 0 && step != a.steps) {

@@ -1,7 +1,9 @@
 // `rlx sft`: the supervised start of the token policy. Trains the MoE
-// transformer on (task, reference) pairs the task family generates, shows
-// progress, scores pass@1 on the held-out tasks, and writes the weights
-// for RL to start from. docs/token-policy.md.
+// transformer on (task, reference) pairs the task family generates, or on
+// the expert's transcripts of workspace episodes (its turns as targets, the
+// tools' outputs as context), shows progress, scores pass@1 on the
+// held-out tasks, and writes the weights for RL to start from.
+// docs/token-policy.md, docs/workspace.md.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,11 @@
 namespace rlx {
 
 struct SftArgs {
-  std::string kind = "code";     // token task kind (arithmetic | code)
+  std::string kind = "code";     // token task kind (arithmetic | code | workspace)
+  // A cluster.toml: the policy's shape ([policy]), the task kind (run.env)
+  // and, for workspace episodes, their shape ([tokens]); what RL will
+  // start from then fits it. Needed for workspace.
+  std::string config;
   int steps = 300;
   int batch = 32;                // (task, reference) pairs per step
   double lr = 1e-3;

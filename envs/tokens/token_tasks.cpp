@@ -13,7 +13,10 @@ const std::vector<std::string>& token_task_kinds() {
   return kinds;
 }
 
-std::string scorer_for(std::string_view kind) { return kind == "code" ? "code" : "arithmetic"; }
+std::string scorer_for(std::string_view kind) {
+  if (kind == "code" || kind == "workspace") return std::string(kind);
+  return "arithmetic";
+}
 
 namespace {
 

@@ -31,7 +31,8 @@ struct TokenTask {
 
 const std::vector<std::string>& token_task_kinds();
 
-// The scorer kind ([reward] scorer) of a task kind: "arithmetic" or "code".
+// The scorer kind ([reward] scorer) of a task kind: "arithmetic", "code"
+// or "workspace" (agent episodes, explorers/agent_batch.hpp).
 std::string scorer_for(std::string_view kind);
 
 // Task `seed` of `kind`. Errc::config_unknown_name for an unknown kind.

@@ -99,4 +99,20 @@ std::vector<std::string> expert_turns(const WorkspaceTask& task) {
   return turns;
 }
 
+Transcript expert_transcript(const WorkspaceTask& task, const Sandbox& sandbox, EpisodeLimits limits,
+                             ToolBudget budget) {
+  WorkspaceEpisode episode(task, limits, budget);
+  Transcript t;
+  t.prompt = episode.prompt();
+  for (const auto& turn : expert_turns(task)) {
+    const TurnOutcome out = episode.take_turn(turn, sandbox);
+    t.parts.push_back(turn.substr(0, out.kept));
+    if (out.done) break;
+    t.parts.push_back(out.observation);
+  }
+  t.end = episode.end();
+  t.failure = episode.failure();
+  return t;
+}
+
 }  // namespace rlx

@@ -91,4 +91,17 @@ class WorkspaceEpisode {
 // tests again, submit. Played through a WorkspaceEpisode they score 1.
 std::vector<std::string> expert_turns(const WorkspaceTask& task);
 
+// The expert's episode on `task` as the policy would see it: the prompt,
+// then its turns with the observation after each (none after the last:
+// the episode ended there). What `rlx sft` trains on, the turns as
+// targets and the rest as context.
+struct Transcript {
+  std::string prompt;
+  std::vector<std::string> parts;  // turn, observation, turn, ..., turn
+  EpisodeEnd end = EpisodeEnd::running;
+  InfraFailure failure = InfraFailure::none;  // a @run the sandbox failed: not a transcript to train on
+};
+Transcript expert_transcript(const WorkspaceTask& task, const Sandbox& sandbox, EpisodeLimits limits = {},
+                             ToolBudget budget = {});
+
 }  // namespace rlx

@@ -3,11 +3,14 @@
 // and its default; no documented key the code does not know.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 
+#include "core/config.hpp"
 #include "core/config_keys.hpp"
+#include "envs/env.hpp"
 
 using namespace rlx;
 using config_keys::Kind;
@@ -135,4 +138,16 @@ TEST_CASE("docs/topology.md documents no key the code does not declare", "[core]
       CHECK(declared[section].count(key));
     }
   }
+}
+
+TEST_CASE("every example topology in examples/ is a valid config", "[config][docs]") {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(RLX_SOURCE_DIR "/examples")) {
+    if (e.path().extension() != ".toml") continue;
+    auto c = load_config(e.path().string(), builtin_envs().names());
+    INFO(e.path().string() << ": " << (c ? std::string() : c.error().message));
+    CHECK(c.ok());
+    ++n;
+  }
+  CHECK(n >= 8);
 }

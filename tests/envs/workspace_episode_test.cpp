@@ -73,3 +73,24 @@ TEST_CASE("an episode ends at its turn limit or its budget, and counts the calls
   CHECK(cut.end() == EpisodeEnd::budget);
   CHECK(cut.failure() == InfraFailure::none);
 }
+
+TEST_CASE("the expert's transcript alternates its turns with their observations and stops at its submit",
+          "[envs][workspace][sandbox][sft]") {
+  const Sandbox box = test::open_sandbox();
+  const auto task = make_workspace_task(TaskSplit::train, 5, 2);
+  const Transcript t = expert_transcript(task, box);
+  CHECK(t.end == EpisodeEnd::submitted);
+  CHECK(t.failure == InfraFailure::none);
+  CHECK(t.prompt == WorkspaceEpisode(task).prompt());
+  const auto turns = expert_turns(task);
+  REQUIRE(t.parts.size() == 2 * turns.size() - 1);
+  for (std::size_t i = 0; i < t.parts.size(); ++i) {
+    if (i % 2 == 0) CHECK(t.parts[i] == turns[i / 2]);
+    else CHECK_THAT(t.parts[i], Catch::StartsWith("[out]\n") && Catch::EndsWith("[end]\n"));
+  }
+  CHECK(t.parts.back() == "@submit\n");
+  // A turn limit below the expert's turns ends the transcript there, unsubmitted.
+  const Transcript cut = expert_transcript(task, box, EpisodeLimits{2});
+  CHECK(cut.end == EpisodeEnd::turn_limit);
+  CHECK(cut.parts.size() == 3);
+}

@@ -283,3 +283,41 @@ TEST_CASE("the learning rate warms up linearly over the first updates", "[learne
   const double step_warm = largest_change(parameters_of(warming), start);
   CHECK(step_warm == Approx(step_plain / 4).epsilon(0.02));
 }
+
+TEST_CASE("a supervised step's loss is the same however its rows are split into microbatches",
+          "[learner][token][sft]") {
+  // Rows whose prompts and completions differ in length: a microbatch of
+  // rows with short completions must still see their prompts whole.
+  const std::vector<std::vector<std::int64_t>> prompts{{5, 6, 7, 8, 9, 10, 11}, {5, 6}, {7, 8, 9}, {12}};
+  const std::vector<std::vector<std::int64_t>> completions{{3}, {4, 5, 6, 7, 8, 9, 10}, {11, 12}, {13, 14, 15}};
+  auto whole = tiny(20);
+  whole.token_budget = 1 << 20;
+  auto split = whole;
+  split.token_budget = 1;  // one row per microbatch
+  TokenTrainer a(whole), b(split);
+  const auto sa = a.sft_step(prompts, completions), sb = b.sft_step(prompts, completions);
+  CHECK(sa.microbatches == 1);
+  CHECK(sb.microbatches == 4);
+  CHECK(sa.policy_loss == Approx(sb.policy_loss).epsilon(1e-5));
+}
+
+TEST_CASE("a transcript's observed tokens are context, not targets, and it ends with its last turn",
+          "[learner][token][sft][multi_turn]") {
+  const std::vector<std::vector<std::int64_t>> prompts{{5, 6}, {7}};
+  const std::vector<std::vector<std::int64_t>> completions{{8, 9, 10, 11}, {12, 13}};
+  const std::vector<std::vector<std::uint8_t>> observed{{0, 1, 1, 0}, {0, 0}};
+  auto r = supervised_rows(prompts, completions, 0, 1, observed);
+  // P = 2, completions left-aligned after it, no eos.
+  CHECK(r.tokens.size(1) == 2 + 4);
+  CHECK(torch::equal(r.targets, torch::tensor({{false, false, true, false, false, true},
+                                               {false, false, true, true, false, false}}, torch::kBool)));
+  CHECK(torch::equal(r.valid, torch::tensor({{true, true, true, true, true, true},
+                                             {false, true, true, true, false, false}}, torch::kBool)));
+  auto plain = supervised_rows(prompts, completions, 0, 1);
+  CHECK(plain.tokens[1][4].item<std::int64_t>() == 1);  // without masks every completion ends with eos
+  CHECK(plain.targets.sum().item<std::int64_t>() == 4 + 1 + 2 + 1);
+  // A step counts only the targets.
+  TokenTrainer t(tiny(20));
+  const auto s = t.sft_step(prompts, completions, observed);
+  CHECK(s.tokens == 4);
+}

@@ -2,23 +2,13 @@
 
 #include "policy/moe_transformer.hpp"
 #include "policy/token_sampler.hpp"
+#include "tests/policy/transformer_fixture.hpp"
 
 using namespace rlx;
 
 namespace {
 
-TransformerOptions small() {
-  TransformerOptions o;
-  o.vocab = 20;
-  o.d_model = 16;
-  o.heads = 2;
-  o.layers = 2;
-  o.max_len = 32;
-  o.experts = 4;
-  o.top_k = 2;
-  o.expert_hidden = 24;
-  return o;
-}
+TransformerOptions small() { return test::small_transformer(); }
 
 }  // namespace
 

@@ -3,7 +3,10 @@
 #include <sys/wait.h>
 
 #include <fstream>
+#include <sstream>
 
+#include "core/config.hpp"
+#include "envs/env.hpp"
 #include "learner/trainer.hpp"
 #include "tools/embedded_config.hpp"
 #include "tests/rollout_log/log_fixture.hpp"
@@ -173,4 +176,36 @@ TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU 
   CHECK(gpu.code == 2);
   CHECK(gpu.err.find("no CUDA or no GPU is visible") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "gpu.pt"));
+}
+
+TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a config names, and needs that config",
+          "[tools][token][sft][workspace][sandbox]") {
+  TempDir t("rlx-sft-workspace");
+  const auto& dir = t.path;
+  // examples/agent.toml with a policy small enough for a test.
+  std::ifstream in(RLX_SOURCE_DIR "/examples/agent.toml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string cfg = text.str();
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"d_model = 64", "d_model = 16"},
+                                 {"expert_hidden = 128", "expert_hidden = 16"}}) {
+    REQUIRE(cfg.find(from) != std::string::npos);
+    cfg.replace(cfg.find(from), from.size(), to);
+  }
+  std::ofstream(dir / "agent.toml") << cfg;
+  const auto out = dir / "agent.pt";
+  auto r = run_rlx("sft --config " + (dir / "agent.toml").string() + " --steps 1 --batch 2 --eval-tasks 1 --eval-every 0 --out " +
+                       out.string(),
+                   dir);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("after training, step 1: held-out pass@1") != std::string::npos);
+  CHECK(r.out.find("fresh training tasks pass@1") != std::string::npos);
+  auto loaded = load_config((dir / "agent.toml").string(), builtin_envs().names());
+  REQUIRE(loaded.ok());
+  loaded->policy.init = out.string();
+  CHECK(check_policy_init(loaded->policy).ok());  // the RL run starts from it
+  auto bare = run_rlx("sft --kind workspace --steps 1 --out " + (dir / "bare.pt").string(), dir);
+  CHECK(bare.code == 2);
+  CHECK(bare.err.find("need --config") != std::string::npos);
 }

@@ -1,0 +1,182 @@
+// Agent episodes through the decoder (explorers/agent_batch.hpp): a
+// scripted expert restores its tasks over several turns with the tools
+// running between decoding steps, its observations land in the rows as
+// context, and every sampled token's log-probability is the one a single
+// pass over the whole episode gives; a random policy's episodes end at
+// their budget or turn limit and still make a well-formed segment.
+#include "tests/torch_catch.hpp"
+
+#include "envs/tokens/tokenizer.hpp"
+#include "envs/workspace/workspace_scorer.hpp"
+#include "explorers/agent_batch.hpp"
+#include "explorers/token_eval.hpp"
+#include "explorers/token_rollout.hpp"
+#include "messages/codec.hpp"
+#include "policy/token_segment.hpp"
+#include "tests/envs/sandbox_fixture.hpp"
+
+using namespace rlx;
+
+namespace {
+
+TransformerOptions agent_model(std::int64_t max_len) {
+  TransformerOptions o;
+  o.vocab = Tokenizer::vocab;
+  o.d_model = 16;
+  o.heads = 2;
+  o.layers = 1;
+  o.max_len = max_len;
+  o.experts = 2;
+  o.top_k = 1;
+  o.expert_hidden = 16;
+  return o;
+}
+
+std::string text_of(const Generation& g, std::int64_t row, bool generated) {
+  std::vector<std::int64_t> ids;
+  auto gen = g.generated.accessor<bool, 2>();
+  auto val = g.valid.accessor<bool, 2>();
+  for (std::int64_t c = g.prompt_width; c < g.tokens.size(1); ++c)
+    if (val[row][c] && gen[row][c] == generated) ids.push_back(g.tokens[row][c].item<std::int64_t>());
+  return Tokenizer::decode(ids);
+}
+
+}  // namespace
+
+TEST_CASE("a scripted expert restores its tasks turn by turn through the decoder: tools run between steps, "
+          "observations are context, and every policy token is scored as one pass over the episode scores it",
+          "[explorers][workspace][multi_turn][sandbox]") {
+  const Sandbox box = test::open_sandbox(20.0);
+  auto model = make_seeded_transformer(agent_model(4096), 9);
+  std::vector<WorkspaceTask> tasks{make_workspace_task(TaskSplit::train, 4, 1),
+                                   make_workspace_task(TaskSplit::held_out, 2, 2)};
+  AgentOptions o;
+  o.sample.max_new_tokens = 3500;
+  o.sample.temperature = 1.0;
+  o.turn_tokens = 600;
+  AgentBatch batch(model, tasks, o, box);
+  std::vector<std::vector<std::string>> turns{expert_turns(tasks[0]), expert_turns(tasks[1])};
+  std::vector<std::size_t> next(2, 0);
+  std::mt19937_64 rng(5);
+  std::uint64_t version = 1;
+  while (!batch.done()) {
+    for (std::int64_t b = 0; b < 2; ++b)
+      if (batch.at_turn_start(b) && next[b] < turns[b].size()) batch.script_turn(b, turns[b][next[b]++]);
+    batch.step(rng, version);
+    if (batch.decoder().steps() % 97 == 0) ++version;  // weights swap within turns and between them
+  }
+  auto g = batch.finish();
+
+  const auto scorer = WorkspaceScorer::open();
+  REQUIRE(scorer.ok());
+  for (std::int64_t b = 0; b < 2; ++b) {
+    const auto& e = batch.episodes()[b];
+    CHECK(e.end() == EpisodeEnd::submitted);
+    CHECK(e.stats().turns == static_cast<int>(turns[b].size()));
+    CHECK(e.stats().bad_calls == 0);
+    CHECK(g.ended[b]);
+    // The policy's tokens are exactly its turns; the rest of the completion
+    // is exactly the observations of every turn but the last (the episode
+    // ended there).
+    std::string all_turns, observations;
+    WorkspaceEpisode replay(tasks[b]);
+    for (const auto& t : turns[b]) {
+      all_turns += t;
+      const auto out = replay.take_turn(t, box);
+      if (!out.done) observations += out.observation;
+    }
+    CHECK(text_of(g, b, true) == all_turns);
+    CHECK(text_of(g, b, false) == observations);
+    auto r = (*scorer)->score(RewardRequestData{1, 0, e.task().id, e.payload()});
+    CHECK(r.ok);
+    CHECK(r.score == 1.0);
+  }
+  CHECK(batch.rows_busy() <= batch.rows_stepped());
+  CHECK(batch.tool_seconds() > 0);
+
+  torch::NoGradGuard guard;
+  auto whole = model->forward(g.tokens, g.valid);
+  auto logp = torch::log_softmax(whole.logits, -1);
+  auto gen = g.generated.accessor<bool, 2>();
+  auto lp = g.log_probs.accessor<float, 2>();
+  auto tok = g.tokens.accessor<std::int64_t, 2>();
+  double worst = 0;
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t c = g.prompt_width; c < g.tokens.size(1); ++c)
+      if (gen[b][c]) worst = std::max(worst, static_cast<double>(std::abs(logp[b][c - 1][tok[b][c]].item<float>() - lp[b][c])));
+  CHECK(worst < 1e-3);
+  // Versions moved during the episodes; each sampled token kept its step's.
+  CHECK(g.versions.max().item<std::int64_t>() > g.versions.masked_select(g.generated).min().item<std::int64_t>());
+}
+
+TEST_CASE("a random policy's agent rows make a segment whose rewards the pool scores from the changed files",
+          "[explorers][workspace][multi_turn][sandbox]") {
+  TokenRolloutOptions o;
+  o.kind = "workspace";
+  o.rows = 2;
+  o.tokens.group_size = 2;
+  o.tokens.max_new_tokens = 400;
+  o.tokens.turn_tokens = 30;
+  o.tokens.max_turns = 4;
+  o.policy.kind = PolicyKind::moe_transformer;
+  o.policy.d_model = 16;
+  o.policy.heads = 2;
+  o.policy.layers = 1;
+  o.policy.experts = 2;
+  o.policy.top_k = 1;
+  o.policy.expert_hidden = 16;
+  o.policy.max_len = 1200;
+  TokenRollout rollout(o);
+  bool complete = false;
+  int steps = 0;
+  while (!complete) {
+    auto r = rollout.step();
+    REQUIRE(r.ok());
+    complete = *r;
+    ++steps;
+  }
+  CHECK(steps <= 400);
+  auto s = rollout.take_segment();
+  REQUIRE(s.tokens);
+  CHECK(s.tokens->task_ids[0] == s.tokens->task_ids[1]);  // one group: one task
+  CHECK_THAT(s.tokens->task_ids[0], Catch::StartsWith("train:"));
+  // Turns of at most 30 tokens, at most 4 of them: observations of bad
+  // calls were appended between them.
+  int observed = 0;
+  for (auto x : s.tokens->observed) observed += x;
+  CHECK(observed > 0);
+  REQUIRE(rollout.deferred().size() == 2);
+  for (const auto& d : rollout.deferred()) {
+    CHECK_THAT(d.payload, Catch::StartsWith(s.tokens->task_ids[0] + "\n"));
+    CHECK(d.t == s.tokens->prompt_width + s.episode_lengths[d.env] - 1);
+  }
+  CHECK(decode<Segment>(encode(s, "test")).ok());
+}
+
+TEST_CASE("the workspace evaluator plays held-out and fresh training tasks greedily and reports them apart",
+          "[explorers][workspace][eval][sandbox]") {
+  auto model = make_seeded_transformer(agent_model(1200), 2);
+  const auto scorer = WorkspaceScorer::open();
+  REQUIRE(scorer.ok());
+  TokenEvalOptions o;
+  o.kind = "workspace";
+  o.tasks = 2;
+  o.batch = 2;
+  o.agent.max_new_tokens = 300;
+  o.agent.turn_tokens = 40;
+  o.agent.max_turns = 3;
+  auto ev = evaluate_tokens(model, **scorer, o);
+  CHECK(ev.tasks == 2);
+  CHECK(ev.train_tasks == 2);
+  CHECK(ev.unscored == 0);
+  CHECK(ev.pass_at_1 == 0.0);  // a random policy restores nothing
+  CHECK(ev.mean_turns >= 1.0);
+  CHECK(ev.mean_turns <= 3.0);
+  int held = 0, train = 0;
+  for (const auto& [family, counts] : ev.by_family) {
+    if (family.rfind("held_out/t", 0) == 0) held += counts.second;
+    if (family.rfind("train/t", 0) == 0) train += counts.second;
+  }
+  CHECK(held == 2);
+  CHECK(train == 2);
+}
