@@ -18,14 +18,15 @@ using namespace rlx;
 
 namespace {
 
-void put(const fs::path& dir, const std::string& target, const void* data, std::size_t size) {
+void put(const fs::path& dir, const std::string& target, const void* data, std::size_t size,
+         const std::string& name = "seed") {
   fs::create_directories(dir / target);
-  std::ofstream out(dir / target / "seed", std::ios::binary);
+  std::ofstream out(dir / target / name, std::ios::binary);
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
 }
 
-void put(const fs::path& dir, const std::string& target, const WireBuffer& b) {
-  put(dir, target, b.bytes().data(), b.size());
+void put(const fs::path& dir, const std::string& target, const WireBuffer& b, const std::string& name = "seed") {
+  put(dir, target, b.bytes().data(), b.size(), name);
 }
 
 Segment segment() {
@@ -49,6 +50,34 @@ Segment segment() {
   return s;
 }
 
+// A multi-turn token segment: 2 rows, prompt width 2, completions of 3
+// and 2 tokens, row 0's middle token an observation.
+Segment token_segment() {
+  Segment s;
+  s.num_steps = 5;
+  s.num_envs = 2;
+  s.obs_dim = 0;
+  s.actions = {4, 0, 5, 6, 7, 8, 9, 10, 11, 0};
+  s.behaviour_log_probs = {0, 0, 0, 0, -0.5f, -0.6f, 0, -0.7f, -0.4f, 0};
+  s.rewards = {0, 0, 0, 0, 0, 1.0f, 0, 0, 1.0f, 0};
+  s.terminated = {0, 0, 0, 0, 0, 1, 0, 0, 1, 0};
+  s.truncated.assign(10, 0);
+  s.policy_versions = {3, 3, 3, 4, 4};
+  s.episode_returns = {0.0f, 1.0f};
+  s.episode_lengths = {3, 2};
+  TokenRows t;
+  t.prompt_width = 2;
+  t.prompt_lengths = {2, 1};
+  t.route_width = 2;
+  t.routes.assign(20, 1);
+  t.group_size = 2;
+  t.task_ids = {"train:1:1", "train:1:1"};
+  t.observed.assign(10, 0);
+  t.observed[3 * 2 + 0] = 1;
+  s.tokens = t;
+  return s;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,6 +87,7 @@ int main(int argc, char** argv) {
   }
   const fs::path dir = argv[1];
   put(dir, "segment", encode(segment(), "seed"));
+  put(dir, "segment", encode(token_segment(), "seed"), "tokens");
   WeightSetData w;
   w.version = 7;
   w.policy_kind = "moe_mlp";
