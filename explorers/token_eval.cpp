@@ -26,10 +26,24 @@ std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, 
                                    const Sandbox& sandbox, const std::vector<WorkspaceTask>& tasks) {
   std::vector<Played> out;
   std::mt19937_64 rng(0);  // unused by greedy decoding
-  for (std::size_t first = 0; first < tasks.size(); first += static_cast<std::size_t>(o.batch)) {
-    const auto n = std::min(tasks.size() - first, static_cast<std::size_t>(o.batch));
-    AgentBatch batch(model, {tasks.begin() + static_cast<std::ptrdiff_t>(first),
-                             tasks.begin() + static_cast<std::ptrdiff_t>(first + n)},
+  // A task whose prompt and budget do not fit the model is not played: unscored, said in its sample.
+  std::vector<WorkspaceTask> fitting;
+  for (const auto& t : tasks) {
+    const auto prompt = static_cast<std::int64_t>(AgentBatch::prompt_tokens(t).size());
+    if (prompt + o.agent.max_new_tokens <= model->options().max_len) {
+      fitting.push_back(t);
+      continue;
+    }
+    Played p;
+    p.family = std::string(task_split_name(t.split)) + "/t" + std::to_string(t.template_index);
+    p.sample = t.id + " -> not played: its prompt (" + std::to_string(prompt) +
+               " tokens) and max_new_tokens do not fit policy.max_len";
+    out.push_back(std::move(p));
+  }
+  for (std::size_t first = 0; first < fitting.size(); first += static_cast<std::size_t>(o.batch)) {
+    const auto n = std::min(fitting.size() - first, static_cast<std::size_t>(o.batch));
+    AgentBatch batch(model, {fitting.begin() + static_cast<std::ptrdiff_t>(first),
+                             fitting.begin() + static_cast<std::ptrdiff_t>(first + n)},
                      agent_options(o.agent, true), sandbox);
     while (!batch.step(rng, 0)) {
     }

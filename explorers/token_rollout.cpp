@@ -76,7 +76,7 @@ Result<bool> TokenRollout::agent_step() {
     }
     // Training tasks only: held-out tasks come from templates this never draws.
     const auto groups = options_.rows / options_.tokens.group_size;
-    std::uniform_int_distribution<std::uint64_t> draw(0, (1ull << 40) - 1);
+    std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);  // the evaluator's fresh ones lie above
     std::vector<WorkspaceTask> tasks;
     for (std::int64_t gi = 0; gi < groups; ++gi) {
       auto task = make_workspace_task(TaskSplit::train, draw(im.rng), static_cast<int>(options_.tokens.difficulty));

@@ -179,4 +179,12 @@ TEST_CASE("the workspace evaluator plays held-out and fresh training tasks greed
   }
   CHECK(held == 2);
   CHECK(train == 2);
+
+  // A model too short for the prompts plays nothing and says so: unscored, no crash.
+  auto short_model = make_seeded_transformer(agent_model(400), 2);
+  auto none = evaluate_tokens(short_model, **scorer, o);
+  CHECK(none.tasks == 2);
+  CHECK(none.unscored == 4);
+  REQUIRE_FALSE(none.samples.empty());
+  CHECK_THAT(none.samples.front(), Catch::Contains("do not fit policy.max_len"));
 }
