@@ -44,7 +44,7 @@ AgentBatch::AgentBatch(MoETransformer& model, std::vector<WorkspaceTask> tasks, 
 }
 
 std::vector<std::int64_t> AgentBatch::prompt_tokens(const WorkspaceTask& task) {
-  return Tokenizer::encode(WorkspaceEpisode(task).prompt());
+  return Tokenizer::encode(episode_prompt(task));
 }
 
 bool AgentBatch::at_turn_start(std::int64_t row) const {

@@ -35,7 +35,7 @@ std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, 
       continue;
     }
     Played p;
-    p.family = std::string(task_split_name(t.split)) + "/t" + std::to_string(t.template_index);
+    p.family = task_family(t);
     p.sample = t.id + " -> not played: its prompt (" + std::to_string(prompt) +
                " tokens) and max_new_tokens do not fit policy.max_len";
     out.push_back(std::move(p));
@@ -51,7 +51,7 @@ std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, 
     for (const auto& e : batch.episodes()) {
       Played p;
       p.stats = e.stats();
-      p.family = std::string(task_split_name(e.task().split)) + "/t" + std::to_string(e.task().template_index);
+      p.family = task_family(e.task());
       p.sample = e.task().id + " -> " + to_string(e.end()) + " after " + std::to_string(e.stats().turns) + " turns";
       if (e.failure() == InfraFailure::none) {
         RewardRequestData req{first + out.size(), 0, e.task().id, e.payload()};

@@ -69,6 +69,8 @@ Decoder::Decoder(MoETransformer& model, const std::vector<std::vector<std::int64
   g_.ended.assign(B, false);
   active_.assign(B, true);
   queue_.assign(B, {});
+  last_.assign(B, o.pad);
+  last_generated_.assign(B, false);
   auto tok = g_.tokens.accessor<std::int64_t, 2>();
   auto val = g_.valid.accessor<bool, 2>();
   for (std::int64_t b = 0; b < B; ++b) {
@@ -125,6 +127,8 @@ bool Decoder::step(std::mt19937_64& rng, std::uint64_t version) {
     gen[b][end] = policy;
     lps[b][end] = !policy ? 0.0F : from_queue ? steered_logp[b][token].item<float>() : logp[b];
     ver[b][end] = static_cast<std::int64_t>(version);
+    last_[b] = token;
+    last_generated_[b] = policy;
     ++g_.lengths[b];
     if (!from_queue && o_.end_at_eos && token == o_.eos) {
       active_[b] = false;
@@ -140,12 +144,12 @@ bool Decoder::step(std::mt19937_64& rng, std::uint64_t version) {
 
 std::int64_t Decoder::last_token(std::int64_t row) const {
   RLX_REQUIRE(t_ > 0 && row >= 0 && row < rows(), t_, row);
-  return g_.tokens[row][g_.prompt_width + t_ - 1].item<std::int64_t>();
+  return last_[static_cast<std::size_t>(row)];
 }
 
 bool Decoder::last_generated(std::int64_t row) const {
   RLX_REQUIRE(t_ > 0 && row >= 0 && row < rows(), t_, row);
-  return g_.generated[row][g_.prompt_width + t_ - 1].item<bool>();
+  return last_generated_[static_cast<std::size_t>(row)];
 }
 
 bool Decoder::queued(std::int64_t row) const {

@@ -105,6 +105,8 @@ class Decoder {
     bool generated = false;  // steered: placed as the policy's
   };
   std::vector<Queued> queue_;  // [B]
+  std::vector<std::int64_t> last_;  // [B] the token the last step placed
+  std::vector<bool> last_generated_;  // [B] whether the policy chose it
   std::int64_t t_ = 0;
   std::uint64_t newest_ = 0;
   bool done_ = false;

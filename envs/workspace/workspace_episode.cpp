@@ -32,14 +32,23 @@ std::string framed_observation(const std::string& text) {
   return "[out]\n" + text + (text.empty() || text.back() == '\n' ? "" : "\n") + "[end]\n";
 }
 
-WorkspaceEpisode::WorkspaceEpisode(WorkspaceTask task, EpisodeLimits limits, ToolBudget budget, WorkspaceLimits files)
-    : task_(std::move(task)), limits_(limits), budget_(budget), files_(task_.workspace, files) {
-  const std::string* readme = readme_of(task_);
-  prompt_ =
-      "Tools, one call per turn (a line that starts with @): @list | @read PATH [FIRST-LAST] | "
-      "@write PATH, lines, @end | @replace PATH FIRST-LAST, lines, @end | @run | @submit\n" +
-      framed_observation(readme ? *readme : "");
+std::string episode_prompt(const WorkspaceTask& task) {
+  const std::string* readme = readme_of(task);
+  return "Tools, one call per turn (a line that starts with @): @list | @read PATH [FIRST-LAST] | "
+         "@write PATH, lines, @end | @replace PATH FIRST-LAST, lines, @end | @run | @submit\n" +
+         framed_observation(readme ? *readme : "");
 }
+
+std::string task_family(const WorkspaceTask& task) {
+  return std::string(task_split_name(task.split)) + "/t" + std::to_string(task.template_index);
+}
+
+WorkspaceEpisode::WorkspaceEpisode(WorkspaceTask task, EpisodeLimits limits, ToolBudget budget, WorkspaceLimits files)
+    : task_(std::move(task)),
+      limits_(limits),
+      budget_(budget),
+      files_(task_.workspace, files),
+      prompt_(episode_prompt(task_)) {}
 
 TurnOutcome WorkspaceEpisode::take_turn(std::string_view text, const Sandbox& sandbox) {
   TurnOutcome out;

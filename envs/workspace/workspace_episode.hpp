@@ -51,6 +51,12 @@ struct TurnOutcome {
 // The observation as it enters the context: "[out]\n" ... "[end]\n".
 std::string framed_observation(const std::string& text);
 
+// The context an episode on `task` starts from (WorkspaceEpisode::prompt()).
+std::string episode_prompt(const WorkspaceTask& task);
+
+// A task's family for reports: its split and template ("held_out/t6").
+std::string task_family(const WorkspaceTask& task);
+
 class WorkspaceEpisode {
  public:
   WorkspaceEpisode(WorkspaceTask task, EpisodeLimits limits = {}, ToolBudget budget = {}, WorkspaceLimits files = {});

@@ -14,23 +14,13 @@
 #include "messages/codec.hpp"
 #include "policy/token_segment.hpp"
 #include "tests/envs/sandbox_fixture.hpp"
+#include "tests/policy/transformer_fixture.hpp"
 
 using namespace rlx;
 
 namespace {
 
-TransformerOptions agent_model(std::int64_t max_len) {
-  TransformerOptions o;
-  o.vocab = Tokenizer::vocab;
-  o.d_model = 16;
-  o.heads = 2;
-  o.layers = 1;
-  o.max_len = max_len;
-  o.experts = 2;
-  o.top_k = 1;
-  o.expert_hidden = 16;
-  return o;
-}
+TransformerOptions agent_model(std::int64_t max_len) { return test::small_transformer(max_len, Tokenizer::vocab); }
 
 std::string text_of(const Generation& g, std::int64_t row, bool generated) {
   std::vector<std::int64_t> ids;
