@@ -13,6 +13,7 @@
 #include "actors/weight_store.hpp"
 #include "core/auth.hpp"
 #include "envs/batch_env.hpp"
+#include "envs/tokens/tokenizer.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "policy/threads.hpp"
 
@@ -113,6 +114,9 @@ void start(Self self, const GateWelcome& w) {
   auto parsed = parse_config(w.config_toml, "<the head's configuration>", st.envs->names());
   if (!parsed) return end(self, RunOutcome::bad_input, "cannot use the head's configuration: " + parsed.error().message);
   const ClusterConfig& cfg = *parsed;
+  if (cfg.token_run())
+    if (auto t = check_tokenizer(cfg.tokens.tokenizer); !t)
+      return end(self, RunOutcome::bad_input, "this node cannot read the run's tokenizer: " + t.error().message);
   self->monitor(w.coordinator);
   auto& sys = self->system();
   auto store = spawn_weight_store(sys, WeightStoreOptions{static_cast<std::size_t>(cfg.weight_store.keep_versions),

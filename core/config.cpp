@@ -1,6 +1,7 @@
 #include "core/config.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -274,7 +275,14 @@ Result<ClusterConfig> load_config(const std::string& path, const std::vector<std
   if (!in) return make_error(Errc::io, path + ": cannot open the topology file");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_config(ss.str(), path, known_envs);
+  auto c = parse_config(ss.str(), path, known_envs);
+  // A file the config names beside itself: [tokens] tokenizer is relative
+  // to the config's folder, made absolute here, so the nodes it is handed
+  // to and the rollout log's copy name the same file.
+  if (c && !c->tokens.tokenizer.empty() && std::filesystem::path(c->tokens.tokenizer).is_relative())
+    c->tokens.tokenizer =
+        (std::filesystem::absolute(path).parent_path() / c->tokens.tokenizer).lexically_normal().string();
+  return c;
 }
 
 }  // namespace rlx

@@ -65,6 +65,10 @@ struct TokensConfig {
   std::int64_t difficulty = 1;       // function bodies removed per task (1-3)
   std::int64_t max_turns = 12;       // turns without a submit end the episode
   std::int64_t turn_tokens = 200;    // a turn cut at this many tokens (its call is then bad)
+  // The vocabulary (envs/tokens/tokenizer.hpp): "" for characters, else a
+  // subword vocabulary file (tools/train-tokenizer.sh); load_config makes a
+  // relative path absolute from the config file's folder. The same path on every node.
+  std::string tokenizer;
 };
 
 // [learner]

@@ -189,6 +189,7 @@ const std::vector<Key<TokensConfig>>& tokens_keys() {
       whole("difficulty", &S::difficulty, 1, 3),
       whole("max_turns", &S::max_turns, 1, 1000),
       whole("turn_tokens", &S::turn_tokens, 1, 1 << 20),
+      text("tokenizer", &S::tokenizer),
   };
   return keys;
 }

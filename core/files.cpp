@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -47,6 +49,15 @@ Result<void> write_file_atomically(const fs::path& path, std::span<const std::ui
 Result<void> write_text_atomically(const fs::path& path, const std::string& text, unsigned mode) {
   return write_file_atomically(
       path, std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(text.data()), text.size()), mode);
+}
+
+Result<std::string> read_text_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(Errc::io, path.string() + ": cannot read (" + std::strerror(errno) + ")");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return make_error(Errc::io, path.string() + ": read failed");
+  return ss.str();
 }
 
 }  // namespace rlx

@@ -19,4 +19,7 @@ Result<void> write_file_atomically(const std::filesystem::path& path, std::span<
 // The same, for text.
 Result<void> write_text_atomically(const std::filesystem::path& path, const std::string& text, unsigned mode = 0644);
 
+// A whole file's bytes; Errc::io with the path and the reason when it cannot be read.
+Result<std::string> read_text_file(const std::filesystem::path& path);
+
 }  // namespace rlx

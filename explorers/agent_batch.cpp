@@ -3,7 +3,6 @@
 #include <chrono>
 
 #include "core/error.hpp"
-#include "envs/tokens/tokenizer.hpp"
 
 namespace rlx {
 
@@ -16,9 +15,9 @@ std::vector<WorkspaceEpisode> episodes_for(std::vector<WorkspaceTask> tasks, con
   return out;
 }
 
-std::vector<std::vector<std::int64_t>> prompts_of(const std::vector<WorkspaceEpisode>& episodes) {
+std::vector<std::vector<std::int64_t>> prompts_of(const std::vector<WorkspaceEpisode>& episodes, const Tokenizer& t) {
   std::vector<std::vector<std::int64_t>> out;
-  for (const auto& e : episodes) out.push_back(Tokenizer::encode(e.prompt()));
+  for (const auto& e : episodes) out.push_back(t.encode(e.prompt()));
   return out;
 }
 
@@ -36,15 +35,15 @@ AgentBatch::AgentBatch(MoETransformer& model, std::vector<WorkspaceTask> tasks, 
     : options_(options),
       sandbox_(&sandbox),
       episodes_(episodes_for(std::move(tasks), options)),
-      decoder_(model, prompts_of(episodes_), agent_sampling(options.sample)),
+      decoder_(model, prompts_of(episodes_, *options.tokenizer), agent_sampling(options.sample)),
       turn_(episodes_.size()),
       turn_len_(episodes_.size(), 0),
       turn_ended_(episodes_.size(), false) {
-  RLX_REQUIRE(options.turn_tokens > 0);
+  RLX_REQUIRE(options.turn_tokens > 0 && options.tokenizer);
 }
 
-std::vector<std::int64_t> AgentBatch::prompt_tokens(const WorkspaceTask& task) {
-  return Tokenizer::encode(episode_prompt(task));
+std::vector<std::int64_t> AgentBatch::prompt_tokens(const WorkspaceTask& task, const Tokenizer& tokenizer) {
+  return tokenizer.encode(episode_prompt(task));
 }
 
 bool AgentBatch::at_turn_start(std::int64_t row) const {
@@ -53,7 +52,7 @@ bool AgentBatch::at_turn_start(std::int64_t row) const {
 
 void AgentBatch::script_turn(std::int64_t row, const std::string& text) {
   RLX_REQUIRE(at_turn_start(row), row);
-  decoder_.steer(row, Tokenizer::encode(text));
+  decoder_.steer(row, options_.tokenizer->encode(text));
 }
 
 bool AgentBatch::step(std::mt19937_64& rng, std::uint64_t version) {
@@ -70,7 +69,7 @@ bool AgentBatch::step(std::mt19937_64& rng, std::uint64_t version) {
     const auto token = decoder_.last_token(b);
     ++turn_len_[i];
     if (token == Tokenizer::eos) turn_ended_[i] = true;
-    else turn_[i] += Tokenizer::decode({token});
+    else turn_[i] += options_.tokenizer->text(token);
     if (decoder_.queued(b)) continue;  // a scripted turn still being placed
     if (turn_ended_[i] || turn_len_[i] >= options_.turn_tokens || WorkspaceEpisode::turn_complete(turn_[i]))
       end_turn(b);
@@ -90,7 +89,7 @@ void AgentBatch::end_turn(std::int64_t row) {
   turn_len_[i] = 0;
   turn_ended_[i] = false;
   if (out.done) return decoder_.end_row(row);
-  const auto observation = Tokenizer::encode(out.observation);
+  const auto observation = options_.tokenizer->encode(out.observation);
   // The observation and at least one token of the next turn must fit.
   if (static_cast<std::int64_t>(observation.size()) >= decoder_.room()) {
     episode.out_of_budget();

@@ -18,7 +18,10 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "envs/code/sandbox.hpp"
+#include "envs/tokens/tokenizer.hpp"
 #include "envs/workspace/workspace_episode.hpp"
 #include "policy/token_sampler.hpp"
 
@@ -29,6 +32,7 @@ struct AgentOptions {
   std::int64_t turn_tokens = 200;   // a longer turn is cut (its call is then bad)
   EpisodeLimits limits;
   ToolBudget tools;
+  std::shared_ptr<const Tokenizer> tokenizer = Tokenizer::characters();
 };
 
 class AgentBatch {
@@ -38,7 +42,7 @@ class AgentBatch {
              const Sandbox& sandbox);
 
   // The prompt's tokens of an episode on `task`.
-  static std::vector<std::int64_t> prompt_tokens(const WorkspaceTask& task);
+  static std::vector<std::int64_t> prompt_tokens(const WorkspaceTask& task, const Tokenizer& tokenizer);
 
   // One decoding step, then the tool calls it completed. True when every
   // episode is over (then finish()).

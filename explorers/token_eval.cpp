@@ -28,8 +28,9 @@ std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, 
   std::mt19937_64 rng(0);  // unused by greedy decoding
   // A task whose prompt and budget do not fit the model is not played: unscored, said in its sample.
   std::vector<WorkspaceTask> fitting;
+  const auto agent = agent_options(o.agent, true);
   for (const auto& t : tasks) {
-    const auto prompt = static_cast<std::int64_t>(AgentBatch::prompt_tokens(t).size());
+    const auto prompt = static_cast<std::int64_t>(AgentBatch::prompt_tokens(t, *agent.tokenizer).size());
     if (prompt + o.agent.max_new_tokens <= model->options().max_len) {
       fitting.push_back(t);
       continue;
@@ -44,7 +45,7 @@ std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, 
     const auto n = std::min(fitting.size() - first, static_cast<std::size_t>(o.batch));
     AgentBatch batch(model, {fitting.begin() + static_cast<std::ptrdiff_t>(first),
                              fitting.begin() + static_cast<std::ptrdiff_t>(first + n)},
-                     agent_options(o.agent, true), sandbox);
+                     agent, sandbox);
     while (!batch.step(rng, 0)) {
     }
     batch.finish();
@@ -127,6 +128,7 @@ TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, con
   s.max_new_tokens = o.max_new_tokens;
   s.eos = Tokenizer::eos;
   s.pad = Tokenizer::pad;
+  const auto tokenizer = run_tokenizer(o.agent.tokenizer);
   std::mt19937_64 rng(0);  // unused by greedy decoding
   for (int first = 0; first < o.tasks; first += static_cast<int>(o.batch)) {
     const int n = std::min<int>(static_cast<int>(o.batch), o.tasks - first);
@@ -135,13 +137,13 @@ TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, con
     for (int i = 0; i < n; ++i) {
       auto t = make_token_task(o.kind, heldout_seed() + static_cast<std::uint64_t>(first + i));
       if (!t) continue;
-      prompts.push_back(Tokenizer::encode(t->prompt));
+      prompts.push_back(tokenizer->encode(t->prompt));
       tasks.push_back(std::move(*t));
     }
     if (tasks.empty()) break;
     auto g = generate(model, prompts, s, rng);
     for (std::size_t b = 0; b < tasks.size(); ++b) {
-      const std::string text = Tokenizer::decode(completion(g, static_cast<std::int64_t>(b)));
+      const std::string text = tokenizer->decode(completion(g, static_cast<std::int64_t>(b)));
       RewardRequestData req;
       req.request_id = static_cast<std::uint64_t>(first) + b;
       req.task = tasks[b].id;
@@ -181,7 +183,7 @@ std::string family_summary(const TokenEvaluation& ev) {
 
 HeldOutEvaluator::HeldOutEvaluator(const PolicyConfig& policy, const TokenEvalOptions& options,
                                    std::shared_ptr<const Scorer> scorer)
-    : model_(make_seeded_transformer(transformer_options(policy, Tokenizer::vocab), 0)),
+    : model_(make_seeded_transformer(transformer_options(policy, run_tokenizer(options.agent.tokenizer)->vocab()), 0)),
       options_(options),
       scorer_(std::move(scorer)) {}
 

@@ -30,7 +30,7 @@ struct TokenEvalOptions {
   int tasks = 64;
   std::int64_t max_new_tokens = 96;
   std::int64_t batch = 32;          // rows decoded together
-  TokensConfig agent;               // workspace: the episodes' shape (difficulty, turns, budget)
+  TokensConfig agent;               // the tokenizer; workspace: the episodes' shape (difficulty, turns, budget)
 };
 
 struct TokenEvaluation {

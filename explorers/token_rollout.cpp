@@ -22,12 +22,15 @@ struct TokenRollout::Impl {
   // Workspace episodes: the batch in hand and the sandbox its tools run in.
   std::optional<AgentBatch> agents;
   std::optional<Sandbox> sandbox;
+  std::shared_ptr<const Tokenizer> tokenizer;
   const Decoder* decoding() const { return agents ? &agents->decoder() : decoder ? &*decoder : nullptr; }
 };
 
 TokenRollout::TokenRollout(const TokenRolloutOptions& o) : options_(o), impl_(std::make_unique<Impl>()) {
   RLX_REQUIRE(o.rows > 0 && o.rows % o.tokens.group_size == 0, o.rows, o.tokens.group_size);
-  impl_->model = make_seeded_transformer(transformer_options(o.policy, Tokenizer::vocab), o.seed + 1000003ull * o.explorer_id);
+  impl_->tokenizer = run_tokenizer(o.tokens.tokenizer);
+  impl_->model = make_seeded_transformer(transformer_options(o.policy, impl_->tokenizer->vocab()),
+                                         o.seed + 1000003ull * o.explorer_id);
   impl_->rng.seed(o.seed * 6364136223846793005ull + o.explorer_id + 1);
 }
 
@@ -39,6 +42,7 @@ AgentOptions agent_options(const TokensConfig& tokens, bool greedy) {
   a.sample.greedy = greedy;
   a.turn_tokens = tokens.turn_tokens;
   a.limits.max_turns = static_cast<int>(tokens.max_turns);
+  a.tokenizer = run_tokenizer(tokens.tokenizer);
   return a;
 }
 
@@ -80,7 +84,7 @@ Result<bool> TokenRollout::agent_step() {
     std::vector<WorkspaceTask> tasks;
     for (std::int64_t gi = 0; gi < groups; ++gi) {
       auto task = make_workspace_task(TaskSplit::train, draw(im.rng), static_cast<int>(options_.tokens.difficulty));
-      const auto prompt = AgentBatch::prompt_tokens(task);
+      const auto prompt = AgentBatch::prompt_tokens(task, *im.tokenizer);
       if (static_cast<std::int64_t>(prompt.size()) + options_.tokens.max_new_tokens > options_.policy.max_len)
         return make_error(Errc::config_range, "task " + task.id + ": its prompt (" + std::to_string(prompt.size()) +
                                                   " tokens) and max_new_tokens do not fit policy.max_len");
@@ -106,7 +110,7 @@ Result<bool> TokenRollout::step() {
     for (std::int64_t gi = 0; gi < groups; ++gi) {
       auto task = make_token_task(options_.kind, draw(im.rng));
       if (!task) return task.error();
-      const auto ids = Tokenizer::encode(task->prompt);
+      const auto ids = im.tokenizer->encode(task->prompt);
       if (static_cast<std::int64_t>(ids.size()) + options_.tokens.max_new_tokens > options_.policy.max_len)
         return make_error(Errc::config_range, "task " + task->id + ": its prompt (" + std::to_string(ids.size()) +
                                                   " tokens) and max_new_tokens do not fit policy.max_len");
@@ -148,7 +152,7 @@ Segment TokenRollout::take_segment() {
     im.decoder.reset();
     for (std::size_t b = 0; b < im.tasks.size(); ++b) {
       ids.push_back(im.tasks[b].id);
-      completions.push_back(Tokenizer::decode(completion(g, static_cast<std::int64_t>(b))));
+      completions.push_back(im.tokenizer->decode(completion(g, static_cast<std::int64_t>(b))));
     }
     machinery.assign(ids.size(), InfraFailure::none);
   }

@@ -13,7 +13,8 @@ namespace rlx {
 namespace {
 
 // Each hinted row's prompt with its hint in it (empty: no hint).
-std::vector<std::vector<std::int64_t>> teacher_prompts(const Generation& g, const std::vector<std::string>& hints) {
+std::vector<std::vector<std::int64_t>> teacher_prompts(const Generation& g, const std::vector<std::string>& hints,
+                                                       const Tokenizer& tokenizer) {
   std::vector<std::vector<std::int64_t>> out(hints.size());
   auto tok = g.tokens.accessor<std::int64_t, 2>();
   auto val = g.valid.accessor<bool, 2>();
@@ -22,7 +23,7 @@ std::vector<std::vector<std::int64_t>> teacher_prompts(const Generation& g, cons
     std::vector<std::int64_t> prompt;
     for (std::int64_t c = 0; c < g.prompt_width; ++c)
       if (val[static_cast<std::int64_t>(b)][c]) prompt.push_back(tok[static_cast<std::int64_t>(b)][c]);
-    out[b] = hinted_prompt(prompt, hints[b]);
+    out[b] = hinted_prompt(prompt, hints[b], tokenizer);
   }
   return out;
 }
@@ -31,7 +32,7 @@ std::vector<std::vector<std::int64_t>> teacher_prompts(const Generation& g, cons
 
 TokenTrainerOptions token_trainer_options(const TrainerOptions& o) {
   TokenTrainerOptions t;
-  t.model = transformer_options(o.policy, Tokenizer::vocab);
+  t.model = transformer_options(o.policy, run_tokenizer(o.tokens.tokenizer)->vocab());
   t.algorithm = o.learner.algorithm;
   t.lr = o.learner.lr;
   t.warmup_updates = o.learner.warmup_updates;
@@ -47,6 +48,7 @@ TokenTrainerOptions token_trainer_options(const TrainerOptions& o) {
   t.entropy_coef = o.learner.entropy_coef;
   t.max_grad_norm = o.learner.max_grad_norm;
   t.hint_coef = o.tokens.hint_coef;
+  t.tokenizer = o.tokens.tokenizer;
   t.seed = o.seed;
   t.device = o.learner.device;
   t.group = o.group;
@@ -54,13 +56,13 @@ TokenTrainerOptions token_trainer_options(const TrainerOptions& o) {
 }
 
 TokenPolicyTrainer::TokenPolicyTrainer(const TokenTrainerOptions& options)
-    : Trainer(options.device), tokens_(options) {}
+    : Trainer(options.device), tokens_(options), tokenizer_(run_tokenizer(options.tokenizer)) {}
 
 std::string TokenPolicyTrainer::refuses(const Segment& segment) const {
   if (!segment.tokens) return "a segment without tokens for the token policy";
   // A token outside the vocabulary would fail the whole batch's update.
   for (const auto t : segment.actions)
-    if (t < 0 || t >= Tokenizer::vocab) return fmt::format("token {} outside the vocabulary ({})", t, Tokenizer::vocab);
+    if (t < 0 || t >= tokenizer_->vocab()) return fmt::format("token {} outside the vocabulary ({})", t, tokenizer_->vocab());
   return "";
 }
 
@@ -77,7 +79,7 @@ UpdateStats TokenPolicyTrainer::train(const std::vector<const Segment*>& segment
   auto rows = token_rows(segments, m.layers, m.top_k);
   TokenBatch batch{std::move(rows.rows), std::move(rows.rewards), rows.group_size, {}, {}};
   if (std::find(rows.masked.begin(), rows.masked.end(), 1) != rows.masked.end()) batch.masked = std::move(rows.masked);
-  if (tokens_.options().hint_coef > 0) batch.teacher_prompts = teacher_prompts(batch.sequences, rows.hints);
+  if (tokens_.options().hint_coef > 0) batch.teacher_prompts = teacher_prompts(batch.sequences, rows.hints, *tokenizer_);
   // The version the tokens' staleness is measured against. rl_step leaves
   // it where it is when every token was stale; the learner's contract is
   // still one version per batch (Trainer::update).

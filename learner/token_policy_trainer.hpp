@@ -5,6 +5,9 @@
 // CAF-free.
 #pragma once
 
+#include <memory>
+
+#include "envs/tokens/tokenizer.hpp"
 #include "learner/token_trainer.hpp"
 #include "learner/trainer.hpp"
 
@@ -29,6 +32,7 @@ class TokenPolicyTrainer final : public Trainer {
   Result<void> load(torch::serialize::InputArchive& archive) override;
 
   TokenTrainer tokens_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
 };
 
 }  // namespace rlx

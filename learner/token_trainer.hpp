@@ -46,6 +46,7 @@ struct TokenTrainerOptions {
   // the teacher being these weights with the scorer's hint in the prompt
   // (TokenBatch::teacher_prompts), the student without it (0: off).
   double hint_coef = 0.0;
+  std::string tokenizer;            // [tokens] tokenizer: what hints are encoded with ("" characters)
   std::uint64_t seed = 1;
   // Where the model, its optimizer and every batch's tensors live ("cpu",
   // "cuda", "cuda:N"; checked by check_device before). Batches arrive on

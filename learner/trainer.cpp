@@ -30,10 +30,12 @@ Result<void> check_device(const std::string& device) {
   }
 }
 
-Result<void> check_policy_init(const PolicyConfig& policy) {
+Result<void> check_policy_init(const PolicyConfig& policy, const TokensConfig& tokens) {
   if (policy.kind != PolicyKind::moe_transformer || policy.init.empty()) return {};
+  if (auto t = check_tokenizer(tokens.tokenizer); !t) return t.error();
   TrainerOptions o;
   o.policy = policy;
+  o.tokens = tokens;
   TokenTrainer t(token_trainer_options(o));
   return t.load_model_file(policy.init);
 }

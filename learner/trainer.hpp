@@ -47,7 +47,7 @@ struct TrainerOptions {
 
 // Whether policy.init names weights this policy shape can start from (a
 // clear error at start instead of a learner that cannot be built).
-Result<void> check_policy_init(const PolicyConfig& policy);
+Result<void> check_policy_init(const PolicyConfig& policy, const TokensConfig& tokens);
 
 // Whether this build and machine can train on `device` ("cpu", "cuda",
 // "cuda:N"): a clear error when CUDA is asked of a CPU-only LibTorch or a

@@ -15,6 +15,7 @@ pkgs=(
   libssl-dev openssl  # cluster secret proofs (HMAC), TLS between nodes; tests make certificates
   iproute2  # [net] tests: nodes on separate network namespaces (ip netns)
   procps  # tests: pgrep/pkill find and kill node processes
+  sentencepiece  # spm_train/spm_export_vocab: tools/train-tokenizer.sh and the test that holds our encoder to spm_encode
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -8,6 +8,7 @@
 #include "bench/bench.hpp"
 #include "core/free_memory.hpp"
 #include "envs/env.hpp"
+#include "tools/corpus_cmd.hpp"
 #include "tools/launch_cmd.hpp"
 #include "tools/learner_rank.hpp"
 #include "tools/replay_cmd.hpp"
@@ -64,7 +65,7 @@ int main(int argc, char** argv) {
   sft_cmd->add_option("--kind", sft_args.kind, "token task kind")
       ->check(CLI::IsMember({"arithmetic", "code", "workspace"}));
   sft_cmd->add_option("--config", sft_args.config,
-                      "a cluster.toml: the policy's shape and task kind (and workspace episodes' [tokens]); "
+                      "a cluster.toml: the policy's shape and task kind (and workspace episodes' [tokens]; its [policy] init, if set, is where training starts); "
                       "needed for workspace");
   sft_cmd->add_option("--steps", sft_args.steps, "optimizer steps")->check(CLI::Range(1, 10000000));
   sft_cmd->add_option("--batch", sft_args.batch, "(task, reference) pairs per step")->check(CLI::Range(1, 65536));
@@ -78,6 +79,12 @@ int main(int argc, char** argv) {
   sft_cmd->add_option("--threads", sft_args.threads, "compute threads")->check(CLI::Range(1, 1024));
   sft_cmd->add_option("--device", sft_args.device, "where the model trains: cpu, cuda or cuda:N (a CUDA build)");
   sft_cmd->add_option("--out", sft_args.out, "where the weights go");
+  rlx::CorpusArgs corpus_args;
+  auto* corpus_cmd = app.add_subcommand("corpus", "the expert's transcripts of training workspace tasks, as text to "
+                                                  "train a subword vocabulary on (tools/train-tokenizer.sh)");
+  corpus_cmd->add_option("--tasks", corpus_args.tasks, "transcripts")->check(CLI::Range(1, 1000000));
+  corpus_cmd->add_option("--seed", corpus_args.seed, "the task draws");
+  corpus_cmd->add_option("--out", corpus_args.out, "the text file to write")->required();
   rlx::InspectArgs inspect_args;
   auto* inspect_cmd = app.add_subcommand("inspect", "summarise a rollout log");
   inspect_cmd->add_option("log", inspect_args.log, "a log_dir or its rollouts/ directory")->required();
@@ -120,6 +127,7 @@ int main(int argc, char** argv) {
   if (*plot_cmd) return rlx::plot_command(plot_dir, plot_out);
   if (*rank_cmd) return rlx::learner_rank_command(rank_args);
   if (*sft_cmd) return rlx::sft_command(sft_args);
+  if (*corpus_cmd) return rlx::corpus_command(corpus_args);
   if (*bench_cmd) return rlx::run_benchmarks(rlx::BenchOptions{bench_filter, bench_seeds, bench_out});
   return 1;
 }

@@ -78,7 +78,8 @@ struct Transcripts {
   int skipped = 0;
 };
 
-Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& tokens, int batch, std::mt19937_64& rng) {
+Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& tokens, const Tokenizer& tokenizer, int batch,
+                                std::mt19937_64& rng) {
   Transcripts out;
   std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);
   const auto limits = agent_options(tokens, false).limits;
@@ -93,7 +94,7 @@ Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& toke
     std::vector<std::int64_t> completion;
     std::vector<std::uint8_t> observed;
     for (std::size_t i = 0; i < t.parts.size(); ++i) {
-      const auto ids = Tokenizer::encode(t.parts[i]);
+      const auto ids = tokenizer.encode(t.parts[i]);
       completion.insert(completion.end(), ids.begin(), ids.end());
       observed.insert(observed.end(), ids.size(), i % 2 == 1);
     }
@@ -101,7 +102,7 @@ Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& toke
       ++out.skipped;
       continue;
     }
-    out.prompts.push_back(Tokenizer::encode(t.prompt));
+    out.prompts.push_back(tokenizer.encode(t.prompt));
     out.completions.push_back(std::move(completion));
     out.observed.push_back(std::move(observed));
   }
@@ -125,6 +126,11 @@ int sft_command(const SftArgs& a) {
     }
     config = *c;
     kind = token_env_kind(c->run.env);
+  }
+  auto tokenizer = Tokenizer::load(config ? config->tokens.tokenizer : "");
+  if (!tokenizer) {
+    std::fprintf(stderr, "rlx sft: %s\n", tokenizer.error().message.c_str());
+    return 2;
   }
   const bool workspace = kind == "workspace";
   if (workspace && !config) {
@@ -156,11 +162,20 @@ int sft_command(const SftArgs& a) {
   }
   configure_compute_threads(a.threads);
   TokenTrainerOptions o;
-  if (config) o.model = transformer_options(config->policy, Tokenizer::vocab);
+  if (config) o.model = transformer_options(config->policy, (*tokenizer)->vocab());
   o.lr = a.lr;
   o.seed = a.seed;
   o.device = a.device;
   TokenTrainer trainer(o);
+  if (config && !config->policy.init.empty()) {
+    // Continued supervised training from the weights the RL run starts
+    // from: RL's fair baseline (docs/workspace.md "Supervised start").
+    if (auto ok = trainer.load_model_file(config->policy.init); !ok) {
+      std::fprintf(stderr, "rlx sft: [policy] init: %s\n", ok.error().message.c_str());
+      return 2;
+    }
+    std::printf("starting from %s ([policy] init)\n", config->policy.init.c_str());
+  }
   TokenEvalOptions eo;
   eo.kind = kind;
   eo.tasks = a.eval_tasks;
@@ -184,7 +199,7 @@ int sft_command(const SftArgs& a) {
     std::vector<std::vector<std::int64_t>> prompts, completions;
     std::vector<std::vector<std::uint8_t>> observed;
     if (workspace) {
-      auto t = transcripts(*sandbox, config->tokens, a.batch, rng);
+      auto t = transcripts(*sandbox, config->tokens, **tokenizer, a.batch, rng);
       if (!t) {
         std::fprintf(stderr, "rlx sft: %s\n", t.error().message.c_str());
         return 2;
@@ -197,9 +212,9 @@ int sft_command(const SftArgs& a) {
     for (int i = 0; !workspace && i < a.batch; ++i) {
       auto t = make_token_task(kind, draw(rng));
       // Every other prompt holds a hint (what hint distillation's teacher reads).
-      const auto prompt = Tokenizer::encode(t->prompt);
-      prompts.push_back(i % 2 ? hinted_prompt(prompt, t->hint) : prompt);
-      completions.push_back(Tokenizer::encode(t->reference));
+      const auto prompt = (*tokenizer)->encode(t->prompt);
+      prompts.push_back(i % 2 ? hinted_prompt(prompt, t->hint, **tokenizer) : prompt);
+      completions.push_back((*tokenizer)->encode(t->reference));
     }
     auto s = trainer.sft_step(prompts, completions, observed);
     tokens += s.tokens;

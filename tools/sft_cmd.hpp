@@ -15,7 +15,8 @@ struct SftArgs {
   std::string kind = "code";     // token task kind (arithmetic | code | workspace)
   // A cluster.toml: the policy's shape ([policy]), the task kind (run.env)
   // and, for workspace episodes, their shape ([tokens]); what RL will
-  // start from then fits it. Needed for workspace.
+  // start from then fits it. Needed for workspace. Its [policy] init, when
+  // set, is where training starts (continued supervised training).
   std::string config;
   int steps = 300;
   int batch = 32;                // (task, reference) pairs per step

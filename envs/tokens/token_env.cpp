@@ -15,7 +15,9 @@ class TokenSpecEnv : public BatchEnv {
   explicit TokenSpecEnv(const std::string& name) {
     spec_.name = name;
     spec_.obs_dim = 0;
-    spec_.num_actions = static_cast<int>(Tokenizer::vocab);
+    // The character vocabulary's size; a token run's policy takes its size
+    // from [tokens] tokenizer, never from here (no actor steps this env).
+    spec_.num_actions = static_cast<int>(Tokenizer::characters()->vocab());
   }
   const EnvSpec& spec() const override { return spec_; }
   int size() const override { return 0; }

@@ -53,9 +53,10 @@ Result<TokenTask> make_token_task(std::string_view kind, std::uint64_t seed) {
   return t;
 }
 
-std::vector<std::int64_t> hinted_prompt(const std::vector<std::int64_t>& prompt, std::string_view hint) {
-  const std::int64_t newline = Tokenizer::encode("\n").front();
-  const auto h = Tokenizer::encode(hint);
+std::vector<std::int64_t> hinted_prompt(const std::vector<std::int64_t>& prompt, std::string_view hint,
+                                        const Tokenizer& tokenizer) {
+  const std::int64_t newline = tokenizer.encode("\n").front();
+  const auto h = tokenizer.encode(hint);
   auto after = std::find(prompt.rbegin(), prompt.rend(), newline).base();  // prompt.begin() when none
   std::vector<std::int64_t> out(prompt.begin(), after);
   out.insert(out.end(), h.begin(), h.end());

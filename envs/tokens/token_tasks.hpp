@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "envs/tokens/tokenizer.hpp"
 
 namespace rlx {
 
@@ -43,6 +44,7 @@ Result<TokenTask> make_token_task(std::string_view kind, std::uint64_t seed);
 // the prompt when it has none. A code prompt ends with its visible example
 // line, so the hint (a failed test in the same form) is a second one; an
 // arithmetic hint ("12+7=19") precedes its question.
-std::vector<std::int64_t> hinted_prompt(const std::vector<std::int64_t>& prompt, std::string_view hint);
+std::vector<std::int64_t> hinted_prompt(const std::vector<std::int64_t>& prompt, std::string_view hint,
+                                        const Tokenizer& tokenizer);
 
 }  // namespace rlx

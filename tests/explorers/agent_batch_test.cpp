@@ -20,7 +20,7 @@ using namespace rlx;
 
 namespace {
 
-TransformerOptions agent_model(std::int64_t max_len) { return test::small_transformer(max_len, Tokenizer::vocab); }
+TransformerOptions agent_model(std::int64_t max_len) { return test::small_transformer(max_len, Tokenizer::characters()->vocab()); }
 
 std::string text_of(const Generation& g, std::int64_t row, bool generated) {
   std::vector<std::int64_t> ids;
@@ -28,7 +28,7 @@ std::string text_of(const Generation& g, std::int64_t row, bool generated) {
   auto val = g.valid.accessor<bool, 2>();
   for (std::int64_t c = g.prompt_width; c < g.tokens.size(1); ++c)
     if (val[row][c] && gen[row][c] == generated) ids.push_back(g.tokens[row][c].item<std::int64_t>());
-  return Tokenizer::decode(ids);
+  return Tokenizer::characters()->decode(ids);
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ class FamilyScorer : public Scorer {
 
 MoETransformer tiny_model() {
   TransformerOptions o;
-  o.vocab = Tokenizer::vocab;
+  o.vocab = Tokenizer::characters()->vocab();
   o.d_model = 16;
   o.heads = 2;
   o.layers = 1;

@@ -49,7 +49,7 @@ TrainerOptions token_options(const std::string& algorithm) {
 std::vector<Segment> token_segments(std::size_t count, std::uint64_t version, std::uint32_t seed) {
   auto o = token_options("grpo");
   TokenTrainerOptions t;
-  t.model = transformer_options(o.policy, Tokenizer::vocab);
+  t.model = transformer_options(o.policy, Tokenizer::characters()->vocab());
   t.seed = 99;
   TokenTrainer sampler(t);
   std::mt19937_64 rng(seed);

@@ -38,10 +38,11 @@ TEST_CASE("the arithmetic scorer hints the answer of a task it marked wrong", "[
 }
 
 TEST_CASE("the teacher sees a hint after the prompt's last line, or before a prompt of one line", "[envs][token][hint]") {
-  const auto code = Tokenizer::encode("def f(x): ...\n# f(*[1]) == 2\n");
-  CHECK(hinted_prompt(code, "# f(*[5]) == 10\n") == Tokenizer::encode("def f(x): ...\n# f(*[1]) == 2\n# f(*[5]) == 10\n"));
-  CHECK(hinted_prompt(Tokenizer::encode("12+7="), "12+7=19\n") == Tokenizer::encode("12+7=19\n12+7="));
-  CHECK(hinted_prompt(Tokenizer::encode("a\nb"), "h\n") == Tokenizer::encode("a\nh\nb"));
+  const auto& chars = *Tokenizer::characters();
+  const auto code = chars.encode("def f(x): ...\n# f(*[1]) == 2\n");
+  CHECK(hinted_prompt(code, "# f(*[5]) == 10\n", chars) == chars.encode("def f(x): ...\n# f(*[1]) == 2\n# f(*[5]) == 10\n"));
+  CHECK(hinted_prompt(chars.encode("12+7="), "12+7=19\n", chars) == chars.encode("12+7=19\n12+7="));
+  CHECK(hinted_prompt(chars.encode("a\nb"), "h\n", chars) == chars.encode("a\nh\nb"));
 }
 
 TEST_CASE("a failed row's hint rides its token segment to the learner's rows, and bad hints are rejected",

@@ -57,13 +57,13 @@ TEST_CASE("length-aware batching keeps microbatches within the token budget", "[
 
 TEST_CASE("the tokenizer round-trips program text", "[envs][token]") {
   const std::string program = "def solve(xs):\n    return xs[::-1] + [~0]\n";
-  auto ids = Tokenizer::encode(program);
+  auto ids = Tokenizer::characters()->encode(program);
   CHECK(ids.size() == program.size());
-  for (auto id : ids) CHECK((id >= 3 && id < Tokenizer::vocab));
-  CHECK(Tokenizer::decode(ids) == program);
+  for (auto id : ids) CHECK((id >= 3 && id < Tokenizer::characters()->vocab()));
+  CHECK(Tokenizer::characters()->decode(ids) == program);
   ids.push_back(Tokenizer::eos);
-  ids.push_back(Tokenizer::encode("x")[0]);
-  CHECK(Tokenizer::decode(ids) == program);  // stops at eos
+  ids.push_back(Tokenizer::characters()->encode("x")[0]);
+  CHECK(Tokenizer::characters()->decode(ids) == program);  // stops at eos
 }
 
 TEST_CASE("token tasks are drawn from their seed and carry a correct reference", "[envs][token]") {
@@ -87,13 +87,13 @@ TEST_CASE("token tasks are drawn from their seed and carry a correct reference",
 }
 
 TEST_CASE("supervised steps teach the policy its references", "[learner][token][sft]") {
-  auto o = tiny(Tokenizer::vocab);
+  auto o = tiny(Tokenizer::characters()->vocab());
   TokenTrainer trainer(o);
   std::vector<std::vector<std::int64_t>> prompts, completions;
   for (std::uint64_t seed = 0; seed < 6; ++seed) {
     auto t = make_token_task("arithmetic", seed);
-    prompts.push_back(Tokenizer::encode(t->prompt));
-    completions.push_back(Tokenizer::encode(t->reference));
+    prompts.push_back(Tokenizer::characters()->encode(t->prompt));
+    completions.push_back(Tokenizer::characters()->encode(t->reference));
   }
   const double first = trainer.sft_step(prompts, completions).policy_loss;
   double last = first;
@@ -106,7 +106,7 @@ TEST_CASE("supervised steps teach the policy its references", "[learner][token][
   auto g = generate(trainer.model(), prompts, s, rng);
   int right = 0;
   for (std::size_t b = 0; b < prompts.size(); ++b) {
-    right += Tokenizer::decode(completion(g, static_cast<std::int64_t>(b))) == Tokenizer::decode(completions[b]);
+    right += Tokenizer::characters()->decode(completion(g, static_cast<std::int64_t>(b))) == Tokenizer::characters()->decode(completions[b]);
   }
   CHECK(right >= 5);
 }

@@ -170,7 +170,7 @@ TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU 
   PolicyConfig policy;
   policy.kind = PolicyKind::moe_transformer;
   policy.init = out.string();
-  CHECK(check_policy_init(policy).ok());
+  CHECK(check_policy_init(policy, TokensConfig{}).ok());
   if (check_device("cuda").ok()) return;  // a GPU here: nothing to refuse
   auto gpu = run_rlx("sft --kind arithmetic --steps 2 --device cuda --out " + (dir / "gpu.pt").string(), dir);
   CHECK(gpu.code == 2);
@@ -182,13 +182,16 @@ TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a c
           "[tools][token][sft][workspace][sandbox]") {
   TempDir t("rlx-sft-workspace");
   const auto& dir = t.path;
-  // examples/agent.toml with a policy small enough for a test.
+  // examples/agent.toml with a policy small enough for a test, its
+  // vocabulary named where it lies (a relative path is from the config's folder).
   std::ifstream in(RLX_SOURCE_DIR "/examples/agent.toml");
   std::stringstream text;
   text << in.rdbuf();
   std::string cfg = text.str();
   for (const auto& [from, to] : {std::pair<std::string, std::string>{"d_model = 64", "d_model = 16"},
-                                 {"expert_hidden = 128", "expert_hidden = 16"}}) {
+                                 {"expert_hidden = 128", "expert_hidden = 16"},
+                                 {"tokenizer = \"agent-bpe1024.vocab\"",
+                                  "tokenizer = \"" RLX_SOURCE_DIR "/examples/agent-bpe1024.vocab\""}}) {
     REQUIRE(cfg.find(from) != std::string::npos);
     cfg.replace(cfg.find(from), from.size(), to);
   }
@@ -204,7 +207,32 @@ TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a c
   auto loaded = load_config((dir / "agent.toml").string(), builtin_envs().names());
   REQUIRE(loaded.ok());
   loaded->policy.init = out.string();
-  CHECK(check_policy_init(loaded->policy).ok());  // the RL run starts from it
+  CHECK(check_policy_init(loaded->policy, loaded->tokens).ok());  // the RL run starts from it
+  // With that [policy] init, rlx sft continues from it (RL's fair baseline).
+  {
+    std::string c = cfg;
+    c.replace(c.find("[policy]\n"), 9, "[policy]\ninit = \"" + out.string() + "\"\n");
+    std::ofstream(dir / "continued.toml") << c;
+  }
+  auto again = run_rlx("sft --config " + (dir / "continued.toml").string() +
+                           " --steps 1 --batch 2 --eval-tasks 1 --eval-every 0 --out " + (dir / "again.pt").string(),
+                       dir);
+  INFO(again.out << again.err);
+  CHECK(again.code == 0);
+  CHECK(again.out.find("starting from " + out.string()) != std::string::npos);
+  // Under the character vocabulary those weights do not fit: refused at start.
+  loaded->tokens.tokenizer = "";
+  CHECK_FALSE(check_policy_init(loaded->policy, loaded->tokens).ok());
+  // A vocabulary that is not there: a clear error, not a crash.
+  {
+    std::string c = cfg;
+    const std::string from = "tokenizer = \"" RLX_SOURCE_DIR "/examples/agent-bpe1024.vocab\"";
+    c.replace(c.find(from), from.size(), "tokenizer = \"missing.vocab\"");
+    std::ofstream(dir / "missing.toml") << c;
+  }
+  auto missing = run_rlx("sft --config " + (dir / "missing.toml").string() + " --steps 1 --out " + (dir / "m.pt").string(), dir);
+  CHECK(missing.code == 2);
+  CHECK(missing.err.find((dir / "missing.vocab").string()) != std::string::npos);
   auto bare = run_rlx("sft --kind workspace --steps 1 --out " + (dir / "bare.pt").string(), dir);
   CHECK(bare.code == 2);
   CHECK(bare.err.find("need --config") != std::string::npos);
