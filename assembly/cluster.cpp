@@ -64,9 +64,9 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
   if (options.resume && !config.run.record)
     return make_error(Errc::config_range, "--resume continues the rollout log, but [run] record = false");
   if (auto device = check_device(config.learner.device); !device) return device.error();
-  if (auto init = check_policy_init(config.policy, config.tokens); !init) return init.error();
   if (config.token_run())
     if (auto t = check_tokenizer(config.tokens.tokenizer); !t) return t.error();
+  if (auto init = check_policy_init(config.policy, config.tokens); !init) return init.error();
   // Ranks 1..N-1 start, and this process joins as rank 0, when [learner] ranks > 1.
   auto ranks = LearnerRanks::start_for(config, fs::path(config.run.log_dir) / "learner-ranks.toml", options.binary, log,
                                        options.start_remote_rank);

@@ -62,7 +62,8 @@ std::string TokenPolicyTrainer::refuses(const Segment& segment) const {
   if (!segment.tokens) return "a segment without tokens for the token policy";
   // A token outside the vocabulary would fail the whole batch's update.
   for (const auto t : segment.actions)
-    if (t < 0 || t >= tokenizer_->vocab()) return fmt::format("token {} outside the vocabulary ({})", t, tokenizer_->vocab());
+    if (t < 0 || t >= tokens_.options().model.vocab)
+      return fmt::format("token {} outside the vocabulary ({})", t, tokens_.options().model.vocab);
   return "";
 }
 

@@ -32,7 +32,7 @@ class TokenPolicyTrainer final : public Trainer {
   Result<void> load(torch::serialize::InputArchive& archive) override;
 
   TokenTrainer tokens_;
-  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::shared_ptr<const Tokenizer> tokenizer_;  // what hints are encoded with
 };
 
 }  // namespace rlx

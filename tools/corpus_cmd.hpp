@@ -3,7 +3,7 @@
 // turns, observations) of workspace tasks drawn from the training
 // generator only, a line of text per line of the file. Held-out tasks are
 // never drawn, so a vocabulary trained on it has seen none of their
-// names or constants. docs/token-policy.md "Subword vocabulary".
+// names or constants. docs/token-policy.md "Vocabularies".
 #pragma once
 
 #include <cstdint>

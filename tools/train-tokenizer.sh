@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Trains the workspace agent's subword vocabulary (docs/token-policy.md
-# "Subword vocabulary"): the expert's transcripts of training tasks only
+# "Vocabularies"): the expert's transcripts of training tasks only
 # (`rlx corpus`), a SentencePiece BPE on them (Debian's spm_train), and its
 # pieces exported as text (spm_export_vocab), which is what RLX reads.
 # Deterministic: the same arguments write the same file.

@@ -176,7 +176,7 @@ void Tokenizer::encode_line(std::string_view line, std::vector<std::int64_t>& ou
     if (left < 0 || right < 0) return;
     const auto& l = symbols[static_cast<std::size_t>(left)];
     const auto& r = symbols[static_cast<std::size_t>(right)];
-    const auto it = merges_.find(std::string(line.substr(l.start, l.size + r.size)));
+    const auto it = merges_.find(line.substr(l.start, l.size + r.size));
     if (it != merges_.end()) agenda.push({it->second.second, left, right, l.size + r.size});
   };
   for (std::size_t i = 1; i < symbols.size(); ++i) propose(static_cast<int>(i) - 1, static_cast<int>(i));
@@ -196,7 +196,7 @@ void Tokenizer::encode_line(std::string_view line, std::vector<std::int64_t>& ou
   for (int i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next) {
     const auto& s = symbols[static_cast<std::size_t>(i)];
     const auto piece = line.substr(s.start, s.size);
-    if (const auto it = merges_.find(std::string(piece)); it != merges_.end()) {
+    if (const auto it = merges_.find(piece); it != merges_.end()) {
       out.push_back(it->second.first);
     } else {
       for (const unsigned char c : piece) out.push_back(byte_id_[c]);

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -60,8 +61,13 @@ class Tokenizer {
   std::string name_;
   bool subword_ = false;
   std::vector<std::string> pieces_;  // [vocab] each id's text ("" for specials)
-  // subword: a piece's text -> (id, score); the byte pieces' ids by byte.
-  std::unordered_map<std::string, std::pair<std::int64_t, float>> merges_;
+  // subword: a piece's text -> (id, score), looked up by string_view (no
+  // copy per candidate pair while encoding); the byte pieces' ids by byte.
+  struct TextHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::pair<std::int64_t, float>, TextHash, std::equal_to<>> merges_;
   std::int64_t byte_id_[256] = {};
   std::int64_t newline_ = 0;
 };
