@@ -35,11 +35,14 @@ void evaluate(Self self, const WeightSetData& w) {
   st.options.log->info("evaluator: v{} held-out pass@1 {:.3f} (tests passed {:.3f}, {} tasks, {:.1f} s; {}){}{}",
                        w.version, ev->pass_at_1, ev->mean_score, ev->tasks, s, family_summary(*ev),
                        ev->train_tasks == 0 ? std::string()
-                                            : fmt::format("; fresh training tasks pass@1 {:.3f} ({} tasks); per "
-                                                          "episode {:.1f} turns, {:.1f} tool calls, {:.1f} bad calls",
-                                                          ev->train_pass_at_1, ev->train_tasks, ev->mean_turns,
+                                            : fmt::format("; fresh training tasks pass@1 {:.3f} (tests passed {:.3f}, "
+                                                          "{} tasks); per episode {:.1f} turns, {:.1f} tool calls, "
+                                                          "{:.1f} bad calls",
+                                                          ev->train_pass_at_1, ev->train_mean_score, ev->train_tasks,
+                                                          ev->mean_turns,
                                                           ev->mean_tool_calls, ev->mean_bad_calls),
                        ev->samples.empty() ? "" : "; e.g. " + ev->samples.front());
+  for (const auto& episode : ev->episodes) st.options.log->debug("evaluator: v{} episode {}", w.version, episode);
   self->send(st.options.coordinator, eval_atom::value, w.version, ev->pass_at_1, ev->mean_score,
              static_cast<std::uint32_t>(ev->tasks));
 }

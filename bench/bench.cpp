@@ -270,6 +270,7 @@ int run_benchmarks(const BenchOptions& o) {
   if (want("nodes")) add(bench_nodes(envs));
   if (want("sandbox")) add(bench_sandbox());
   if (want("tokens")) add(bench_tokens());
+  if (want("agent")) add(bench_agent());
   if (!o.markdown.empty()) {
     std::ofstream md(o.markdown);
     md << "| benchmark | measured | baseline | ratio | notes |\n|---|---|---|---|---|\n";

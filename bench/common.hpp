@@ -31,5 +31,7 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs);
 std::vector<Row> bench_sandbox();
 // bench_tokens.cpp: token sampling with and without the KV cache; MoE vs dense layer.
 std::vector<Row> bench_tokens();
+// bench_agent.cpp: agent episodes with continuous batching against the lockstep batch.
+std::vector<Row> bench_agent();
 
 }  // namespace rlx

@@ -21,14 +21,14 @@ std::vector<std::vector<std::int64_t>> prompts_of(const std::vector<WorkspaceEpi
   return out;
 }
 
+}  // namespace
+
 SampleOptions agent_sampling(SampleOptions s) {
   s.end_at_eos = false;  // eos ends a turn's text, not the episode
   s.eos = Tokenizer::eos;
   s.pad = Tokenizer::pad;
   return s;
 }
-
-}  // namespace
 
 AgentBatch::AgentBatch(MoETransformer& model, std::vector<WorkspaceTask> tasks, const AgentOptions& options,
                        const Sandbox& sandbox)

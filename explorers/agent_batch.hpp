@@ -35,6 +35,10 @@ struct AgentOptions {
   std::shared_ptr<const Tokenizer> tokenizer = Tokenizer::characters();
 };
 
+// How agent rows sample: eos ends a turn's text, not the episode (the
+// caller ends rows); the tokenizer's eos and pad.
+SampleOptions agent_sampling(SampleOptions s);
+
 class AgentBatch {
  public:
   // REQUIRES: every task's prompt fits (prompt_tokens(task) + max_new_tokens <= the model's max_len).

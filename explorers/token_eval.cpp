@@ -20,6 +20,7 @@ struct Played {
   std::optional<double> score;
   EpisodeStats stats;
   std::string family, sample;
+  std::string transcript;  // the sample's line, then the turns and observations
 };
 
 std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, const TokenEvalOptions& o,
@@ -61,6 +62,7 @@ std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, 
         if (r.ok) p.score = r.score;
         p.sample += " (" + r.reason + ")";
       }
+      p.transcript = p.sample + "\n" + e.transcript();
       out.push_back(std::move(p));
     }
   }
@@ -83,9 +85,10 @@ TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, 
     fresh.push_back(make_workspace_task(TaskSplit::train, heldout_seed() + static_cast<std::uint64_t>(i), difficulty));
   }
   int episodes = 0;
-  auto tally = [&](const std::vector<Played>& played, double& pass, int& tasks, bool by_family) {
+  auto tally = [&](const std::vector<Played>& played, double& pass, double& mean, int& tasks) {
     int scored = 0;
     for (const auto& p : played) {
+      if (&p == &played.front()) ev.episodes.push_back(p.transcript.empty() ? p.sample : p.transcript);
       ++tasks;
       ++episodes;
       ev.mean_turns += p.stats.turns;
@@ -99,17 +102,19 @@ TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, 
       ++scored;
       const bool passed = *p.score >= 1.0;
       pass += passed;
-      if (by_family) ev.mean_score += *p.score;
+      mean += *p.score;
       auto& fam = ev.by_family[p.family];
       fam.first += passed;
       ++fam.second;
     }
-    if (scored > 0) pass /= scored;
+    if (scored > 0) {
+      pass /= scored;
+      mean /= scored;
+    }
     return scored;
   };
-  const int held_scored = tally(play_workspace(model, scorer, o, *sandbox, held), ev.pass_at_1, ev.tasks, true);
-  if (held_scored > 0) ev.mean_score /= held_scored;
-  tally(play_workspace(model, scorer, o, *sandbox, fresh), ev.train_pass_at_1, ev.train_tasks, false);
+  tally(play_workspace(model, scorer, o, *sandbox, held), ev.pass_at_1, ev.mean_score, ev.tasks);
+  tally(play_workspace(model, scorer, o, *sandbox, fresh), ev.train_pass_at_1, ev.train_mean_score, ev.train_tasks);
   if (episodes > 0) {
     ev.mean_turns /= episodes;
     ev.mean_tool_calls /= episodes;

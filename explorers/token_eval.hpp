@@ -46,7 +46,11 @@ struct TokenEvaluation {
   // tasks scored beside the held-out ones (seeds training never draws, the
   // training templates), and what the episodes did, over both sets.
   double train_pass_at_1 = 0;
+  double train_mean_score = 0;      // mean fraction of the broken tests passed, fresh training tasks
   int train_tasks = 0;
+  // The first held-out and the first fresh training episode as played: a
+  // line naming the task and how it ended, then its turns and observations.
+  std::vector<std::string> episodes;
   double mean_turns = 0, mean_tool_calls = 0, mean_bad_calls = 0;
 };
 

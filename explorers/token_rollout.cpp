@@ -2,11 +2,15 @@
 
 #include "core/clock.hpp"
 
+#include <algorithm>
+#include <deque>
+#include <map>
 #include <optional>
 
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
 #include "explorers/agent_batch.hpp"
+#include "explorers/agent_pool.hpp"
 #include "explorers/token_eval.hpp"
 #include "policy/token_sampler.hpp"
 #include "policy/token_segment.hpp"
@@ -19,11 +23,20 @@ struct TokenRollout::Impl {
   std::mt19937_64 rng;
   std::optional<Decoder> decoder;  // single-turn tasks
   std::vector<TokenTask> tasks;    // [B]
-  // Workspace episodes: the batch in hand and the sandbox its tools run in.
-  std::optional<AgentBatch> agents;
+  // Workspace episodes: the pool of rows (continuous batching), the
+  // sandbox its tools run in, the group of each episode started (by start
+  // index), the episodes of groups still open, and finished groups.
+  std::optional<AgentPool> agents;
   std::optional<Sandbox> sandbox;
+  std::deque<WorkspaceTask> to_start;      // a drawn group's tasks not started yet
+  std::vector<std::uint64_t> group_of;     // [start index]
+  std::uint64_t groups_drawn = 0;
+  std::map<std::uint64_t, std::vector<AgentPool::Finished>> open_groups;
+  std::deque<std::vector<AgentPool::Finished>> ready;  // complete groups, in the order they completed
+  std::optional<Error> bad_task;           // a drawn task that does not fit policy.max_len
+  std::uint64_t agent_steps = 0, agent_newest = 0;  // since the last segment / the last drop
   std::shared_ptr<const Tokenizer> tokenizer;
-  const Decoder* decoding() const { return agents ? &agents->decoder() : decoder ? &*decoder : nullptr; }
+  const Decoder* decoding() const { return decoder ? &*decoder : nullptr; }
 };
 
 TokenRollout::TokenRollout(const TokenRolloutOptions& o) : options_(o), impl_(std::make_unique<Impl>()) {
@@ -55,44 +68,81 @@ Result<void> TokenRollout::load_weights(const WeightSetData& w) {
 }
 
 std::uint64_t TokenRollout::steps_in_segment() const {
+  if (options_.kind == "workspace") return impl_->agent_steps;
   const Decoder* d = impl_->decoding();
   return d ? static_cast<std::uint64_t>(d->steps()) : 0;
 }
 
 std::uint64_t TokenRollout::newest_in_segment() const {
+  // Agent rows: the newest version any token in hand may carry (episodes
+  // under way outlive segments, so counted since the last drop).
+  if (options_.kind == "workspace") return impl_->agent_steps ? impl_->agent_newest : 0;
   const Decoder* d = impl_->decoding();
   return d ? d->newest_version() : 0;
 }
 
 std::uint64_t TokenRollout::drop_segment() {
-  impl_->decoder.reset();
-  impl_->agents.reset();
+  auto& im = *impl_;
+  im.decoder.reset();
+  // Every episode under way goes: its tokens were sampled with the weights being dropped.
+  im.agents.reset();
+  im.to_start.clear();
+  im.group_of.clear();
+  im.open_groups.clear();
+  im.ready.clear();
+  im.agent_steps = im.agent_newest = 0;
   return sequence_++;
 }
 
 Result<bool> TokenRollout::agent_step() {
   auto& im = *impl_;
+  const auto G = options_.tokens.group_size;
   if (!im.agents) {
     if (!im.sandbox) {
       auto sandbox = Sandbox::open();
       if (!sandbox) return make_error(sandbox.error().code, "workspace tools need the sandbox: " + sandbox.error().message);
       im.sandbox.emplace(std::move(*sandbox));
     }
-    // Training tasks only: held-out tasks come from templates this never draws.
-    const auto groups = options_.rows / options_.tokens.group_size;
-    std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);  // the evaluator's fresh ones lie above
-    std::vector<WorkspaceTask> tasks;
-    for (std::int64_t gi = 0; gi < groups; ++gi) {
-      auto task = make_workspace_task(TaskSplit::train, draw(im.rng), static_cast<int>(options_.tokens.difficulty));
-      const auto prompt = AgentBatch::prompt_tokens(task, *im.tokenizer);
-      if (static_cast<std::int64_t>(prompt.size()) + options_.tokens.max_new_tokens > options_.policy.max_len)
-        return make_error(Errc::config_range, "task " + task.id + ": its prompt (" + std::to_string(prompt.size()) +
-                                                  " tokens) and max_new_tokens do not fit policy.max_len");
-      for (std::int64_t j = 0; j < options_.tokens.group_size; ++j) tasks.push_back(task);
-    }
-    im.agents.emplace(im.model, std::move(tasks), agent_options(options_.tokens, false), *im.sandbox);
+    // A free row takes the next episode of the group under way, or a new
+    // group's first: training tasks only (held-out tasks come from
+    // templates this never draws; the evaluator's fresh ones lie above heldout_seed()).
+    auto next = [this]() -> std::optional<WorkspaceTask> {
+      auto& m = *impl_;
+      if (m.bad_task) return std::nullopt;
+      if (m.to_start.empty()) {
+        std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);
+        auto task = make_workspace_task(TaskSplit::train, draw(m.rng), static_cast<int>(options_.tokens.difficulty));
+        const auto prompt = AgentBatch::prompt_tokens(task, *m.tokenizer);
+        if (static_cast<std::int64_t>(prompt.size()) + options_.tokens.max_new_tokens > options_.policy.max_len) {
+          m.bad_task = make_error(Errc::config_range, "task " + task.id + ": its prompt (" + std::to_string(prompt.size()) +
+                                                          " tokens) and max_new_tokens do not fit policy.max_len");
+          return std::nullopt;
+        }
+        for (std::int64_t j = 0; j < options_.tokens.group_size; ++j) m.to_start.push_back(task);
+        ++m.groups_drawn;
+      }
+      m.group_of.push_back(m.groups_drawn - 1);
+      auto task = std::move(m.to_start.front());
+      m.to_start.pop_front();
+      return task;
+    };
+    im.agents.emplace(im.model, options_.rows, agent_options(options_.tokens, false), *im.sandbox, next);
   }
-  return im.agents->step(im.rng, version_);
+  im.agents->step(im.rng, version_);
+  if (im.bad_task) return *im.bad_task;
+  ++im.agent_steps;
+  im.agent_newest = std::max(im.agent_newest, version_);
+  // A group is complete when all its episodes are: its rows go out together.
+  for (auto& f : im.agents->take_finished()) {
+    const auto group = im.group_of.at(f.sequence.id);
+    auto& members = im.open_groups[group];
+    members.push_back(std::move(f));
+    if (static_cast<std::int64_t>(members.size()) == G) {
+      im.ready.push_back(std::move(members));
+      im.open_groups.erase(group);
+    }
+  }
+  return static_cast<std::int64_t>(im.ready.size()) * G >= options_.rows;
 }
 
 Result<bool> TokenRollout::step() {
@@ -132,21 +182,28 @@ Result<bool> TokenRollout::step() {
 
 Segment TokenRollout::take_segment() {
   auto& im = *impl_;
-  RLX_REQUIRE(im.decoding() && im.decoding()->done());
+  RLX_REQUIRE(options_.kind == "workspace" ? static_cast<std::int64_t>(im.ready.size()) * options_.tokens.group_size >= options_.rows
+                                           : im.decoding() && im.decoding()->done());
   // What each row hands its scorer: a single-turn row its completion, an
   // agent row its episode's changed files (a row whose episode the
   // machinery failed is not scored at all).
   Generation g;
   std::vector<std::string> ids, completions;
   std::vector<InfraFailure> machinery;
-  if (im.agents) {
-    g = im.agents->finish();
-    for (const auto& e : im.agents->episodes()) {
-      ids.push_back(e.task().id);
-      completions.push_back(e.payload());
-      machinery.push_back(e.failure());
+  if (options_.kind == "workspace") {
+    // The complete groups this segment takes, rows in group order.
+    std::vector<Sequence> sequences;
+    for (std::int64_t taken = 0; taken < options_.rows; taken += options_.tokens.group_size) {
+      for (auto& f : im.ready.front()) {
+        ids.push_back(f.episode.task().id);
+        completions.push_back(f.episode.payload());
+        machinery.push_back(f.episode.failure());
+        sequences.push_back(std::move(f.sequence));
+      }
+      im.ready.pop_front();
     }
-    im.agents.reset();
+    g = generation_of(sequences, options_.policy.layers, options_.policy.top_k, Tokenizer::pad);
+    im.agent_steps = 0;
   } else {
     g = im.decoder->finish();
     im.decoder.reset();

@@ -1,8 +1,11 @@
 // The explorer's compute for the token policy: draws tasks (envs/tokens),
-// decodes a batch of rows for them one step at a time (a group of
-// `group_size` samples per task, every row of the batch in lockstep
-// through the KV cache) and turns the finished batch into a segment
-// (policy/token_segment.hpp). Rewards are scored in-process when the task
+// decodes rows for them one step at a time (a group of `group_size`
+// samples per task) and turns finished rows into a segment
+// (policy/token_segment.hpp). Single-turn tasks: a batch of rows in
+// lockstep through the KV cache, a segment when the batch is done. Agent
+// episodes (tokens:workspace): continuous batching (agent_pool.hpp), a
+// free row taking the next episode at once; a segment when complete
+// groups fill `rows` rows, each token with its own version. Rewards are scored in-process when the task
 // kind allows (arithmetic); otherwise each row is listed in deferred()
 // with its payload ("TASK\nPROGRAM") for the reward pool. Weights may be
 // swapped between any two steps: each token carries the version that
@@ -44,7 +47,7 @@ class TokenRollout : public SegmentSource {
   ~TokenRollout() override;
 
   // One decoding step (the first of a batch draws its tasks). Returns true
-  // when the batch is complete: then take_segment(). A task whose prompt
+  // when a segment is complete: then take_segment(). A task whose prompt
   // does not fit policy.max_len is an error (the explorer stops).
   Result<bool> step();
   Segment take_segment();

@@ -15,6 +15,8 @@ std::uint64_t Segment::oldest_version() const {
 std::uint64_t Segment::newest_version() const {
   std::uint64_t v = 0;
   for (auto x : policy_versions) v = std::max(v, x);
+  if (tokens)
+    for (auto x : tokens->versions) v = std::max(v, x);  // per token: the columns hold their oldest
   return v;
 }
 
@@ -115,6 +117,10 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
       for (unsigned i = 0; i < hints.size(); ++i) hints.set(i, x.tokens->hints[i]);
     }
     if (!x.tokens->observed.empty()) set_tensor(k.initObserved(), {T, B}, x.tokens->observed);
+    if (!x.tokens->versions.empty()) {
+      auto v = k.initVersions(static_cast<unsigned>(x.tokens->versions.size()));
+      for (unsigned i = 0; i < v.size(); ++i) v.set(i, x.tokens->versions[i]);
+    }
   }
 }
 
@@ -155,6 +161,16 @@ TokenRows read_tokens(wire::TokenRows::Reader k, const Segment& x) {
         if (o > 1) invalid("tokens: observed entries must be 0 or 1");
         if (o && (s < t.prompt_width || s >= t.prompt_width + x.episode_lengths[b]))
           invalid("tokens: an observed token outside its row's completion");
+      }
+  }
+  if (k.getVersions().size() != 0) {
+    if (k.getVersions().size() != T * B) invalid("tokens: versions need one entry per token, or none");
+    for (auto v : k.getVersions()) t.versions.push_back(v);
+    // A column's policyVersion is its oldest token's: no token is older.
+    for (std::uint64_t s = t.prompt_width; s < T; ++s)
+      for (std::uint64_t b = 0; b < B; ++b) {
+        const auto v = t.versions[s * B + b];
+        if (v != 0 && v < x.policy_versions[s]) invalid("tokens: a token's version is older than its column's");
       }
   }
   return t;
@@ -228,7 +244,7 @@ WireBuffer encode(const Segment& x, std::string_view sender) {
                             x.bootstrap_observations.size() * 4 + x.episode_returns.size() * 8 + x.masked.size() +
                             x.truncation_observations.size() * 4 +
                             (x.tokens ? x.tokens->routes.size() + x.tokens->task_ids.size() * 32 + x.tokens->hints.size() * 64 +
-                                             x.tokens->observed.size()
+                                             x.tokens->observed.size() + x.tokens->versions.size() * 8
                                        : 0);
   return build(sender, [&](auto body) { fill_segment(body.initSegment(), x); }, bytes / 8 + 128);
 }

@@ -44,8 +44,9 @@ struct TrajectorySegment {
 # actions = the tokens (prompts left-padded with 0, completions after
 # them, 0 after a row's end); behaviourLogProbs = log pi of each sampled
 # token (0 elsewhere); policyVersions = the version of each decoding step
-# (rows decode in lockstep, so one version per column: the staleness
-# contract holds per token). Row b's completion is steps
+# (rows decoded in lockstep: one version per column; the staleness
+# contract holds per token), or, when rows were not in lockstep
+# (continuous batching: versions set), the oldest version in each column. Row b's completion is steps
 # [promptWidth, promptWidth + episodeLengths[b]); its reward sits on its
 # last token, where terminated (it emitted end-of-sequence, or its agent
 # episode ended) or truncated (it hit the length limit) is set. In a
@@ -62,6 +63,8 @@ struct TokenRows {
                                    # (a failing input with its expected output) to put before the prompt
   observed @6 :T.Tensor;           # uint8 [T, B] or unset (none): 1 = a completion token the environment
                                    # wrote (a tool's output): context, not an action; no loss on it
+  versions @7 :List(UInt64);       # [T * B] (t-major) or empty: the version that sampled each token (0 on
+                                   # tokens the policy did not choose); empty: policyVersions per column
 }
 
 # What happened to a segment at the learner.

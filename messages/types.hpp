@@ -20,6 +20,8 @@ struct TokenRows {
   std::vector<std::string> task_ids;         // [B]
   std::vector<std::string> hints;            // [B] or empty: a failed row's hint ("" none)
   std::vector<std::uint8_t> observed;        // [T, B] or empty: 1 = a completion token the env wrote (context)
+  std::vector<std::uint64_t> versions;       // [T, B] or empty: each sampled token's version (rows not in
+                                             // lockstep); empty: Segment::policy_versions per column
 };
 
 // Why the machinery, not the program or the policy, failed to give an

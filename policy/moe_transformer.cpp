@@ -54,6 +54,37 @@ KVCache MoETransformerImpl::new_cache(std::int64_t batch, std::int64_t capacity)
   return c;
 }
 
+void reset_cache_row(KVCache& cache, std::int64_t row) {
+  cache.valid[row].fill_(false);
+  cache.next_position[row].fill_(0);
+}
+
+void compact_cache(KVCache& cache) {
+  torch::NoGradGuard guard;
+  const auto L = cache.length;
+  if (L == 0) return;
+  auto valid = cache.valid.narrow(1, 0, L);
+  const auto live = valid.sum(1).max().item<std::int64_t>();
+  // Sorting by (valid, column) puts each row's padding first and its keys
+  // after it in order; the last `live` columns keep every key.
+  auto col = torch::arange(L, valid.options().dtype(torch::kLong)).unsqueeze(0);
+  auto order = std::get<1>((valid.to(torch::kLong) * L + col).sort(1));
+  auto idx = order.narrow(1, L - live, live).contiguous();  // [B, live]
+  auto kept = valid.gather(1, idx);
+  const auto B = idx.size(0);
+  for (std::size_t l = 0; l < cache.k.size(); ++l) {
+    const auto H = cache.k[l].size(1), dh = cache.k[l].size(3);
+    auto i = idx.view({B, 1, live, 1}).expand({B, H, live, dh});
+    auto k = cache.k[l].narrow(2, 0, L).gather(2, i);
+    auto v = cache.v[l].narrow(2, 0, L).gather(2, i);
+    cache.k[l].narrow(2, 0, live).copy_(k);
+    cache.v[l].narrow(2, 0, live).copy_(v);
+  }
+  cache.valid.fill_(false);
+  cache.valid.narrow(1, 0, live).copy_(kept);
+  cache.length = live;
+}
+
 TransformerOutput MoETransformerImpl::step(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache) {
   torch::NoGradGuard guard;
   const auto S = tokens.size(1);

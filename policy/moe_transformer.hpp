@@ -57,6 +57,14 @@ struct KVCache {
   std::int64_t capacity = 0;
 };
 
+// Starts `row` over: none of its keys is attended to again and its
+// positions count from 0 (continuous batching: the row takes a new sequence).
+void reset_cache_row(KVCache& cache, std::int64_t row);
+// Moves every row's valid keys together at the end of the first columns,
+// in order, and drops the rest: the cache then holds as many columns as
+// the row with the most keys. Attention and positions are unchanged.
+void compact_cache(KVCache& cache);
+
 class MoETransformerImpl : public torch::nn::Module {
  public:
   explicit MoETransformerImpl(const TransformerOptions& options);

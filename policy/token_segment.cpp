@@ -12,6 +12,7 @@ Segment token_segment(const Generation& g, const std::vector<float>& rewards, co
   const auto L = g.routes.size(0), K = g.routes.size(3);
   RLX_REQUIRE(static_cast<std::int64_t>(rewards.size()) == B && static_cast<std::int64_t>(task_ids.size()) == B, B);
   Segment s;
+  std::vector<std::uint64_t> token_versions;  // per token, when rows were not in lockstep
   s.explorer_id = explorer_id;
   s.sequence = sequence;
   s.num_steps = static_cast<std::uint32_t>(W);
@@ -23,17 +24,51 @@ Segment token_segment(const Generation& g, const std::vector<float>& rewards, co
   s.rewards.assign(W * B, 0.0f);
   s.terminated.assign(W * B, 0);
   s.truncated.assign(W * B, 0);
-  // One version per column: the version of the decoding step that placed
-  // it (prompt columns take the first step's).
   auto ver = g.versions.accessor<std::int64_t, 2>();
   auto gen = g.generated.accessor<bool, 2>();
   auto valid = g.valid.accessor<bool, 2>();
+  // Rows in lockstep sample a column with one version; rows decoded apart
+  // (continuous batching) need a version per token.
+  bool per_token = false;
+  std::uint64_t oldest = UINT64_MAX;
+  for (std::int64_t t = P; t < W; ++t) {
+    std::int64_t seen = -1;
+    for (std::int64_t b = 0; b < B; ++b) {
+      if (!gen[b][t]) continue;
+      oldest = std::min(oldest, static_cast<std::uint64_t>(ver[b][t]));
+      if (seen >= 0 && seen != ver[b][t]) per_token = true;
+      seen = ver[b][t];
+    }
+  }
   std::uint64_t first = 0;
   for (std::int64_t b = 0; b < B && first == 0; ++b) first = static_cast<std::uint64_t>(ver[b][P]);
-  s.policy_versions.assign(W, first);
-  for (std::int64_t t = P; t < W; ++t)
-    for (std::int64_t b = 0; b < B; ++b)
-      if (valid[b][t]) s.policy_versions[t] = static_cast<std::uint64_t>(ver[b][t]);  // sampled or observed
+  if (first == 0 && oldest != UINT64_MAX) first = oldest;
+  if (per_token) {
+    // Each column carries its oldest token's version (none sampled: the segment's oldest).
+    s.policy_versions.assign(W, oldest);
+    std::vector<std::uint64_t> tv(static_cast<std::size_t>(W * B), 0);
+    for (std::int64_t t = P; t < W; ++t) {
+      std::uint64_t col = UINT64_MAX;
+      for (std::int64_t b = 0; b < B; ++b)
+        if (gen[b][t]) {
+          tv[static_cast<std::size_t>(t * B + b)] = static_cast<std::uint64_t>(ver[b][t]);
+          col = std::min(col, static_cast<std::uint64_t>(ver[b][t]));
+        }
+      if (col != UINT64_MAX) s.policy_versions[t] = col;
+    }
+    token_versions = std::move(tv);
+  } else {
+    // One version per column: the version of the decoding step that placed
+    // it (prompt columns take the first step's).
+    // (A token that carries no version, an observation laid out by
+    // generation_of, leaves its column the version before it.)
+    s.policy_versions.assign(W, first);
+    for (std::int64_t t = P; t < W; ++t) {
+      s.policy_versions[t] = s.policy_versions[t - 1];
+      for (std::int64_t b = 0; b < B; ++b)
+        if (valid[b][t] && ver[b][t] != 0) s.policy_versions[t] = static_cast<std::uint64_t>(ver[b][t]);  // sampled or observed
+    }
+  }
   for (std::int64_t b = 0; b < B; ++b) {
     const auto last = P + g.lengths[b] - 1;
     s.rewards[last * B + b] = rewards[b];
@@ -63,6 +98,7 @@ Segment token_segment(const Generation& g, const std::vector<float>& rewards, co
       }
   r.group_size = group_size;
   r.task_ids = task_ids;
+  r.versions = std::move(token_versions);
   s.tokens = std::move(r);
   return s;
 }
@@ -115,7 +151,7 @@ TokenRowsBatch token_rows(const std::vector<const Segment*>& segments, std::int6
         if (t >= Ps && (k.observed.empty() || !k.observed[i])) {
           gen[row][d] = true;
           lp[row][d] = s->behaviour_log_probs[i];
-          ver[row][d] = static_cast<std::int64_t>(s->policy_versions[t]);
+          ver[row][d] = static_cast<std::int64_t>(k.versions.empty() ? s->policy_versions[t] : k.versions[i]);
         }
       }
       out.rewards.push_back(s->rewards[(Ps + len - 1) * Bs + b]);

@@ -33,10 +33,21 @@ void report(const char* when, int step, const TokenEvaluation& ev) {
   std::printf("%s step %d: held-out pass@1 %.3f (mean tests passed %.3f, %d tasks%s)\n", when, step, ev.pass_at_1,
               ev.mean_score, ev.tasks, ev.unscored ? ", some unscored" : "");
   if (ev.train_tasks > 0)
-    std::printf("  fresh training tasks pass@1 %.3f (%d tasks); per episode %.1f turns, %.1f tool calls, %.1f bad calls\n",
-                ev.train_pass_at_1, ev.train_tasks, ev.mean_turns, ev.mean_tool_calls, ev.mean_bad_calls);
+    std::printf("  fresh training tasks pass@1 %.3f (mean tests passed %.3f, %d tasks); per episode %.1f turns, %.1f tool "
+                "calls, %.1f bad calls\n",
+                ev.train_pass_at_1, ev.train_mean_score, ev.train_tasks, ev.mean_turns, ev.mean_tool_calls,
+                ev.mean_bad_calls);
   std::printf("  by family: %s\n", family_summary(ev).c_str());
   for (const auto& s : ev.samples) std::printf("  e.g. %s\n", s.c_str());
+  // The first episode of each split, as played, each line marked.
+  for (const auto& episode : ev.episodes) {
+    std::printf("  episode:\n");
+    for (std::size_t at = 0; at < episode.size();) {
+      const auto end = std::min(episode.find('\n', at), episode.size());
+      std::printf("  | %.*s\n", static_cast<int>(end - at), episode.data() + at);
+      at = end + 1;
+    }
+  }
   std::fflush(stdout);
 }
 

@@ -73,6 +73,11 @@ PyValue call_function(const PyFunction& f, const std::vector<PyValue>& args, con
 // Python source.
 std::string python_expr(const PyExpr& e, const PyFunction& fn, const std::vector<PyFunction>& project);
 std::string python_value(const PyValue& v);
+// What `e` computes, in words (a docstring's specification): each
+// operation as an English phrase over its operands, a compound operand in
+// parentheses, parameters and callees by name, constants as written
+// ("the first 3 items of (xs sorted in ascending order)").
+std::string describe_expr(const PyExpr& e, const PyFunction& fn, const std::vector<PyFunction>& project);
 // The body's shape: its operations in pre-order ("sum_list(filter(param))"),
 // constants and names left out.
 std::string expr_shape(const PyExpr& e);

@@ -70,6 +70,9 @@ TurnOutcome WorkspaceEpisode::take_turn(std::string_view text, const Sandbox& sa
   stats_.bad_calls += result.bad_call;
   if (result.bad_call && turn.state == ParsedTurn::State::call) --stats_.tool_calls;
   out.observation = framed_observation(result.observation);
+  transcript_.append(text.substr(0, out.kept));
+  if (!transcript_.empty() && transcript_.back() != '\n') transcript_ += '\n';
+  transcript_ += out.observation;
   if (result.failure != InfraFailure::none) {
     failure_ = result.failure;
     end_ = EpisodeEnd::machinery;

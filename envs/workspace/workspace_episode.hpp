@@ -80,6 +80,9 @@ class WorkspaceEpisode {
   const WorkspaceFiles& files() const { return files_; }
   // The reward request's payload: the changed files (encode_changes).
   std::string payload() const;
+  // The episode after its prompt: each turn as kept, each observation
+  // (what the policy saw), for a log.
+  const std::string& transcript() const { return transcript_; }
 
  private:
   WorkspaceTask task_;
@@ -87,6 +90,7 @@ class WorkspaceEpisode {
   ToolBudget budget_;
   WorkspaceFiles files_;
   std::string prompt_;
+  std::string transcript_;
   EpisodeEnd end_ = EpisodeEnd::running;
   InfraFailure failure_ = InfraFailure::none;
   EpisodeStats stats_;

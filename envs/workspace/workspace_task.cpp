@@ -342,7 +342,7 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
       std::string doc = "    \"\"\"Returns " + describe(f.returns) + " computed from ";
       for (std::size_t p = 0; p < f.params.size(); ++p)
         doc += (p ? " and " : "") + f.params[p] + " (" + py_type_name(f.param_types[p]) + ")";
-      doc += ".\n\n    >>> " + call_text(f, eg_args) + "\n    " + python_value(eg) + "\n    \"\"\"\n";
+      doc += ":\n    " + describe_expr(f.body, f, fns) + ".\n\n    >>> " + call_text(f, eg_args) + "\n    " + python_value(eg) + "\n    \"\"\"\n";
       const std::string body = "    return " + python_expr(f.body, f, fns) + "\n";
       whole += sig + doc + body;
       holed += sig + doc + (holes.count(static_cast<int>(i)) ? "    raise NotImplementedError(\"restore this function\")\n" : body);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "envs/workspace/workspace_task.hpp"
@@ -136,4 +137,56 @@ TEST_CASE("held-out workspace tasks are held out by construction: other template
   for (int t : held_templates) CHECK(train_templates.count(t) == 0);
   CHECK(train_templates.size() == static_cast<std::size_t>(kTrainTemplates));
   CHECK(held_templates.size() == static_cast<std::size_t>(kTemplates - kTrainTemplates));
+}
+
+TEST_CASE("a function's docstring says in words what its body computes, one reading per body", "[envs][workspace]") {
+  // sorted([x for x in xs if x % 3 == 1])[:2], by hand.
+  PyFunction f;
+  f.name = "pick";
+  f.params = {"xs"};
+  f.param_types = {PyType::list};
+  f.returns = PyType::list;
+  PyExpr xs;
+  xs.op = PyOp::param;
+  xs.type = PyType::list;
+  xs.index = 0;
+  PyExpr keep;
+  keep.op = PyOp::filter;
+  keep.type = PyType::list;
+  keep.cond = PyCond::mod_eq;
+  keep.k = 3;
+  keep.r = 1;
+  keep.kids = {xs};
+  PyExpr sort;
+  sort.op = PyOp::sorted;
+  sort.type = PyType::list;
+  sort.kids = {keep};
+  PyExpr take;
+  take.op = PyOp::take_k;
+  take.type = PyType::list;
+  take.k = 2;
+  take.kids = {sort};
+  f.body = take;
+  CHECK(describe_expr(f.body, f, {f}) ==
+        "the first 2 items of ((the items x of xs where x modulo 3 is 1) sorted in ascending order)");
+
+  // Generated projects: every function's docstring carries its body's
+  // description, the holes' too, and no two different bodies read alike.
+  std::map<std::string, std::string> source_of;
+  for (const TaskSplit split : {TaskSplit::train, TaskSplit::held_out}) {
+    for (std::uint64_t seed = 1; seed <= 150; ++seed) {
+      const auto task = make_workspace_task(split, seed, 2);
+      INFO(task.id);
+      const auto workspace = text_of(task.workspace);
+      for (const auto& fn : task.functions) {
+        const auto words = describe_expr(fn.body, fn, task.functions);
+        CHECK(workspace.find("\n    " + words + ".\n") != std::string::npos);
+        const auto source = python_expr(fn.body, fn, task.functions);
+        const auto [it, fresh] = source_of.emplace(words, source);
+        INFO(words);
+        CHECK(it->second == source);
+      }
+    }
+  }
+  CHECK(source_of.size() > 1000);
 }

@@ -169,6 +169,11 @@ TEST_CASE("the workspace evaluator plays held-out and fresh training tasks greed
   }
   CHECK(held == 2);
   CHECK(train == 2);
+  // The first episode of each split, as played, for the log.
+  REQUIRE(ev.episodes.size() == 2);
+  CHECK_THAT(ev.episodes[0], Catch::StartsWith("held_out:0:1 -> "));
+  CHECK_THAT(ev.episodes[1], Catch::StartsWith("train:"));
+  CHECK_THAT(ev.episodes[0], Catch::Contains("[out]\n"));
 
   // A model too short for the prompts plays nothing and says so: unscored, no crash.
   auto short_model = make_seeded_transformer(agent_model(400), 2);

@@ -8,6 +8,7 @@
 #include "messages/codec.hpp"
 #include "policy/moe_transformer.hpp"
 #include "policy/token_sampler.hpp"
+#include "policy/continuous_decoder.hpp"
 #include "tests/policy/transformer_fixture.hpp"
 #include "policy/token_segment.hpp"
 
@@ -142,5 +143,60 @@ TEST_CASE("a multi-turn segment crosses the wire with its observed tokens, and t
     bad = s;
     bad.tokens->observed[(P + 1) * B + 0] = 2;
     CHECK_FALSE(decode<Segment>(encode(bad, "test")).ok());
+  }
+}
+
+TEST_CASE("rows decoded apart cross the wire with a version per token, and the learner reads each token's own",
+          "[policy][multi_turn][continuous][wire]") {
+  auto model = make_seeded_transformer(small(), 6);
+  // Two sequences decoded apart: row 0's tokens by versions 3 and 4, row
+  // 1's by 5 and 6, so one column holds tokens of different versions.
+  const auto L = small().layers, K = small().top_k;
+  std::vector<Sequence> seqs(2);
+  for (std::size_t b = 0; b < 2; ++b) {
+    auto& q = seqs[b];
+    q.prompt_length = 2;
+    for (int i = 0; i < 8; ++i) {
+      const bool prompt = i < 2, observed = i == 5;
+      q.tokens.push_back(3 + i);
+      q.generated.push_back(!prompt && !observed);
+      q.log_probs.push_back(prompt || observed ? 0.0F : -1.0F);
+      q.versions.push_back(prompt || observed ? 0 : static_cast<std::int64_t>(3 + 2 * b + (i >= 4)));
+      for (int r = 0; r < L * K; ++r) q.routes.push_back(r % 2);
+    }
+  }
+  const auto g = generation_of(seqs, L, K, 0);
+  auto s = token_segment(g, {1.0F, 0.0F}, {"a", "b"}, 2, 7, 0);
+  REQUIRE(s.tokens);
+  REQUIRE(s.tokens->versions.size() == s.actions.size());
+  CHECK(s.oldest_version() == 3);
+  CHECK(s.newest_version() == 6);
+  CHECK(s.policy_versions[2] == 3);  // a column's oldest
+  auto back = decode<Segment>(encode(s, "test"));
+  REQUIRE(back.ok());
+  CHECK(back->tokens->versions == s.tokens->versions);
+  auto rows = token_rows({&*back}, L, K);
+  CHECK(torch::equal(rows.rows.versions, g.versions));
+  CHECK(rows.rows.versions[1][3].item<std::int64_t>() == 5);
+  CHECK(rows.rows.versions[1][6].item<std::int64_t>() == 6);
+  // Admission per token: at learner version 8 with staleness 2, row 0's
+  // tokens (3, 4) are too old and row 1's of version 6 are in.
+  auto admitted = admit_tokens(rows.rows.versions, rows.rows.generated, 8, 2);
+  CHECK(admitted[0].sum().item<std::int64_t>() == 0);
+  CHECK(admitted[1].sum().item<std::int64_t>() == 3);
+
+  SECTION("rows in lockstep keep one version per column") {
+    auto lock = decode_with_observations(model, 3);
+    CHECK(token_segment(lock, {0.0F, 0.0F}, {"a", "b"}, 1, 7, 0).tokens->versions.empty());
+  }
+  SECTION("versions of the wrong size, or older than their column's, are refused") {
+    auto bad = s;
+    bad.tokens->versions.pop_back();
+    CHECK_FALSE(decode<Segment>(encode(bad, "test")).ok());
+    bad = s;
+    bad.tokens->versions[3 * 2 + 0] = 1;
+    auto r = decode<Segment>(encode(bad, "test"));
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message, Catch::Contains("older than its column"));
   }
 }
