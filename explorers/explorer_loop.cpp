@@ -32,9 +32,9 @@ ExplorerLoop::Next ExplorerLoop::next() {
 
 bool ExplorerLoop::segment_done(Segment seg) {
   if (check_segment_above_ && seg.newest_version() > *check_segment_above_) {
-    // Completed by the step that was in flight at a rebind: the dead head's weights.
+    // Completed by the step that was in flight at a rebind: the dead head's
+    // weights. What is still in hand is checked next (check_segment).
     deferred_.forget(seg.sequence);
-    check_segment_above_.reset();
     note(spdlog::level::info, fmt::format("dropped a segment of {} steps made with the dead head's newer weights",
                                             seg.num_steps));
     return false;
@@ -184,25 +184,31 @@ ExplorerLoop::Rebound ExplorerLoop::rebind(std::uint64_t valid) {
   follower_.restart(valid);
   if (!has_weights() && !follower_.fetch_in_flight()) r.fetch = fetch(0, true);
   check_segment_above_ = valid;
-  r.dropped_steps = check_segment();
+  const auto dropped = check_segment();
+  r.dropped_in_hand = dropped.has_value();
+  r.dropped_steps = dropped.value_or(0);
   r.produced = produced_;
   r.kept = pending_ ? 1 : 0;
   if (pending_) offer(*std::exchange(pending_, std::nullopt));
   note(spdlog::level::info,
        fmt::format("rejoined the restarted head ({} segments made so far; dropped as newer than v{}: {} waiting for a "
-                   "credit, {} waiting for rewards, {} steps in hand)",
-                   r.produced, valid, r.pending_dropped ? 1 : 0, r.held_dropped, r.dropped_steps));
+                   "credit, {} waiting for rewards, {} in hand)",
+                   r.produced, valid, r.pending_dropped ? 1 : 0, r.held_dropped,
+                   r.dropped_in_hand ? fmt::format("{} steps", r.dropped_steps) : "nothing"));
   return r;
 }
 
-std::uint64_t ExplorerLoop::check_segment() {
-  if (!check_segment_above_ || step_in_flight_) return 0;
+std::optional<std::uint64_t> ExplorerLoop::check_segment() {
+  if (!check_segment_above_ || step_in_flight_) return std::nullopt;
   const std::uint64_t valid = *std::exchange(check_segment_above_, std::nullopt);
+  // Everything in hand counts, not only the segment's steps: agent
+  // episodes under way when a segment was just taken hold tokens too.
+  if (engine_.newest_in_hand() <= valid) return std::nullopt;
   const auto steps = engine_.steps_in_segment();
-  if (steps == 0 || engine_.newest_in_segment() <= valid) return 0;
   deferred_.forget(engine_.drop_segment());
-  note(spdlog::level::info,
-       fmt::format("dropped the {} steps in hand (made with weights newer than v{}, the dead head's)", steps, valid));
+  note(spdlog::level::info, fmt::format("dropped what was in hand ({} steps of the segment; made with weights newer "
+                                        "than v{}, the dead head's)",
+                                        steps, valid));
   return steps;
 }
 

@@ -156,16 +156,17 @@ class ExplorerLoop {
   struct Rebound {
     bool pending_dropped = false;
     std::size_t held_dropped = 0;
-    std::uint64_t dropped_steps = 0;   // steps in hand dropped now (else checked after the step in flight)
+    bool dropped_in_hand = false;      // what was in hand was dropped now (else checked after the step in flight)
+    std::uint64_t dropped_steps = 0;   // of it, the segment's steps
     std::uint64_t produced = 0;        // segments made in its life (for the rejoin)
     std::uint64_t kept = 0;            // of those, still to send
     std::optional<WeightFetch> fetch;  // the new head's weights
   };
   Rebound rebind(std::uint64_t valid);
-  // After a step: the steps in hand that a rebind found newer than the
-  // restarted head's versions (checked once no step is in flight); the
-  // number dropped (0: none).
-  std::uint64_t check_segment();
+  // After a step: drops what is in hand if a rebind found it newer than
+  // the restarted head's versions (checked once no step is in flight).
+  // Returns the segment's steps dropped; nullopt: nothing was dropped.
+  std::optional<std::uint64_t> check_segment();
 
   // Messages to send, in order; taken by the actor after each event.
   std::vector<Outgoing> take_outbox() { return std::exchange(outbox_, {}); }

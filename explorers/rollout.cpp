@@ -127,7 +127,7 @@ Segment Rollout::take_segment() {
   return out;
 }
 
-std::uint64_t Rollout::newest_in_segment() const {
+std::uint64_t Rollout::newest_in_hand() const {
   std::uint64_t v = 0;
   for (std::uint64_t i = 0; i < t_ && i < seg_.policy_versions.size(); ++i) v = std::max(v, seg_.policy_versions[i]);
   return v;

@@ -53,7 +53,7 @@ class Rollout : public SegmentSource {
   std::uint64_t version() const override { return version_; }
   std::uint64_t steps_in_segment() const override { return t_; }
   // The newest version among the steps of the segment in hand (0: none).
-  std::uint64_t newest_in_segment() const override;
+  std::uint64_t newest_in_hand() const override;
   // Drops the steps of the segment in hand and starts the next one (a new
   // sequence number); the environments and their running episodes go on.
   // Returns the dropped segment's sequence. REQUIRES: no act() awaiting

@@ -73,10 +73,19 @@ std::uint64_t TokenRollout::steps_in_segment() const {
   return d ? static_cast<std::uint64_t>(d->steps()) : 0;
 }
 
-std::uint64_t TokenRollout::newest_in_segment() const {
-  // Agent rows: the newest version any token in hand may carry (episodes
-  // under way outlive segments, so counted since the last drop).
-  if (options_.kind == "workspace") return impl_->agent_steps ? impl_->agent_newest : 0;
+std::uint64_t TokenRollout::episodes_in_hand() const {
+  const auto& im = *impl_;
+  auto n = static_cast<std::uint64_t>(im.agents ? im.agents->running() : 0);
+  for (const auto& [group, members] : im.open_groups) n += members.size();
+  for (const auto& members : im.ready) n += members.size();
+  return n;
+}
+
+std::uint64_t TokenRollout::newest_in_hand() const {
+  // Agent rows: the newest version any token in hand may carry. Episodes
+  // outlive segments, so this counts from the step after which nothing was
+  // in hand (or the last drop), not from the last segment taken.
+  if (options_.kind == "workspace") return episodes_in_hand() ? impl_->agent_newest : 0;
   const Decoder* d = impl_->decoding();
   return d ? d->newest_version() : 0;
 }
@@ -128,6 +137,7 @@ Result<bool> TokenRollout::agent_step() {
     };
     im.agents.emplace(im.model, options_.rows, agent_options(options_.tokens, false), *im.sandbox, next);
   }
+  if (episodes_in_hand() == 0) im.agent_newest = 0;  // what was in hand all went out in segments
   im.agents->step(im.rng, version_);
   if (im.bad_task) return *im.bad_task;
   ++im.agent_steps;

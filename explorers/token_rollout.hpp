@@ -56,8 +56,12 @@ class TokenRollout : public SegmentSource {
   Result<void> load_weights(const WeightSetData& weights) override;
   std::uint64_t version() const override { return version_; }
   std::uint64_t steps_in_segment() const override;
-  std::uint64_t newest_in_segment() const override;
-  // Drops the batch in hand (a new one starts at the next step); returns its sequence.
+  std::uint64_t newest_in_hand() const override;
+  // Agent rows: the episodes in hand (under way, or finished and waiting
+  // for their group or for the segment), none of them in a segment yet.
+  std::uint64_t episodes_in_hand() const;
+  // Drops the batch in hand, or every agent episode in hand (new ones
+  // start at the next step); returns the dropped segment's sequence.
   std::uint64_t drop_segment() override;
 
  private:

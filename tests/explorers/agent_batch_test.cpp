@@ -13,6 +13,7 @@
 #include "explorers/token_rollout.hpp"
 #include "messages/codec.hpp"
 #include "policy/token_segment.hpp"
+#include "policy/weights_io.hpp"
 #include "tests/envs/sandbox_fixture.hpp"
 #include "tests/policy/transformer_fixture.hpp"
 
@@ -103,7 +104,8 @@ TEST_CASE("a random policy's agent rows make a segment whose rewards the pool sc
           "[explorers][workspace][multi_turn][sandbox]") {
   TokenRolloutOptions o;
   o.kind = "workspace";
-  o.rows = 2;
+  o.seed = 3;  // a seed under which one row finishes early and takes the next group's task
+  o.rows = 4;  // two groups
   o.tokens.group_size = 2;
   o.tokens.max_new_tokens = 400;
   o.tokens.turn_tokens = 30;
@@ -117,6 +119,8 @@ TEST_CASE("a random policy's agent rows make a segment whose rewards the pool sc
   o.policy.expert_hidden = 16;
   o.policy.max_len = 1200;
   TokenRollout rollout(o);
+  auto other = make_seeded_transformer(transformer_options(o.policy, Tokenizer::characters()->vocab()), 5);
+  REQUIRE(rollout.load_weights(export_weights(*other, 3, "moe_transformer")).ok());
   bool complete = false;
   int steps = 0;
   while (!complete) {
@@ -128,19 +132,31 @@ TEST_CASE("a random policy's agent rows make a segment whose rewards the pool sc
   CHECK(steps <= 400);
   auto s = rollout.take_segment();
   REQUIRE(s.tokens);
-  CHECK(s.tokens->task_ids[0] == s.tokens->task_ids[1]);  // one group: one task
-  CHECK_THAT(s.tokens->task_ids[0], Catch::StartsWith("train:"));
+  const auto& ids = s.tokens->task_ids;
+  CHECK(ids[0] == ids[1]);  // a group: one task
+  CHECK(ids[2] == ids[3]);
+  CHECK(ids[0] != ids[2]);
+  CHECK_THAT(ids[0], Catch::StartsWith("train:"));
   // Turns of at most 30 tokens, at most 4 of them: observations of bad
   // calls were appended between them.
   int observed = 0;
   for (auto x : s.tokens->observed) observed += x;
   CHECK(observed > 0);
-  REQUIRE(rollout.deferred().size() == 2);
+  REQUIRE(rollout.deferred().size() == 4);
   for (const auto& d : rollout.deferred()) {
-    CHECK_THAT(d.payload, Catch::StartsWith(s.tokens->task_ids[0] + "\n"));
+    CHECK_THAT(d.payload, Catch::StartsWith(ids[d.env] + "\n"));
     CHECK(d.t == s.tokens->prompt_width + s.episode_lengths[d.env] - 1);
   }
   CHECK(decode<Segment>(encode(s, "test")).ok());
+  // Episodes outlive segments: the group that finished first took the
+  // next group's task, so tokens of v3 are in hand though no step of the next
+  // segment is counted (what a restarted head's check must see).
+  CHECK(rollout.steps_in_segment() == 0);
+  REQUIRE(rollout.episodes_in_hand() > 0);
+  CHECK(rollout.newest_in_hand() == 3);
+  rollout.drop_segment();
+  CHECK(rollout.episodes_in_hand() == 0);
+  CHECK(rollout.newest_in_hand() == 0);
 }
 
 TEST_CASE("the workspace evaluator plays held-out and fresh training tasks greedily and reports them apart",

@@ -23,7 +23,7 @@ struct FakeEngine : SegmentSource {
   }
   std::uint64_t version() const override { return v; }
   std::uint64_t steps_in_segment() const override { return steps; }
-  std::uint64_t newest_in_segment() const override { return newest; }
+  std::uint64_t newest_in_hand() const override { return newest; }
   std::uint64_t drop_segment() override {
     steps = newest = 0;
     return next_sequence++;
@@ -367,6 +367,7 @@ TEST_CASE("a rebind drops what was made with the dead head's newer weights and f
   auto b = r.loop.rebind(3);  // the new head knows versions up to v3
   CHECK(b.pending_dropped);
   CHECK(b.held_dropped == 1);
+  CHECK(b.dropped_in_hand);
   CHECK(b.dropped_steps == 3);
   CHECK(r.engine.steps == 0);
   CHECK(b.kept == 0);
@@ -405,10 +406,35 @@ TEST_CASE("a segment completed by the step in flight at a rebind is dropped when
   r.engine.steps = 1;
   r.engine.newest = 5;
   auto b = r.loop.rebind(4);
-  CHECK(b.dropped_steps == 0);  // a step is in flight: checked after it
+  CHECK_FALSE(b.dropped_in_hand);  // a step is in flight: checked after it
   r.loop.step_done();
   CHECK_FALSE(r.loop.segment_done(segment(0, 5)));
   CHECK(r.loop.take_outbox().empty());
+  // Agent episodes outlive the segment: the step left tokens of v5 in hand
+  // though it took the segment (no steps counted), and they go too.
+  r.engine.steps = 0;
+  r.engine.newest = 5;
+  const auto dropped = r.loop.check_segment();
+  REQUIRE(dropped);
+  CHECK(*dropped == 0);
+  CHECK(r.engine.newest == 0);
+  CHECK(r.engine.next_sequence == 1);
+}
+
+TEST_CASE("a rebind drops what is in hand with the dead head's weights even when no step of a segment is counted",
+          "[explorers][loop][rebind]") {
+  Ready r({}, 5);
+  r.engine.steps = 0;   // a segment was just taken...
+  r.engine.newest = 5;  // ...and episodes under way hold tokens of v5
+  auto b = r.loop.rebind(4);
+  CHECK(b.dropped_in_hand);
+  CHECK(b.dropped_steps == 0);
+  CHECK(r.engine.newest == 0);
+  // Nothing newer than the new head's versions: nothing is dropped.
+  Ready kept({}, 3);
+  kept.engine.newest = 3;
+  CHECK_FALSE(kept.loop.rebind(4).dropped_in_hand);
+  CHECK(kept.engine.newest == 3);
 }
 
 TEST_CASE("weights that do not fit the engine are reported and leave the explorer waiting", "[explorers][loop]") {

@@ -85,10 +85,10 @@ TEST_CASE("an explorer drops the steps in hand and goes on with the next segment
     env.step(rollout.act(r.observations), r);
     rollout.observe(r);
   }
-  CHECK(rollout.newest_in_segment() == 7);
+  CHECK(rollout.newest_in_hand() == 7);
   CHECK(rollout.drop_segment() == 0);  // the dropped segment's sequence
   CHECK(rollout.steps_in_segment() == 0);
-  CHECK(rollout.newest_in_segment() == 0);
+  CHECK(rollout.newest_in_hand() == 0);
   w.version = 2;
   REQUIRE(rollout.load_weights(w).ok());
   bool complete = false;
