@@ -40,6 +40,10 @@ struct LearnerState {
     m.reward_retries = stats.reward_retries();
     m.rows_masked = stats.rows_masked();
     m.infra_failures = stats.infra_failures();
+    m.decode_s = stats.work().decode_s;
+    m.tool_s = stats.work().tool_s;
+    m.score_s = stats.work().score_s;
+    m.tool_calls = stats.work().tool_calls;
     m.mean_return = static_cast<float>(stats.mean_return());
     m.policy_version = core->trainer().version();
     m.segments_received = core->received();

@@ -1,5 +1,7 @@
 #include "actors/reward_actor.hpp"
 
+#include <chrono>
+
 #include "actors/guard.hpp"
 
 namespace rlx {
@@ -16,8 +18,10 @@ reward_actor::behavior_type reward_impl(reward_actor::stateful_pointer<RewardSta
         auto& st = self->state;
         auto req = decode_or_count<RewardRequestData>(self, msg, st.errors, st.options.log);
         if (!req) return caf::sec::invalid_argument;
+        const auto start = std::chrono::steady_clock::now();
         RewardResultData res = st.options.scorer->score(*req);
         res.request_id = req->request_id;
+        res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         return WireMsg{encode(res, st.options.name)};
       },
       [self](counts_atom) { return self->state.errors.total; },

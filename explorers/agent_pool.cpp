@@ -69,6 +69,7 @@ void AgentPool::end_turn(std::int64_t row) {
   const auto start = std::chrono::steady_clock::now();
   const TurnOutcome out = r.episode->take_turn(r.turn, *sandbox_);
   tool_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++turns_ended_;
   r.turn.clear();
   r.turn_len = 0;
   r.turn_ended = false;

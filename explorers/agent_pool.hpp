@@ -60,6 +60,8 @@ class AgentPool {
   std::int64_t rows_busy() const { return rows_busy_; }
   std::int64_t sampled_tokens() const { return sampled_tokens_; }
   double tool_seconds() const { return tool_seconds_; }
+  // Turns ended: each a tool call run, or one that could not run.
+  std::int64_t turns_ended() const { return turns_ended_; }
 
  private:
   struct Row {
@@ -83,7 +85,7 @@ class AgentPool {
   std::vector<Finished> finished_;
   std::uint64_t next_id_ = 0;
   std::int64_t running_ = 0;
-  std::int64_t rows_stepped_ = 0, rows_busy_ = 0, sampled_tokens_ = 0;
+  std::int64_t rows_stepped_ = 0, rows_busy_ = 0, sampled_tokens_ = 0, turns_ended_ = 0;
   double tool_seconds_ = 0;
 };
 

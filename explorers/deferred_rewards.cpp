@@ -39,11 +39,16 @@ void DeferredRewards::retried(std::uint64_t id, InfraFailure why) {
   if (auto it = slots_.find(id); it != slots_.end() && !it->second.score) it->second.retried.push_back(why);
 }
 
+void DeferredRewards::spent(std::uint64_t id, double seconds) {
+  if (auto it = slots_.find(id); it != slots_.end()) it->second.seconds += seconds;
+}
+
 void DeferredRewards::finished(Segment segment) { held_.push_back(std::move(segment)); }
 
 void DeferredRewards::apply(Segment& s, Slot& slot, std::vector<std::uint32_t>& dropped) {
   for (const auto why : slot.retried) s.count_failure(why);
   s.reward_retries += static_cast<std::uint32_t>(slot.retried.size());
+  s.work.score_s += slot.seconds;
   if (slot.env >= s.num_envs || slot.t >= s.num_steps) return;
   if (slot.failure != InfraFailure::none) {
     // The episode's steps in this segment: a token row whole; else back to

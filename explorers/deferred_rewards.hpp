@@ -42,6 +42,9 @@ class DeferredRewards {
   void failed(std::uint64_t id, InfraFailure why);
   // A request for `id` met a failure and is asked again: counted.
   void retried(std::uint64_t id, InfraFailure why);
+  // A scorer spent `seconds` on a request for `id` (every answer, failed
+  // ones too): added to its segment's work.score_s.
+  void spent(std::uint64_t id, double seconds);
   // A complete segment, held until all its noted episodes are scored.
   void finished(Segment segment);
   // The oldest held segment if all its episodes are scored.
@@ -64,6 +67,7 @@ class DeferredRewards {
     std::string hint;
     InfraFailure failure = InfraFailure::none;  // masked: why
     std::vector<InfraFailure> retried;   // failures of requests asked again
+    double seconds = 0;                  // scorers' time on its requests
   };
   // Each score touches one slot and one count: a segment of B*T deferred
   // episodes costs O(B*T log) in all, not a scan per score.

@@ -61,6 +61,7 @@ ExplorerLoop::RewardNext ExplorerLoop::answered(const RewardAsk& ask, const Rewa
   if (!r) return give_up_or_retry(ask, InfraFailure::malformed_reply, "a reply that did not decode");
   if (r->request_id != ask.id)
     return give_up_or_retry(ask, InfraFailure::malformed_reply, fmt::format("the answer to request {}", r->request_id));
+  deferred_.spent(ask.id, r->seconds);
   if (!r->ok)
     return give_up_or_retry(ask, r->failure == InfraFailure::none ? InfraFailure::bad_request : r->failure, r->reason);
   deferred_.scored(ask.id, r->score, r->hint);

@@ -3,6 +3,7 @@
 #include "core/clock.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <optional>
@@ -35,6 +36,7 @@ struct TokenRollout::Impl {
   std::deque<std::vector<AgentPool::Finished>> ready;  // complete groups, in the order they completed
   std::optional<Error> bad_task;           // a drawn task that does not fit policy.max_len
   std::uint64_t agent_steps = 0, agent_newest = 0;  // since the last segment / the last drop
+  SegmentWork work;  // since the last segment taken (or dropped)
   std::shared_ptr<const Tokenizer> tokenizer;
   const Decoder* decoding() const { return decoder ? &*decoder : nullptr; }
 };
@@ -100,6 +102,7 @@ std::uint64_t TokenRollout::drop_segment() {
   im.open_groups.clear();
   im.ready.clear();
   im.agent_steps = im.agent_newest = 0;
+  im.work = {};
   return sequence_++;
 }
 
@@ -138,7 +141,14 @@ Result<bool> TokenRollout::agent_step() {
     im.agents.emplace(im.model, options_.rows, agent_options(options_.tokens, false), *im.sandbox, next);
   }
   if (episodes_in_hand() == 0) im.agent_newest = 0;  // what was in hand all went out in segments
+  const auto start = std::chrono::steady_clock::now();
+  const double tools_before = im.agents->tool_seconds();
+  const auto turns_before = im.agents->turns_ended();
   im.agents->step(im.rng, version_);
+  const double tools = im.agents->tool_seconds() - tools_before;
+  im.work.tool_s += tools;
+  im.work.decode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - tools;
+  im.work.tool_calls += static_cast<std::uint64_t>(im.agents->turns_ended() - turns_before);
   if (im.bad_task) return *im.bad_task;
   ++im.agent_steps;
   im.agent_newest = std::max(im.agent_newest, version_);
@@ -187,7 +197,10 @@ Result<bool> TokenRollout::step() {
     s.pad = Tokenizer::pad;
     im.decoder.emplace(im.model, prompts, s);
   }
-  return im.decoder->step(im.rng, version_);
+  const auto start = std::chrono::steady_clock::now();
+  auto done = im.decoder->step(im.rng, version_);
+  im.work.decode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return done;
 }
 
 Segment TokenRollout::take_segment() {
@@ -228,6 +241,7 @@ Segment TokenRollout::take_segment() {
   std::vector<std::string> hints;
   std::vector<std::optional<RewardResultData>> results(B);  // in_process: each row's outcome
   std::vector<InfraFailure> retried;  // failures met by rows scored again
+  const auto scoring = std::chrono::steady_clock::now();
   for (std::int64_t b = 0; b < B; ++b) {
     if (machinery[b] != InfraFailure::none || !options_.in_process) continue;
     RewardRequestData req{static_cast<std::uint64_t>(b), options_.explorer_id, ids[b], completions[b]};
@@ -240,11 +254,15 @@ Segment TokenRollout::take_segment() {
     if (r->ok) rewards[b] = r->score;
     if (r->ok && !r->hint.empty()) hints.resize(B), hints[b] = r->hint;
   }
+  const double score_s =  // deferred rows: the reward workers' own time, added when their answers come
+      options_.in_process ? std::chrono::duration<double>(std::chrono::steady_clock::now() - scoring).count() : 0.0;
   const std::uint64_t seq = sequence_++;
   Segment s = token_segment(g, rewards, ids, static_cast<std::uint32_t>(options_.tokens.group_size),
                             options_.explorer_id, seq);
   s.tokens->hints = std::move(hints);
   s.created_unix_ns = unix_now_ns();
+  s.work = std::exchange(im.work, {});
+  s.work.score_s += score_s;
   // A row without an outcome (its episode's sandbox failed, or its scorer
   // could not judge it) is masked and counted, never scored 0.
   for (const auto why : retried) s.count_failure(why);

@@ -3,6 +3,7 @@
 #include "core/files.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <fstream>
 
@@ -25,6 +26,7 @@ struct Writer {
     out.resize(at + 8);
     std::memcpy(out.data() + at, &x, 8);
   }
+  void f64(double x) { u64(std::bit_cast<std::uint64_t>(x)); }
   template <class T>
   void vec(const std::vector<T>& v) {
     u64(v.size());
@@ -45,6 +47,7 @@ struct Reader {
     at += 8;
     return x;
   }
+  double f64() { return std::bit_cast<double>(u64()); }
   template <class T>
   std::vector<T> vec() {
     const std::uint64_t n = u64();
@@ -110,6 +113,11 @@ Result<fs::path> save_checkpoint(const LearnerCore& core, const fs::path& dir, i
   w.u64(stats.failures.reward_retries);
   w.u64(stats.failures.rows_masked);
   w.vec(stats.failures.by_code);
+  // Appended later still: where the explorers' and scorers' time went.
+  w.f64(stats.work.decode_s);
+  w.f64(stats.work.tool_s);
+  w.f64(stats.work.score_s);
+  w.u64(stats.work.tool_calls);
   Writer file;
   file.out.assign(kMagic, kMagic + 8);
   file.u64(w.out.size());
@@ -163,6 +171,12 @@ Result<LoadedCheckpoint> load_checkpoint(const fs::path& path, const LearnerCore
     stats.failures.rows_masked = r.u64();
     stats.failures.by_code = r.vec<std::uint64_t>();
     if (stats.failures.by_code.size() > kInfraFailureCodes) return bad("malformed infrastructure failure counts");
+  }
+  if (r.ok && r.at != payload.size()) {
+    stats.work.decode_s = r.f64();
+    stats.work.tool_s = r.f64();
+    stats.work.score_s = r.f64();
+    stats.work.tool_calls = r.u64();
   }
   if (!r.ok || r.at != payload.size()) return bad("malformed payload");
   auto core = std::make_shared<LearnerCore>(options);

@@ -18,6 +18,7 @@ void RunStats::add(const Segment& s) {
   env_steps_ += s.env_steps();
   episodes_lost_ += s.lost_episodes;
   failures_.reward_retries += s.reward_retries;
+  work_ += s.work;
   failures_.rows_masked += s.masked_rows.size();
   for (std::size_t code = 0; code < s.infra_failures.size() && code < kInfraFailureCodes; ++code)
     failures_.by_code[code] += s.infra_failures[code];
@@ -32,7 +33,7 @@ void RunStats::add(const Segment& s) {
 }
 
 RunStats::State RunStats::state() const {
-  return State{env_steps_, episodes_, episodes_lost_, std::vector<float>(returns_.begin(), returns_.end()), failures_};
+  return State{env_steps_, episodes_, episodes_lost_, std::vector<float>(returns_.begin(), returns_.end()), failures_, work_};
 }
 
 void RunStats::restore(const State& s) {
@@ -40,6 +41,7 @@ void RunStats::restore(const State& s) {
   episodes_ = s.episodes;
   episodes_lost_ = s.episodes_lost;
   failures_ = s.failures;
+  work_ = s.work;
   failures_.by_code.resize(kInfraFailureCodes);
   returns_.assign(s.returns.begin(), s.returns.end());
   sum_ = 0;

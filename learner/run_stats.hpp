@@ -23,6 +23,8 @@ class RunStats {
   std::uint64_t rows_masked() const { return failures_.rows_masked; }
   // By InfraFailure code (kInfraFailureCodes entries).
   const std::vector<std::uint64_t>& infra_failures() const { return failures_.by_code; }
+  // Where the explorers' and scorers' time went, summed over the segments.
+  const SegmentWork& work() const { return work_; }
   // NaN before the first episode ends.
   double mean_return() const;
   // True once `window` episodes have ended (the mean is over a full window).
@@ -37,6 +39,7 @@ class RunStats {
     std::uint64_t env_steps = 0, episodes = 0, episodes_lost = 0;
     std::vector<float> returns;  // the window, oldest first
     Failures failures;
+    SegmentWork work;
   };
   State state() const;
   void restore(const State& s);
@@ -46,6 +49,7 @@ class RunStats {
   void add_return(float r);
   std::uint64_t env_steps_ = 0, episodes_ = 0, episodes_lost_ = 0;
   Failures failures_;
+  SegmentWork work_;
   std::deque<float> returns_;
   double sum_ = 0;
 };

@@ -123,6 +123,10 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     m.setUpdates(x.updates);
     m.setWeightSwapMeanUs(x.weight_swap_mean_us);
     m.setEpisodesLost(x.episodes_lost);
+    m.setDecodeSeconds(x.decode_s);
+    m.setToolSeconds(x.tool_s);
+    m.setScoreSeconds(x.score_s);
+    m.setToolCalls(x.tool_calls);
     m.setBusySeconds(x.busy_s);
     auto by = m.initSegmentsByExplorer(static_cast<unsigned>(x.segments_by_explorer.size()));
     for (unsigned i = 0; i < x.segments_by_explorer.size(); ++i) {
@@ -176,6 +180,10 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.weight_swap_mean_us = m.getWeightSwapMeanUs();
     x.episodes_lost = m.getEpisodesLost();
     x.busy_s = m.getBusySeconds();
+    x.decode_s = m.getDecodeSeconds();
+    x.tool_s = m.getToolSeconds();
+    x.score_s = m.getScoreSeconds();
+    x.tool_calls = m.getToolCalls();
     for (auto e : m.getSegmentsByExplorer()) x.segments_by_explorer.emplace_back(e.getExplorer(), e.getSegments());
     for (auto e : m.getArrivalsByExplorer())
       x.arrivals_by_explorer.push_back({e.getExplorer(), e.getAccounted(), e.getVanished()});

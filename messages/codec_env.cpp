@@ -125,6 +125,7 @@ WireBuffer encode(const RewardResultData& x, std::string_view sender) {
     r.setReason(kj::StringPtr(x.reason.c_str()));
     r.setHint(kj::StringPtr(x.hint.c_str()));
     r.setFailure(static_cast<std::uint8_t>(x.failure));
+    r.setSeconds(x.seconds);
   });
 }
 
@@ -137,8 +138,9 @@ Result<RewardResultData> decode<RewardResultData>(const WireBuffer& buf, const D
     if (r.getFailure() >= kInfraFailureCodes) invalid("failure: not an InfraFailure code");
     const auto failure = static_cast<InfraFailure>(r.getFailure());
     if (failure != InfraFailure::none && r.getOk()) invalid("failure: set on a result that says ok");
+    if (!(r.getSeconds() >= 0) || !std::isfinite(r.getSeconds())) invalid("seconds: must be finite and not negative");
     return RewardResultData{r.getRequestId(), r.getScore(), r.getOk(), r.getReason().cStr(), r.getHint().cStr(),
-                            failure};
+                            failure, r.getSeconds()};
   });
 }
 

@@ -100,6 +100,13 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
   s.setRewardRetries(x.reward_retries);
   s.setSentIndex(x.sent_index);
   s.setSentBase(x.sent_base);
+  {
+    auto w = s.initWork();
+    w.setDecodeSeconds(x.work.decode_s);
+    w.setToolSeconds(x.work.tool_s);
+    w.setScoreSeconds(x.work.score_s);
+    w.setToolCalls(static_cast<std::uint32_t>(std::min<std::uint64_t>(x.work.tool_calls, UINT32_MAX)));
+  }
   if (!x.truncation_observations.empty())
     set_tensor(s.initTruncationObservations(), {static_cast<std::uint32_t>(x.truncation_observations.size() / std::max(D, 1u)), D},
                x.truncation_observations);
@@ -222,6 +229,12 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
   x.reward_retries = s.getRewardRetries();
   x.sent_index = s.getSentIndex();
   x.sent_base = s.getSentBase();
+  if (s.hasWork()) {
+    const auto w = s.getWork();
+    for (double v : {w.getDecodeSeconds(), w.getToolSeconds(), w.getScoreSeconds()})
+      if (!(v >= 0) || !std::isfinite(v)) invalid("work: seconds must be finite and not negative");
+    x.work = SegmentWork{w.getDecodeSeconds(), w.getToolSeconds(), w.getScoreSeconds(), w.getToolCalls()};
+  }
   if (s.hasTruncationObservations()) {
     x.truncation_observations =
         read_tensor<float>(s.getTruncationObservations(), {x.truncations(), x.obs_dim}, "truncationObservations");

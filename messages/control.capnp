@@ -78,6 +78,12 @@ struct MetricsReport {
   infraFailures @31 :List(UInt64);# failures of the machinery met, by InfraFailure code (the index), cumulative
   arrivalsByExplorer @32 :List(ExplorerArrivals); # what each explorer's segment numbers show (learner/segment_arrivals.hpp)
   segmentsUpdateFailed @33 :UInt64; # admitted to a batch whose update failed (not counted trained)
+  # Where the explorers' and scorers' time went (rollout.capnp SegmentWork),
+  # summed over the segments received, cumulative:
+  decodeSeconds @34 :Float64;
+  toolSeconds @35 :Float64;
+  scoreSeconds @36 :Float64;
+  toolCalls @37 :UInt64;
 }
 
 struct ExplorerArrivals {

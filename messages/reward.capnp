@@ -18,6 +18,7 @@ struct RewardResult {
   reason @3 :Text;         # why, when not ok or when a penalty applied
   hint @4 :Text;           # when the output failed: a failing input with its expected output, as a
                            # line to put before the task's prompt ("" none; at most 1024 bytes)
+  seconds @6 :Float64;     # the scorer's own time on this request (sandbox included)
   failure @5 :UInt8;       # 0: the score is the program's outcome; else the machinery failed (an
                            # InfraFailure code, messages/types.hpp; ok is then false): not a score
 }

@@ -37,6 +37,17 @@ struct TrajectorySegment {
                                  # build): an index the learner never sees is a segment that vanished
   sentBase @23 :UInt64;          # the sentIndex its sending to this learner began at (1, or its first segment
                                  # to a restarted head)
+  work @24 :SegmentWork;         # where the time that made this segment went (unset: not measured)
+}
+
+# Where an explorer's time went while it made a segment, and its scorers'
+# time on the segment's rows. Agent rows' episodes outlive segments: their
+# time is counted in the segment taken after it was spent.
+struct SegmentWork {
+  decodeSeconds @0 :Float64;     # stepping the policy (tool calls excluded)
+  toolSeconds @1 :Float64;       # running the agents' tool calls in the sandbox
+  scoreSeconds @2 :Float64;      # scoring its rows (in process, or the reward workers' own time)
+  toolCalls @3 :UInt32;          # turns ended (each a tool call, or a call that could not run)
 }
 
 # A token policy's segment: B sequences (rows) of one decoding batch laid

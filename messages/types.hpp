@@ -11,6 +11,21 @@
 namespace rlx {
 
 // A token policy's rows (rollout.capnp TokenRows).
+// Where the time that made a segment went (rollout.capnp SegmentWork).
+struct SegmentWork {
+  double decode_s = 0;     // stepping the policy, tool calls excluded
+  double tool_s = 0;       // agents' tool calls in the sandbox
+  double score_s = 0;      // scoring the rows (in process, or the reward workers' own time)
+  std::uint64_t tool_calls = 0;  // turns ended (UInt32 on the wire, per segment)
+  SegmentWork& operator+=(const SegmentWork& o) {
+    decode_s += o.decode_s;
+    tool_s += o.tool_s;
+    score_s += o.score_s;
+    tool_calls += o.tool_calls;
+    return *this;
+  }
+};
+
 struct TokenRows {
   std::uint32_t prompt_width = 0;            // P
   std::vector<std::uint32_t> prompt_lengths; // [B]
@@ -89,6 +104,7 @@ struct Segment {
   // (learner/segment_arrivals.hpp): the learner's check for vanished ones.
   std::uint64_t sent_index = 0;
   std::uint64_t sent_base = 0;
+  SegmentWork work;
 
   // Marks the steps of env `env` from `first` to `last` (inclusive) as
   // masked, and counts one masked episode (and one failure) of `why`. A
@@ -200,6 +216,7 @@ struct RewardResultData {
   std::string reason;
   std::string hint;   // a failing input with its expected output ("" none)
   InfraFailure failure = InfraFailure::none;  // the machinery failed: not a score
+  double seconds = 0;  // the scorer's own time on this request
 };
 
 enum class Role : std::uint8_t { learner, weight_store, explorer, env, reward, recorder, evaluator };
@@ -277,6 +294,9 @@ struct MetricsData {
   std::uint64_t rows_masked = 0;     // episodes masked out (no outcome)
   std::vector<std::uint64_t> infra_failures;  // failures met, by InfraFailure code (kInfraFailureCodes entries)
   std::vector<ExplorerArrivalsData> arrivals_by_explorer;  // what each explorer's segment numbers show
+  // Summed over the segments received, cumulative (tool_calls widened).
+  double decode_s = 0, tool_s = 0, score_s = 0;
+  std::uint64_t tool_calls = 0;
 };
 
 struct ScaleCommandData {

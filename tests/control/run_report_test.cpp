@@ -27,6 +27,10 @@ TEST_CASE("a metrics line carries the learner's numbers, the segment ledger and 
   r.nodes = 2;
   r.segments = {10, 1, 3, 2};
   r.weight_swap_mean_us = 125.0;
+  m.decode_s = 3.5;
+  m.tool_s = 1.25;
+  m.score_s = 2;
+  m.tool_calls = 40;
   const auto line = metrics_json_line(m, r);
   CHECK(line.front() == '{');
   CHECK(line.substr(line.size() - 2) == "}\n");
@@ -39,6 +43,7 @@ TEST_CASE("a metrics line carries the learner's numbers, the segment ledger and 
   CHECK(has(line, "\"explorers\":3,"));
   CHECK(has(line, "\"nodes\":2,"));
   CHECK(has(line, "\"weight_swap_mean_us\":125,"));
+  CHECK(has(line, "\"decode_s\":3.5,\"tool_s\":1.25,\"score_s\":2,\"tool_calls\":40,"));
   CHECK_FALSE(has(line, "pass_at_1"));  // no held-out score yet
   CHECK(has(line, "\"strangers\":{},\"strangers_total\":0,"));  // a head with no ports
   r.strangers["head"] = {3, 1, 0, 2, 0};

@@ -132,6 +132,12 @@ TEST_CASE("a random policy's agent rows make a segment whose rewards the pool sc
   CHECK(steps <= 400);
   auto s = rollout.take_segment();
   REQUIRE(s.tokens);
+  // Where the time went: decoding, and the turns' tool calls (each ended
+  // turn is one, bad ones included); scoring is the reward pool's.
+  CHECK(s.work.decode_s > 0);
+  CHECK(s.work.tool_s > 0);
+  CHECK(s.work.tool_calls >= 4);
+  CHECK(s.work.score_s == 0);
   const auto& ids = s.tokens->task_ids;
   CHECK(ids[0] == ids[1]);  // a group: one task
   CHECK(ids[2] == ids[3]);

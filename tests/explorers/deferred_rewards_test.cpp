@@ -28,11 +28,15 @@ TEST_CASE("a held segment leaves once its deferred rewards are in, with each sco
   d.finished(segment(0, 4, 3, 2));
   CHECK(d.held() == 1);
   CHECK_FALSE(d.ready());
+  d.spent(b, 0.5);
   d.scored(b, 1.0f);
   CHECK_FALSE(d.ready());  // a is still out
+  d.spent(a, 0.25);  // a failed attempt's time...
+  d.spent(a, 1.0);   // ...and the answer's both count
   d.scored(a, 0.25f);
   auto s = d.ready();
   REQUIRE(s);
+  CHECK(s->work.score_s == 1.75);
   CHECK(s->rewards[1 * 3 + 2] == 0.75f);
   CHECK(s->rewards[3 * 3 + 0] == 1.5f);
   CHECK(s->rewards[0] == 0.5f);

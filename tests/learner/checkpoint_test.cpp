@@ -16,6 +16,7 @@ Segment varied(std::uint32_t seed, std::uint64_t version) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
   auto s = test::make_segment(16, 4, version);
+  s.work = SegmentWork{0.5 + seed, 0.25, 0.125, seed};
   for (auto& o : s.observations) o = u(rng);
   for (auto& a : s.actions) a = static_cast<std::int64_t>(rng() % 2);
   for (auto& r : s.rewards) r = 1.0f + u(rng);
@@ -55,6 +56,9 @@ TEST_CASE("a learner restored from a checkpoint continues bit-identically", "[le
   CHECK(b->core->received() == a.received());
   CHECK(b->core->updates() == a.updates());
   CHECK(b->core->stats().env_steps() == a.stats().env_steps());
+  CHECK(b->core->stats().work().decode_s == a.stats().work().decode_s);
+  CHECK(b->core->stats().work().score_s == 0.125 * 6);
+  CHECK(b->core->stats().work().tool_calls == 0 + 1 + 2 + 3 + 4 + 5);
   CHECK(b->core->admission().accepted() == a.admission().accepted());
   CHECK(b->core->weights().checksum == a.weights().checksum);
   // The optimizer moments and the minibatch generator came along too.

@@ -137,16 +137,24 @@ TEST_CASE("run stats leave masked episodes out of the mean return and count fail
   tokens.mask_episode(0, 2, 1, InfraFailure::sandbox_setup);
   tokens.count_failure(InfraFailure::reward_timeout, 2);
   tokens.reward_retries = 2;
+  tokens.work = SegmentWork{2.0, 1.0, 0.5, 3};
+  stats.add(tokens);
   stats.add(tokens);
   CHECK(stats.mean_return() == 1.0);
-  CHECK(stats.episodes() == 1);
-  CHECK(stats.rows_masked() == 1);
-  CHECK(stats.reward_retries() == 2);
-  CHECK(stats.infra_failures()[static_cast<std::size_t>(InfraFailure::sandbox_setup)] == 1);
-  CHECK(stats.infra_failures()[static_cast<std::size_t>(InfraFailure::reward_timeout)] == 2);
+  CHECK(stats.episodes() == 2);
+  CHECK(stats.rows_masked() == 2);
+  CHECK(stats.reward_retries() == 4);
+  CHECK(stats.infra_failures()[static_cast<std::size_t>(InfraFailure::sandbox_setup)] == 2);
+  CHECK(stats.infra_failures()[static_cast<std::size_t>(InfraFailure::reward_timeout)] == 4);
+  // Where the time went, summed.
+  CHECK(stats.work().decode_s == 4.0);
+  CHECK(stats.work().tool_s == 2.0);
+  CHECK(stats.work().score_s == 1.0);
+  CHECK(stats.work().tool_calls == 6);
   // Kept across a checkpoint's state.
   RunStats back;
   back.restore(stats.state());
-  CHECK(back.rows_masked() == 1);
+  CHECK(back.rows_masked() == 2);
   CHECK(back.infra_failures() == stats.infra_failures());
+  CHECK(back.work().tool_calls == 6);
 }

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <random>
 
 #include <caf/binary_deserializer.hpp>
@@ -22,8 +23,13 @@ TEST_CASE("a segment survives encode and decode unchanged", "[messages][codec]")
   s.sequence = 17;
   s.sent_index = 12;
   s.sent_base = 9;
+  s.work = SegmentWork{1.5, 0.25, 2.0, 7};
   auto back = decode<Segment>(encode(s, "explorer/2"));
   REQUIRE(back.ok());
+  CHECK(back->work.decode_s == 1.5);
+  CHECK(back->work.tool_s == 0.25);
+  CHECK(back->work.score_s == 2.0);
+  CHECK(back->work.tool_calls == 7);
   CHECK(back->explorer_id == 2);
   CHECK(back->sequence == 17);
   CHECK(back->sent_index == 12);
@@ -100,6 +106,8 @@ TEST_CASE("every message kind round-trips through its Envelope", "[messages][cod
   CHECK(decode<ScaleCommandData>(encode(ScaleCommandData{4, -1, ""}, "x"))->explorers == 4);
   CHECK(decode<RewardRequestData>(encode(RewardRequestData{1, 2, "1+1", "2"}, "x"))->payload == "2");
   CHECK(decode<RewardResultData>(encode(RewardResultData{1, 1.0f, true, "ok", ""}, "x"))->score == 1.0f);
+  CHECK(decode<RewardResultData>(encode(RewardResultData{1, 1.0f, true, "ok", "", InfraFailure::none, 0.5}, "x"))
+            ->seconds == 0.5);
   CHECK(decode<EnvStepData>(encode(EnvStepData{{0, 1, 1}, 4}, "x"))->actions.size() == 3);
   CHECK(decode<EnvResetData>(encode(EnvResetData{9, 16}, "x"))->num_envs == 16);
   CHECK(decode<WeightsAvailableData>(encode(WeightsAvailableData{7, 100, 1}, "x"))->version == 7);
@@ -202,6 +210,14 @@ TEST_CASE("a segment whose shapes disagree gives invalid_field", "[messages][cod
   Segment t = test::make_segment(4, 2, 0);
   t.behaviour_log_probs[0] = 0.5f;  // a probability above 1
   CHECK(decode<Segment>(encode(t, "x")).error().code == Errc::invalid_field);
+  Segment u = test::make_segment(4, 2, 0);
+  u.work.tool_s = -1.0;  // time spent cannot be negative
+  CHECK(decode<Segment>(encode(u, "x")).error().code == Errc::invalid_field);
+  u.work.tool_s = std::nan("");
+  CHECK(decode<Segment>(encode(u, "x")).error().code == Errc::invalid_field);
+  CHECK(decode<RewardResultData>(encode(RewardResultData{1, 1.0f, true, "ok", "", InfraFailure::none, -2.0}, "x"))
+            .error()
+            .code == Errc::invalid_field);
 }
 
 TEST_CASE("copies of a WireMsg share one buffer", "[messages][caf]") {
