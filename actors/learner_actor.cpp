@@ -44,6 +44,7 @@ struct LearnerState {
     m.tool_s = stats.work().tool_s;
     m.score_s = stats.work().score_s;
     m.tool_calls = stats.work().tool_calls;
+    m.policy_tokens = stats.policy_tokens();
     m.mean_return = static_cast<float>(stats.mean_return());
     m.policy_version = core->trainer().version();
     m.segments_received = core->received();

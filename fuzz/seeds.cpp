@@ -47,6 +47,7 @@ Segment segment() {
   s.mask_episode(0, 1, 1, InfraFailure::overloaded);
   s.count_failure(InfraFailure::reward_timeout);
   s.reward_retries = 1;
+  s.work = SegmentWork{0.5, 0.25, 0.125, 3};
   return s;
 }
 
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
   r.truncated = {0, 0};
   put(dir, "env_step_result", encode(r, "seed"));
   put(dir, "reward_request", encode(RewardRequestData{1, 2, "task", "payload"}, "seed"));
-  put(dir, "reward_result", encode(RewardResultData{1, 0.5f, true, "", "# f(*[1]) == 2\n"}, "seed"));
+  put(dir, "reward_result", encode(RewardResultData{1, 0.5f, true, "", "# f(*[1]) == 2\n", InfraFailure::none, 0.75}, "seed"));
   put(dir, "join", encode(JoinData{Role::explorer, "node", 3, "token"}, "seed"));
   put(dir, "leave", encode(LeaveData{Role::explorer, 3, "drained", 7}, "seed"));
   put(dir, "heartbeat", encode(HeartbeatData{Role::explorer, 3, 99}, "seed"));

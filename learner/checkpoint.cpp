@@ -118,6 +118,7 @@ Result<fs::path> save_checkpoint(const LearnerCore& core, const fs::path& dir, i
   w.f64(stats.work.tool_s);
   w.f64(stats.work.score_s);
   w.u64(stats.work.tool_calls);
+  w.u64(stats.policy_tokens);
   Writer file;
   file.out.assign(kMagic, kMagic + 8);
   file.u64(w.out.size());
@@ -177,6 +178,7 @@ Result<LoadedCheckpoint> load_checkpoint(const fs::path& path, const LearnerCore
     stats.work.tool_s = r.f64();
     stats.work.score_s = r.f64();
     stats.work.tool_calls = r.u64();
+    stats.policy_tokens = r.u64();
   }
   if (!r.ok || r.at != payload.size()) return bad("malformed payload");
   auto core = std::make_shared<LearnerCore>(options);

@@ -1,5 +1,6 @@
 #include "learner/run_stats.hpp"
 
+#include <algorithm>
 #include <limits>
 
 namespace rlx {
@@ -26,6 +27,9 @@ void RunStats::add(const Segment& s) {
     for (float r : s.episode_returns) add_return(r);  // a masked episode's return is not in the list
     return;
   }
+  std::uint64_t observed = 0;
+  for (auto o : s.tokens->observed) observed += o != 0;
+  policy_tokens_ += s.env_steps() - std::min(observed, s.env_steps());
   // A token segment's rows are its episodes; a masked row has no outcome.
   const std::size_t first = s.tokens->prompt_width;
   for (std::size_t b = 0; b < s.episode_returns.size(); ++b)
@@ -33,7 +37,7 @@ void RunStats::add(const Segment& s) {
 }
 
 RunStats::State RunStats::state() const {
-  return State{env_steps_, episodes_, episodes_lost_, std::vector<float>(returns_.begin(), returns_.end()), failures_, work_};
+  return State{env_steps_, episodes_, episodes_lost_, std::vector<float>(returns_.begin(), returns_.end()), failures_, work_, policy_tokens_};
 }
 
 void RunStats::restore(const State& s) {
@@ -42,6 +46,7 @@ void RunStats::restore(const State& s) {
   episodes_lost_ = s.episodes_lost;
   failures_ = s.failures;
   work_ = s.work;
+  policy_tokens_ = s.policy_tokens;
   failures_.by_code.resize(kInfraFailureCodes);
   returns_.assign(s.returns.begin(), s.returns.end());
   sum_ = 0;

@@ -25,6 +25,9 @@ class RunStats {
   const std::vector<std::uint64_t>& infra_failures() const { return failures_.by_code; }
   // Where the explorers' and scorers' time went, summed over the segments.
   const SegmentWork& work() const { return work_; }
+  // Token segments: the tokens the policy sampled (env steps less the
+  // tokens the environment wrote into the rows).
+  std::uint64_t policy_tokens() const { return policy_tokens_; }
   // NaN before the first episode ends.
   double mean_return() const;
   // True once `window` episodes have ended (the mean is over a full window).
@@ -40,6 +43,7 @@ class RunStats {
     std::vector<float> returns;  // the window, oldest first
     Failures failures;
     SegmentWork work;
+    std::uint64_t policy_tokens = 0;
   };
   State state() const;
   void restore(const State& s);
@@ -50,6 +54,7 @@ class RunStats {
   std::uint64_t env_steps_ = 0, episodes_ = 0, episodes_lost_ = 0;
   Failures failures_;
   SegmentWork work_;
+  std::uint64_t policy_tokens_ = 0;
   std::deque<float> returns_;
   double sum_ = 0;
 };

@@ -127,6 +127,7 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     m.setToolSeconds(x.tool_s);
     m.setScoreSeconds(x.score_s);
     m.setToolCalls(x.tool_calls);
+    m.setPolicyTokens(x.policy_tokens);
     m.setBusySeconds(x.busy_s);
     auto by = m.initSegmentsByExplorer(static_cast<unsigned>(x.segments_by_explorer.size()));
     for (unsigned i = 0; i < x.segments_by_explorer.size(); ++i) {
@@ -184,6 +185,7 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.tool_s = m.getToolSeconds();
     x.score_s = m.getScoreSeconds();
     x.tool_calls = m.getToolCalls();
+    x.policy_tokens = m.getPolicyTokens();
     for (auto e : m.getSegmentsByExplorer()) x.segments_by_explorer.emplace_back(e.getExplorer(), e.getSegments());
     for (auto e : m.getArrivalsByExplorer())
       x.arrivals_by_explorer.push_back({e.getExplorer(), e.getAccounted(), e.getVanished()});

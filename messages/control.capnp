@@ -84,6 +84,7 @@ struct MetricsReport {
   toolSeconds @35 :Float64;
   scoreSeconds @36 :Float64;
   toolCalls @37 :UInt64;
+  policyTokens @38 :UInt64;       # token policies: tokens the policy sampled (envSteps less the observed ones)
 }
 
 struct ExplorerArrivals {

@@ -297,6 +297,7 @@ struct MetricsData {
   // Summed over the segments received, cumulative (tool_calls widened).
   double decode_s = 0, tool_s = 0, score_s = 0;
   std::uint64_t tool_calls = 0;
+  std::uint64_t policy_tokens = 0;  // token policies: tokens sampled (env_steps less the observed ones)
 };
 
 struct ScaleCommandData {

@@ -31,6 +31,7 @@ TEST_CASE("a metrics line carries the learner's numbers, the segment ledger and 
   m.tool_s = 1.25;
   m.score_s = 2;
   m.tool_calls = 40;
+  m.policy_tokens = 900;
   const auto line = metrics_json_line(m, r);
   CHECK(line.front() == '{');
   CHECK(line.substr(line.size() - 2) == "}\n");
@@ -43,7 +44,7 @@ TEST_CASE("a metrics line carries the learner's numbers, the segment ledger and 
   CHECK(has(line, "\"explorers\":3,"));
   CHECK(has(line, "\"nodes\":2,"));
   CHECK(has(line, "\"weight_swap_mean_us\":125,"));
-  CHECK(has(line, "\"decode_s\":3.5,\"tool_s\":1.25,\"score_s\":2,\"tool_calls\":40,"));
+  CHECK(has(line, "\"decode_s\":3.5,\"tool_s\":1.25,\"score_s\":2,\"tool_calls\":40,\"policy_tokens\":900,"));
   CHECK_FALSE(has(line, "pass_at_1"));  // no held-out score yet
   CHECK(has(line, "\"strangers\":{},\"strangers_total\":0,"));  // a head with no ports
   r.strangers["head"] = {3, 1, 0, 2, 0};

@@ -134,6 +134,7 @@ TEST_CASE("run stats leave masked episodes out of the mean return and count fail
   tokens.tokens->prompt_width = 1;
   tokens.episode_returns = {1.0f, 5.0f};
   tokens.episode_lengths = {2, 2};
+  tokens.tokens->observed = {0, 0, 0, 1, 0, 0};  // row 1's first completion token the env wrote
   tokens.mask_episode(0, 2, 1, InfraFailure::sandbox_setup);
   tokens.count_failure(InfraFailure::reward_timeout, 2);
   tokens.reward_retries = 2;
@@ -151,10 +152,12 @@ TEST_CASE("run stats leave masked episodes out of the mean return and count fail
   CHECK(stats.work().tool_s == 2.0);
   CHECK(stats.work().score_s == 1.0);
   CHECK(stats.work().tool_calls == 6);
+  CHECK(stats.policy_tokens() == 2 * (4 - 1));  // tokens placed less the observed one, twice
   // Kept across a checkpoint's state.
   RunStats back;
   back.restore(stats.state());
   CHECK(back.rows_masked() == 2);
   CHECK(back.infra_failures() == stats.infra_failures());
   CHECK(back.work().tool_calls == 6);
+  CHECK(back.policy_tokens() == 6);
 }
