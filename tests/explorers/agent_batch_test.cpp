@@ -87,15 +87,7 @@ TEST_CASE("a scripted expert restores its tasks turn by turn through the decoder
 
   torch::NoGradGuard guard;
   auto whole = model->forward(g.tokens, g.valid);
-  auto logp = torch::log_softmax(whole.logits, -1);
-  auto gen = g.generated.accessor<bool, 2>();
-  auto lp = g.log_probs.accessor<float, 2>();
-  auto tok = g.tokens.accessor<std::int64_t, 2>();
-  double worst = 0;
-  for (std::int64_t b = 0; b < 2; ++b)
-    for (std::int64_t c = g.prompt_width; c < g.tokens.size(1); ++c)
-      if (gen[b][c]) worst = std::max(worst, static_cast<double>(std::abs(logp[b][c - 1][tok[b][c]].item<float>() - lp[b][c])));
-  CHECK(worst < 1e-3);
+  CHECK(test::worst_log_prob_gap(g, whole.logits) < 1e-3);
   // Versions moved during the episodes; each sampled token kept its step's.
   CHECK(g.versions.max().item<std::int64_t>() > g.versions.masked_select(g.generated).min().item<std::int64_t>());
 }

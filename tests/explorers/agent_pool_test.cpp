@@ -87,14 +87,6 @@ TEST_CASE("a pool of two rows plays five scripted experts' episodes, each row re
   const auto g = generation_of(sequences, model->options().layers, model->options().top_k, Tokenizer::pad);
   torch::NoGradGuard guard;
   auto whole = model->forward(g.tokens, g.valid);
-  auto logp = torch::log_softmax(whole.logits, -1);
-  auto gen = g.generated.accessor<bool, 2>();
-  auto lp = g.log_probs.accessor<float, 2>();
-  auto tok = g.tokens.accessor<std::int64_t, 2>();
-  double worst = 0;
-  for (std::int64_t b = 0; b < g.tokens.size(0); ++b)
-    for (std::int64_t c = g.prompt_width; c < g.tokens.size(1); ++c)
-      if (gen[b][c]) worst = std::max(worst, static_cast<double>(std::abs(logp[b][c - 1][tok[b][c]].item<float>() - lp[b][c])));
-  CHECK(worst < 1e-3);
+  CHECK(test::worst_log_prob_gap(g, whole.logits) < 1e-3);
   CHECK(route_mismatch(whole.routes, g.routes, g.valid) == 0.0);
 }

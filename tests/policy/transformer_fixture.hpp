@@ -1,7 +1,11 @@
 // A transformer small enough for unit tests of decoding (20 tokens unless told).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+
 #include "policy/moe_transformer.hpp"
+#include "policy/token_sampler.hpp"
 
 namespace rlx::test {
 
@@ -16,6 +20,21 @@ inline TransformerOptions small_transformer(std::int64_t max_len = 32, std::int6
   o.top_k = 2;
   o.expert_hidden = 24;
   return o;
+}
+
+// The largest gap between a sampled token's log-probability as decoding
+// recorded it and as one pass over the whole sequences gives (`logits`:
+// that pass's, [B, W, vocab]).
+inline double worst_log_prob_gap(const Generation& g, const torch::Tensor& logits) {
+  auto logp = torch::log_softmax(logits, -1);
+  auto gen = g.generated.accessor<bool, 2>();
+  auto lp = g.log_probs.accessor<float, 2>();
+  auto tok = g.tokens.accessor<std::int64_t, 2>();
+  double worst = 0;
+  for (std::int64_t b = 0; b < g.tokens.size(0); ++b)
+    for (std::int64_t c = g.prompt_width; c < g.tokens.size(1); ++c)
+      if (gen[b][c]) worst = std::max(worst, static_cast<double>(std::abs(logp[b][c - 1][tok[b][c]].item<float>() - lp[b][c])));
+  return worst;
 }
 
 }  // namespace rlx::test
