@@ -172,8 +172,8 @@ void begin_stop(Self self, RunOutcome outcome, const std::string& reason) {
   write_metrics_line(self);
   if (st.options.on_status) st.options.on_status(make_status(self));
   st.end.deadline = std::chrono::steady_clock::now() + st.drain_allowance();
-  if (st.explorers.empty()) return finish(self);
   for (auto& [id, e] : st.explorers) self->send(e, drain_atom::value);
+  finish_if_drained(self);
 }
 
 void check_stop(Self self) {
@@ -361,8 +361,11 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
             // The run ends without them: what they made and the learner has
             // not received is lost, not in flight.
             for (const auto& [id, e] : st.explorers) st.ledger.dead(id);
-            st.options.log->warn("{} explorers did not drain in time: what they hold is counted lost",
-                                 st.explorers.size());
+            st.options.log->warn("{} explorers did not drain in time: what they hold is counted lost{}",
+                                 st.explorers.size(),
+                                 st.plan->explorers_awaited()
+                                     ? fmt::format("; {} ordered never announced themselves", st.plan->explorers_awaited())
+                                     : "");
             st.explorers.clear();
             finish(self);  // ticks go on: member nodes are awaited next
           }

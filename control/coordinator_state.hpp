@@ -99,6 +99,9 @@ void node_gone(Self self, const std::string& name);
 void explorer_joined(Self self, const JoinData& join, explorer_actor who);
 // An explorer is gone (died, drained, retired or evicted with its node).
 void explorer_gone(Self self, std::uint32_t id, const std::string& why, bool died);
+// A stopping run whose explorers all left, none ordered still to announce
+// itself, takes its final counts (finish).
+void finish_if_drained(Self self);
 // The explorer whose actor is `who`, if it is one of the run's.
 std::optional<std::uint32_t> explorer_id(const CoordinatorState& st, const caf::actor_addr& who);
 // Spawns a topology node's fleet in this process (the single-process run, the head's own node).

@@ -132,6 +132,7 @@ void node_gone(Self self, const std::string& name) {
   st.nodes.erase(name);
   st.last_heard.erase(name);
   st.plan->node_gone(name);
+  finish_if_drained(self);  // its explorers not announced yet never will be
 }
 
 void explorer_joined(Self self, const JoinData& join, explorer_actor who) {
@@ -147,8 +148,17 @@ void explorer_joined(Self self, const JoinData& join, explorer_actor who) {
                          id, join.node, join.produced, before, join.kept, *lost);
   }
   if (auto it = st.explorers.find(id); it != st.explorers.end() && it->second.address() == who.address()) return;
-  if (st.end.stopping) return self->send(who, drain_atom::value);
-  add_explorer(self, id, std::move(who), false);
+  if (st.end.finish_started) return self->send(who, drain_atom::value);  // its node is being stopped
+  add_explorer(self, id, who, false);
+  // Ordered before the stop, announced after it: drained like the others,
+  // and awaited, so that the final counts hold what it makes meanwhile.
+  if (st.end.stopping) self->send(who, drain_atom::value);
+}
+
+void finish_if_drained(Self self) {
+  auto& st = self->state;
+  if (st.end.stopping && !st.end.finish_started && st.explorers.empty() && st.plan->explorers_awaited() == 0)
+    finish(self);
 }
 
 void explorer_gone(Self self, std::uint32_t id, const std::string& why, bool died) {
@@ -156,10 +166,7 @@ void explorer_gone(Self self, std::uint32_t id, const std::string& why, bool die
   if (died) st.ledger.dead(id);
   const bool retired = st.plan->explorer_left(id);
   st.explorers.erase(id);
-  if (st.end.stopping) {
-    if (st.explorers.empty() && !st.end.finishing) finish(self);
-    return;
-  }
+  if (st.end.stopping) return finish_if_drained(self);
   if (retired && !died) {
     ++st.tally.explorers_retired;
     st.options.log->info("explorer {} left (scaled down); {} left", id, st.explorers.size());

@@ -86,6 +86,10 @@ class MembershipPlan {
   bool explorer_left(std::uint32_t id);
   // Explorers running (not retiring), plus those ordered and not joined yet.
   std::uint32_t explorers_now() const;
+  // Explorers ordered (here or on a member node still in the cluster) that
+  // have not announced themselves yet: a stopping run waits for them too,
+  // since what they make before the drain reaches them must be counted.
+  std::size_t explorers_awaited() const { return ordered_.size(); }
   std::uint64_t reward_workers() const;
 
   // ---- Scaling ----

@@ -188,11 +188,14 @@ TEST_CASE("a node's ordered explorers are forgotten when it goes, and its joined
           "[control][membership]") {
   MembershipPlan p(topology());
   p.node_entered("a", 2, 8, 0, false);
+  CHECK(p.explorers_awaited() == 2);
   p.explorer_joined(0, "a", 0, 8);
   CHECK(p.explorers_now() == 2);
+  CHECK(p.explorers_awaited() == 1);  // a stopping run waits for the other to join and drain
   CHECK(p.explorers_on("a") == std::vector<std::uint32_t>{0});
   p.node_gone("a");
   CHECK(p.explorers_now() == 1);  // the joined one leaves through explorer_left
+  CHECK(p.explorers_awaited() == 0);  // nothing more will come from a node that went
   p.explorer_left(0);
   CHECK(p.explorers_now() == 0);
 }
