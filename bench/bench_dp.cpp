@@ -152,7 +152,7 @@ TokenDp token_data_parallel(int updates) {
 }  // namespace
 
 std::vector<Row> bench_data_parallel(const EnvRegistry& envs) {
-  auto cfg = bench_config(envs);
+  auto cfg = throughput_config(envs);
   const auto T = static_cast<std::uint32_t>(cfg.explorer.segment_steps);
   const auto Benv = static_cast<std::uint32_t>(cfg.nodes.front().envs_per_explorer);
   std::vector<Row> rows;

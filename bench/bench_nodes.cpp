@@ -261,7 +261,7 @@ double bulk_bytes_per_s(std::size_t params, std::uint64_t chunk_bytes, int round
 }  // namespace
 
 std::vector<Row> bench_nodes(const EnvRegistry& envs) {
-  ClusterConfig c = bench_config(envs);
+  ClusterConfig c = throughput_config(envs);
   std::vector<Row> rows;
   // Segment throughput: a CartPole segment (64 steps x 16 envs) and 1 MiB messages.
   for (const std::size_t size : {std::size_t{36} << 10, std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {

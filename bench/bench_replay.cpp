@@ -90,7 +90,7 @@ Row writer_cost(const ClusterConfig& cfg) {
 }  // namespace
 
 std::vector<Row> bench_recording(const EnvRegistry& envs, int rounds) {
-  auto cfg = bench_config(envs);
+  auto cfg = throughput_config(envs);
   std::vector<double> off, on, zstd;
   std::uint64_t bytes_on = 0, bytes_zstd = 0;
   for (int i = 0; i < rounds; ++i) {  // alternated, so drift hits all three alike
@@ -119,7 +119,7 @@ std::vector<Row> bench_recording(const EnvRegistry& envs, int rounds) {
 }
 
 std::vector<Row> bench_replay(const EnvRegistry& envs) {
-  auto cfg = bench_config(envs);
+  auto cfg = throughput_config(envs);
   timed_run(cfg, envs, true, false);
   const fs::path log = fs::path(cfg.run.log_dir) / "rollouts";
   const EnvSpec spec = make_batch_env_factory(cfg.run.env, cfg.external, envs, null_logger())(1, 0, 1)->spec();

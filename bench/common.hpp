@@ -19,6 +19,11 @@ struct Row {
 
 // The embedded cluster.toml, recording off, logging to rlx-bench-<pid> in the temp directory.
 ClusterConfig bench_config(const EnvRegistry& envs);
+// The same in the segment shape every throughput figure in
+// docs/BENCHMARKS.md was measured with (64 steps x 16 envs per explorer,
+// the default until issue 29 made updates smaller): steps/s, codec,
+// recording, replay, data-parallel and node figures stay comparable.
+ClusterConfig throughput_config(const EnvRegistry& envs);
 
 // bench_replay.cpp: recording overhead and log size; replay speed.
 std::vector<Row> bench_recording(const EnvRegistry& envs, int rounds);
