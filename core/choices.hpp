@@ -19,6 +19,7 @@ enum class RunMode { async, sync };                    // [run] mode
 enum class PolicyKind { moe_mlp, moe_transformer };    // [policy] kind
 enum class Algorithm { ppo, vtrace, grpo };            // [learner] algorithm
 enum class Collectives { automatic, gloo, nccl };      // [learner] collectives ("auto", ...)
+enum class Correction { decoupled, none };             // [learner] correction
 enum class EnvPlacement { actor, local };              // [explorer] env_placement
 enum class EnvProtocol { json, capnp };                // [external] protocol
 enum class Launcher { local, ssh, slurm };             // [[node]] launcher
@@ -31,6 +32,7 @@ template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<RunMod
 template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<PolicyKind>{"moe_mlp", "moe_transformer"};
 template <> inline constexpr std::array<std::string_view, 3> kChoiceNames<Algorithm>{"ppo", "vtrace", "grpo"};
 template <> inline constexpr std::array<std::string_view, 3> kChoiceNames<Collectives>{"auto", "gloo", "nccl"};
+template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<Correction>{"decoupled", "none"};
 template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<EnvPlacement>{"actor", "local"};
 template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<EnvProtocol>{"json", "capnp"};
 template <> inline constexpr std::array<std::string_view, 3> kChoiceNames<Launcher>{"local", "ssh", "slurm"};

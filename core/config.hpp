@@ -87,6 +87,10 @@ struct LearnerConfig {
   double gae_lambda = 0.95;          // GAE lambda (ppo)
   double clip = 0.2;                 // PPO clip epsilon
   double rho_bar = 1.0;              // truncation of the behaviour importance ratio
+  // ppo, grpo: decoupled (PPO's ratio against the weights at the update's
+  // start, the behaviour ratio truncated at rho_bar as a weight) | none
+  // (plain PPO on stale data: the ratio against the behaviour policy)
+  Correction correction = Correction::decoupled;
   double c_bar = 1.0;                // truncation of the trace coefficient (vtrace)
   double entropy_coef = 0.0;         // entropy bonus
   double value_coef = 0.5;           // value loss weight

@@ -89,6 +89,7 @@ const std::vector<Key<LearnerConfig>>& learner_keys() {
       real("gae_lambda", &S::gae_lambda, 0.0, 1.0),
       real("clip", &S::clip, 0.0, 10.0, true),
       real("rho_bar", &S::rho_bar, 0.0, 1e6, true),
+      choice("correction", &S::correction, Errc::config_unknown_name),
       real("c_bar", &S::c_bar, 0.0, 1e6, true),
       real("entropy_coef", &S::entropy_coef, 0.0, 100.0),
       real("value_coef", &S::value_coef, 0.0, 100.0),

@@ -39,6 +39,7 @@ TokenTrainerOptions token_trainer_options(const TrainerOptions& o) {
   t.epochs = o.learner.epochs;
   t.clip = o.learner.clip;
   t.rho_bar = o.learner.rho_bar;
+  t.decoupled = o.learner.correction == Correction::decoupled;
   t.temperature = o.tokens.temperature;
   t.max_lag = o.max_staleness;
   t.router_replay = o.policy.router_replay;

@@ -33,6 +33,7 @@ struct TokenTrainerOptions {
   std::int64_t epochs = 1;          // passes over each batch (one optimizer step each)
   double clip = 0.2;
   double rho_bar = 2.0;             // truncation of the behaviour ratio
+  bool decoupled = true;            // false: plain PPO on stale data (the ratio against the behaviour policy)
   double temperature = 1.0;         // the sampling temperature: log-probs are taken at it
   std::uint64_t max_lag = 4;        // per-token staleness bound (versions)
   std::int64_t token_budget = 4096; // padded tokens per microbatch

@@ -75,6 +75,21 @@ TEST_CASE("an unknown env or policy name lists the registry", "[core][config]") 
   CHECK(p.error().message.find("moe_mlp") != std::string::npos);
 }
 
+TEST_CASE("the off-policy correction is decoupled by default, none on request, and none is refused with V-trace",
+          "[core][config]") {
+  CHECK(test::default_config().learner.correction == Correction::decoupled);
+  auto none = test::parse("[learner]\ncorrection = \"none\"\n" + valid_nodes());
+  REQUIRE(none.ok());
+  CHECK(none->learner.correction == Correction::none);
+  auto typo = test::parse("[learner]\ncorrection = \"off\"\n" + valid_nodes());
+  REQUIRE_FALSE(typo.ok());
+  CHECK(typo.error().code == Errc::config_unknown_name);
+  CHECK(typo.error().message.find("decoupled") != std::string::npos);
+  auto vtrace = test::parse("[learner]\nalgorithm = \"vtrace\"\ncorrection = \"none\"\n" + valid_nodes());
+  REQUIRE_FALSE(vtrace.ok());
+  CHECK(vtrace.error().message.find("learner.correction") != std::string::npos);
+}
+
 TEST_CASE("a TOML syntax error names the line and column", "[core][config]") {
   auto r = test::parse("[run]\nseed = = 1\n");
   REQUIRE_FALSE(r.ok());

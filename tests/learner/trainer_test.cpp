@@ -1,7 +1,9 @@
 #include "tests/torch_catch.hpp"
+#include <cmath>
 
 #include "learner/run_stats.hpp"
 #include "learner/mlp_trainer.hpp"
+#include "policy/moe_mlp_policy.hpp"
 #include "policy/weights_io.hpp"
 #include "tests/helpers.hpp"
 
@@ -45,6 +47,41 @@ TEST_CASE("the same seed and segments give bit-identical weights", "[learner][de
     t2.update({&a, &b});
   }
   CHECK(t1.weights().checksum == t2.weights().checksum);
+}
+
+TEST_CASE("without the correction PPO's ratio is taken against the behaviour policy: the same update on fresh steps, "
+          "another on stale ones",
+          "[learner][ppo][staleness]") {
+  auto with = options("ppo"), without = options("ppo");
+  without.learner.correction = Correction::none;
+  // Fresh steps: their behaviour log-probs are the starting weights' own.
+  auto fresh = test::make_segment(16, 4, 0);
+  {
+    const WeightSetData start = MlpTrainer(with).weights();
+    auto policy = make_seeded_policy(
+        PolicyOptions{4, 2, with.policy.hidden, with.policy.experts, with.policy.top_k}, 99);
+    REQUIRE(import_weights(*policy, start).ok());
+    torch::NoGradGuard no_grad;
+    const auto n = static_cast<std::int64_t>(fresh.actions.size());
+    auto obs = torch::from_blob(fresh.observations.data(), {n, 4}, torch::kFloat32).clone();
+    auto logp = torch::log_softmax(policy->forward(obs).logits, -1);
+    for (std::int64_t i = 0; i < n; ++i)
+      fresh.behaviour_log_probs[static_cast<std::size_t>(i)] = logp[i][fresh.actions[static_cast<std::size_t>(i)]].item<float>();
+  }
+  MlpTrainer a(with), b(without);
+  a.update({&fresh});
+  b.update({&fresh});
+  CHECK(test::max_diff(a.weights(), b.weights()) < 1e-6);
+  // Stale steps: a behaviour policy far more sure of its actions (p = 0.9)
+  // than the weights the update starts from.
+  auto stale = test::make_segment(16, 4, 0);
+  for (auto& lp : stale.behaviour_log_probs) lp = std::log(0.9f);
+  MlpTrainer c(with), d(without);
+  const auto sc = c.update({&stale}).value(), sd = d.update({&stale}).value();
+  CHECK(test::max_diff(c.weights(), d.weights()) > 1e-4);
+  // The behaviour ratio's statistics are reported either way.
+  CHECK(sc.correction.ratio_mean == Approx(sd.correction.ratio_mean));
+  CHECK(sd.correction.ratio_mean < 0.7);
 }
 
 TEST_CASE("run stats keep the mean return of the last 100 episodes", "[learner][metrics]") {
