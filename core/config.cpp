@@ -230,7 +230,8 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     const bool token_policy = c.policy.kind == PolicyKind::moe_transformer;
     if (c.learner.algorithm == Algorithm::vtrace && c.learner.correction == Correction::none)
       top.fail(Errc::config_range, root.get("learner"), "learner.correction",
-               "\"none\" applies to ppo and grpo: V-trace corrects through its own truncated ratios (rho_bar, c_bar)");
+               "\"none\" applies to ppo and grpo: V-trace corrects through its own truncated ratios (rho_bar, c_bar); "
+               "remove the key or set it to \"decoupled\"");
     if (token_policy != c.token_run())
       top.fail(Errc::config_range, root.get("policy"), "policy.kind",
                token_policy ? "the moe_transformer policy needs a token env (run.env = \"tokens:arithmetic\" or "

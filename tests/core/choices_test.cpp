@@ -52,6 +52,7 @@ TEST_CASE("enum-like settings set in code are written by name and read back", "[
   c.run.mode = RunMode::sync;
   c.learner.batch_segments = static_cast<std::int64_t>(c.total_explorers());
   c.learner.algorithm = Algorithm::vtrace;
+  c.learner.correction = Correction::decoupled;  // V-trace has its own (the main job's "none" is refused with it)
   c.explorer.env_placement = EnvPlacement::local;
   c.external.protocol = EnvProtocol::capnp;
   const std::string text = to_toml(c);
@@ -61,6 +62,7 @@ TEST_CASE("enum-like settings set in code are written by name and read back", "[
   REQUIRE(back.ok());
   CHECK(back->run.mode == RunMode::sync);
   CHECK(back->learner.algorithm == Algorithm::vtrace);
+  CHECK(back->learner.correction == Correction::decoupled);
   CHECK(back->explorer.env_placement == EnvPlacement::local);
   CHECK(back->external.protocol == EnvProtocol::capnp);
   CHECK(back->policy.kind == PolicyKind::moe_mlp);

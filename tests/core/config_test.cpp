@@ -75,9 +75,13 @@ TEST_CASE("an unknown env or policy name lists the registry", "[core][config]") 
   CHECK(p.error().message.find("moe_mlp") != std::string::npos);
 }
 
-TEST_CASE("the off-policy correction is decoupled by default, none on request, and none is refused with V-trace",
+TEST_CASE("the off-policy correction is decoupled unless set, the main job sets none, and none is refused with V-trace",
           "[core][config]") {
-  CHECK(test::default_config().learner.correction == Correction::decoupled);
+  CHECK(LearnerConfig{}.correction == Correction::decoupled);
+  auto unset = test::parse("[learner]\nlr = 1e-3\n" + valid_nodes());
+  REQUIRE(unset.ok());
+  CHECK(unset->learner.correction == Correction::decoupled);
+  CHECK(test::default_config().learner.correction == Correction::none);  // measured better on CartPole
   auto none = test::parse("[learner]\ncorrection = \"none\"\n" + valid_nodes());
   REQUIRE(none.ok());
   CHECK(none->learner.correction == Correction::none);
@@ -88,6 +92,7 @@ TEST_CASE("the off-policy correction is decoupled by default, none on request, a
   auto vtrace = test::parse("[learner]\nalgorithm = \"vtrace\"\ncorrection = \"none\"\n" + valid_nodes());
   REQUIRE_FALSE(vtrace.ok());
   CHECK(vtrace.error().message.find("learner.correction") != std::string::npos);
+  CHECK(vtrace.error().message.find("set it to \"decoupled\"") != std::string::npos);
 }
 
 TEST_CASE("a TOML syntax error names the line and column", "[core][config]") {

@@ -53,6 +53,7 @@ TEST_CASE("without the correction PPO's ratio is taken against the behaviour pol
           "another on stale ones",
           "[learner][ppo][staleness]") {
   auto with = options("ppo"), without = options("ppo");
+  with.learner.correction = Correction::decoupled;
   without.learner.correction = Correction::none;
   // Fresh steps: their behaviour log-probs are the starting weights' own.
   auto fresh = test::make_segment(16, 4, 0);
