@@ -14,10 +14,14 @@ namespace rlx {
 //   L   = -mean(w_t * min(r_t A_t, clip(r_t, 1 - eps, 1 + eps) A_t))
 // new_log_probs carries the gradient; the others are constants. With
 // `mask` (float, 1 keep, 0 leave out; undefined: every row) the mean is
-// over the kept rows (0 when none is).
+// over the kept rows (0 when none is). `decoupled` false is plain PPO on
+// stale data ([learner] correction = "none"): r_t = pi_theta /
+// pi_behaviour and w_t = 1. `stats` are the behaviour ratio's
+// (pi_prox / pi_behaviour) either way.
 torch::Tensor decoupled_ppo_loss(const torch::Tensor& new_log_probs, const torch::Tensor& prox_log_probs,
                                  const torch::Tensor& behaviour_log_probs, const torch::Tensor& advantages,
-                                 double clip, double rho_bar, LossStats* stats = nullptr, const torch::Tensor& mask = {});
+                                 double clip, double rho_bar, LossStats* stats = nullptr, const torch::Tensor& mask = {},
+                                 bool decoupled = true);
 
 // The mean of `x` over the rows `mask` keeps (all when undefined; 0 when none).
 torch::Tensor masked_mean(const torch::Tensor& x, const torch::Tensor& mask);

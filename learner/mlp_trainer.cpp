@@ -194,10 +194,6 @@ UpdateStats MlpTrainer::Impl::update_ppo(Batch& b) {
     // Masked rows (no outcome) count in no loss; the minibatches stay the
     // same on every rank, so data-parallel ranks step together.
   }
-  // PPO's ratio is taken against the weights at the update's start
-  // (decoupled), or against the policy that sampled the steps (none: plain
-  // PPO on stale data, for comparison; the behaviour weight is then 1).
-  const torch::Tensor& anchor = L.correction == Correction::none ? b.behaviour : prox_all;
   const std::int64_t mb = std::max<std::int64_t>(1, N / L.minibatches);
   int n = 0;
   for (std::int64_t epoch = 0; epoch < L.epochs; ++epoch) {
@@ -210,8 +206,8 @@ UpdateStats MlpTrainer::Impl::update_ppo(Batch& b) {
       const auto keep = b.keep.defined() ? b.keep.index_select(0, idx) : torch::Tensor();
       auto entropy = masked_mean(-(logp_all.exp() * logp_all).sum(-1), keep);
       auto adv = normalise(adv_all.index_select(0, idx), keep);
-      auto pg = decoupled_ppo_loss(logp, anchor.index_select(0, idx), b.behaviour.index_select(0, idx), adv, L.clip,
-                                   L.rho_bar, nullptr, keep);
+      auto pg = decoupled_ppo_loss(logp, prox_all.index_select(0, idx), b.behaviour.index_select(0, idx), adv, L.clip,
+                                   L.rho_bar, nullptr, keep, L.correction == Correction::decoupled);
       auto vl = 0.5 * masked_mean((out.value - ret_all.index_select(0, idx)).pow(2), keep);
       step(pg, vl, entropy, out, stats, n);
     }

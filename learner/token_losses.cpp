@@ -50,12 +50,12 @@ torch::Tensor admit_tokens(const torch::Tensor& versions, const torch::Tensor& g
 
 torch::Tensor token_ppo_loss(const torch::Tensor& new_log_probs, const torch::Tensor& prox_log_probs,
                              const torch::Tensor& behaviour_log_probs, const torch::Tensor& advantages,
-                             const torch::Tensor& mask, double clip, double rho_bar, LossStats* stats) {
+                             const torch::Tensor& mask, double clip, double rho_bar, LossStats* stats, bool decoupled) {
   auto m = mask.to(torch::kBool);
   auto pick = [&](const torch::Tensor& t) { return t.masked_select(m); };
   if (m.sum().item<std::int64_t>() == 0) return (new_log_probs * 0).sum();
   return decoupled_ppo_loss(pick(new_log_probs), pick(prox_log_probs), pick(behaviour_log_probs), pick(advantages),
-                            clip, rho_bar, stats);
+                            clip, rho_bar, stats, {}, decoupled);
 }
 
 std::vector<std::vector<std::int64_t>> pack_by_length(const std::vector<std::int64_t>& lengths,

@@ -39,9 +39,11 @@ torch::Tensor admit_tokens(const torch::Tensor& versions, const torch::Tensor& g
 // Decoupled PPO over tokens (learner/losses.hpp), averaged over the
 // tokens `mask` selects ([B, W] bool; every other argument [B, W]):
 //   L = -sum(mask * w * min(r A, clip(r) A)) / sum(mask)
+// (`decoupled` false: plain PPO, as there.)
 torch::Tensor token_ppo_loss(const torch::Tensor& new_log_probs, const torch::Tensor& prox_log_probs,
                              const torch::Tensor& behaviour_log_probs, const torch::Tensor& advantages,
-                             const torch::Tensor& mask, double clip, double rho_bar, LossStats* stats = nullptr);
+                             const torch::Tensor& mask, double clip, double rho_bar, LossStats* stats = nullptr,
+                             bool decoupled = true);
 
 // Sequence-length-aware batching: row indices sorted by length, cut into
 // microbatches whose padded size (rows x longest row) stays within

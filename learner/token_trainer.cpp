@@ -315,13 +315,8 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
       const double pg_share = static_cast<double>(n) / static_cast<double>(total);
       const double share = all_kept_tokens > 0 ? static_cast<double>(n) / static_cast<double>(all_kept_tokens) : 0.0;
       LossStats ls;
-      // Without the correction (plain PPO on stale data) the ratio is taken
-      // against the behaviour policy; the behaviour ratio's statistics are
-      // those of the weights at the update's start all the same.
-      if (epoch == 0 && !o.decoupled)
-        token_ppo_loss(logp.detach(), p.prox, p.behaviour, p.adv, p.mask, o.clip, o.rho_bar, &ls);
-      auto pg = token_ppo_loss(logp, o.decoupled ? p.prox : p.behaviour, p.behaviour, p.adv, p.mask, o.clip, o.rho_bar,
-                               epoch == 0 && o.decoupled ? &ls : nullptr);
+      auto pg = token_ppo_loss(logp, p.prox, p.behaviour, p.adv, p.mask, o.clip, o.rho_bar, epoch == 0 ? &ls : nullptr,
+                               o.decoupled);
       auto maskf = p.mask.to(logp.dtype());
       auto ent = n > 0 ? (entropy * maskf).sum() / static_cast<double>(n) : entropy.sum() * 0;
       auto loss = pg_share * pg - share * o.entropy_coef * ent +

@@ -120,3 +120,19 @@ TEST_CASE("the decoupled PPO loss clips around the proximal policy", "[learner][
   loss.backward();
   CHECK(moved.grad().abs().sum().item<float>() == Approx(0.0));  // both clipped: no gradient
 }
+
+TEST_CASE("without the decoupling the PPO loss clips around the behaviour policy and reports the same ratios",
+          "[learner][ppo][staleness]") {
+  auto prox = torch::log(torch::tensor({2.0f, 0.5f}));  // the weights at the update's start
+  auto behaviour = torch::zeros({2});
+  auto adv = torch::ones({2});
+  LossStats with, without;
+  auto decoupled = decoupled_ppo_loss(prox, prox, behaviour, adv, 0.2, 1.0, &with);
+  auto plain = decoupled_ppo_loss(prox, prox, behaviour, adv, 0.2, 1.0, &without, {}, false);
+  // Decoupled: r = 1, w = min(1, 2) and min(1, 0.5) -> -(1 + 0.5) / 2.
+  CHECK(decoupled.item<float>() == Approx(-0.75));
+  // Plain: r = 2 and 0.5 against the behaviour policy, clipped to 1.2 and 0.5 -> -(1.2 + 0.5) / 2.
+  CHECK(plain.item<float>() == Approx(-0.85));
+  CHECK(without.ratio_max == Approx(with.ratio_max));
+  CHECK(without.ratio_mean == Approx(1.25));
+}
