@@ -21,3 +21,9 @@ wait_for() {
 
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", a - b }'; }
 median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+
+# gnuplot lines of the staleness sweeps' x axis: the bounds 0, 1, 2, 4, 8,
+# 16 evenly spaced, pos(BOUND) their places.
+staleness_axis='set xrange [-0.5:5.5]; set key outside below horizontal
+set xtics ("0" 0, "1" 1, "2" 2, "4" 3, "8" 4, "16" 5)
+pos(b) = b == 0 ? 0 : b == 1 ? 1 : b == 2 ? 2 : b == 4 ? 3 : b == 8 ? 4 : 5'

@@ -12,7 +12,7 @@
 # Writes OUT_DIR/sweep.jsonl, OUT_DIR/table.md and, with gnuplot,
 # OUT_DIR/staleness.png.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/common.sh"
 out=${1:?usage: bench/staleness_sweep.sh OUT_DIR}
 shape=${SHAPE:-wide}
 bounds=${BOUNDS:-0 1 2 4 8 16}
@@ -66,9 +66,7 @@ set terminal pngcairo size 800,480 noenhanced
 set output "$out/staleness.png"
 set title "CartPole ($shape shape): mean return at $steps env steps, by staleness bound"
 set xlabel "max_staleness"; set ylabel "mean return (last 100 episodes)"
-set yrange [0:520]; set xrange [-0.5:5.5]; set key outside below horizontal
-set xtics ("0" 0, "1" 1, "2" 2, "4" 3, "8" 4, "16" 5)
-pos(b) = b == 0 ? 0 : b == 1 ? 1 : b == 2 ? 2 : b == 4 ? 3 : b == 8 ? 4 : 5
+set yrange [0:520]; $staleness_axis
 plot "$out/points.dat" using (pos(\$1) - 0.08):(strcol(2) eq "decoupled" ? \$3 : 1/0) with points pt 7 ps 1.2 title "decoupled correction", \
      "$out/points.dat" using (pos(\$1) + 0.08):(strcol(2) eq "none" ? \$3 : 1/0) with points pt 5 ps 1.2 title "none (plain PPO)"
 GP

@@ -186,6 +186,8 @@ void check_stop(Self self) {
     begin_stop(self, RunOutcome::budget, fmt::format("max_env_steps {} reached", stop.max_env_steps));
   else if (stop.max_seconds > 0 && st.elapsed() >= stop.max_seconds)
     begin_stop(self, RunOutcome::budget, fmt::format("max_seconds {} reached", stop.max_seconds));
+  else if (stop.max_updates > 0 && m.policy_version >= stop.max_updates)
+    begin_stop(self, RunOutcome::budget, fmt::format("max_updates {} reached", stop.max_updates));
 }
 
 void spawn_cluster(Self self) {

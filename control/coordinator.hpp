@@ -31,7 +31,7 @@ namespace rlx {
 // How a run ended (exit codes of `rlx launch`).
 enum class RunOutcome : int {
   solved = 0,          // stop.mean_return reached
-  budget = 3,          // max_env_steps or max_seconds reached first
+  budget = 3,          // max_env_steps, max_seconds or max_updates reached first
   bad_input = 2,       // a bad config or a damaged log (found before the run starts)
   failed = 4,          // the learner died or no explorer is left
   interrupted = 130,   // SIGINT / SIGTERM

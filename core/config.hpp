@@ -17,6 +17,7 @@ struct StopConfig {
   double mean_return = 475.0;        // mean return of the last 100 episodes
   std::uint64_t max_env_steps = 2'000'000;  // env steps received by the learner
   double max_seconds = 0.0;          // wall-clock limit; 0 = none
+  std::uint64_t max_updates = 0;     // policy versions published by the learner; 0 = none
 };
 
 // [run]

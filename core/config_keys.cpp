@@ -47,6 +47,7 @@ const std::vector<Key<StopConfig>>& stop_keys() {
       real("mean_return", &S::mean_return, -1e12, 1e12),
       whole("max_env_steps", &S::max_env_steps, 1, kInt64Max),
       real("max_seconds", &S::max_seconds, 0.0, 1e9),
+      whole("max_updates", &S::max_updates, 0, kInt64Max),
   };
   return keys;
 }

@@ -98,6 +98,22 @@ TEST_CASE("a seeded short CartPole run learns and accounts for every segment", "
   CHECK(count_records(dir) == received);
 }
 
+TEST_CASE("a run with max_updates stops as a budget once the learner has published that many versions",
+          "[actors][e2e]") {
+  std::filesystem::path dir;
+  auto cfg = e2e_config("rlx-e2e-max-updates", &dir, 2'000'000);
+  cfg.run.stop.max_updates = 5;
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, null_logger());
+  INFO(r.summary);
+  CHECK(r.outcome == RunOutcome::budget);
+  CHECK(r.summary.find("max_updates 5 reached") != std::string::npos);
+  const std::string line = last_line(dir / "metrics.jsonl");
+  INFO(line);
+  CHECK(json_uint(line, "policy_version") >= 5);
+  CHECK(json_uint(line, "policy_version") <= 12);  // the drain trains what is in flight, no more
+  CHECK(json_uint(line, "env_steps") < 200'000);  // not the step budget
+}
+
 TEST_CASE("the rollout log is readable by the capnp tool alone", "[actors][e2e][slow][recorder]") {
   REQUIRE(std::system("command -v capnp > /dev/null 2>&1") == 0);  // installed with libcapnp-dev
   std::filesystem::path dir;

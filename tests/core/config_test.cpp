@@ -232,6 +232,7 @@ TEST_CASE("a configuration written back as TOML parses to the same configuration
   c.autoscale.enabled = true;
   c.autoscale.max_explorers = 12;
   c.launch.listen = true;
+  c.run.stop.max_updates = 40;
   const std::string text = to_toml(c);
   auto back = test::parse(text);
   INFO(text);
@@ -245,6 +246,7 @@ TEST_CASE("a configuration written back as TOML parses to the same configuration
   CHECK(back->external.args == c.external.args);
   CHECK(back->autoscale.max_explorers == 12);
   CHECK(back->launch.listen);
+  CHECK(back->run.stop.max_updates == 40);
   CHECK(back->nodes.size() == c.nodes.size());
 }
 
