@@ -20,6 +20,10 @@
 #include "assembly/remote.hpp"
 #include "assembly/held_system.hpp"
 #include "transport/front_door.hpp"
+#include "control/alerts.hpp"
+#include "control/prometheus.hpp"
+#include "transport/metrics_endpoint.hpp"
+#include "transport/webhook.hpp"
 #include "transport/weight_bulk.hpp"
 
 #include "core/auth.hpp"
@@ -180,6 +184,28 @@ std::string run_identity(const ClusterConfig& config, bool resume, const Logger&
   return id;
 }
 
+// The head's Prometheus endpoint; its port goes to <log_dir>/metrics_port
+// (what a scrape configuration or a test reads when the port was 0).
+Result<std::unique_ptr<MetricsEndpoint>> start_prometheus(const ClusterConfig& config,
+                                                          std::shared_ptr<MetricsBoard> board,
+                                                          std::shared_ptr<StrangerWatch> strangers, const Logger& log) {
+  MetricsEndpointOptions mo;
+  mo.host = config.metrics.host;
+  mo.port = static_cast<std::uint16_t>(config.metrics.port);
+  mo.board = std::move(board);
+  mo.watch = std::move(strangers);
+  mo.log = child_logger(log, "metrics");
+  auto served = MetricsEndpoint::start(std::move(mo));
+  if (!served) return served.error();
+  const auto port = (*served)->port();
+  std::error_code ec;
+  std::filesystem::create_directories(config.run.log_dir, ec);
+  const auto file = std::filesystem::path(config.run.log_dir) / "metrics_port";
+  if (auto w = write_text_atomically(file, std::to_string(port) + "\n"); !w) return w.error();
+  log->info("Prometheus metrics on http://{}:{}/metrics", config.metrics.host, port);
+  return served;
+}
+
 // Opens the head's port. The gate is published on 127.0.0.1 (a free port)
 // and a front door on the head's address lets through only connections
 // that open with CAF's handshake (TLS's under [tls]); strangers are closed
@@ -241,6 +267,37 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     result.summary = config.run.name + ": cannot start: " + prepared.error().message;
     return result;
   }
+  // Strangers on the head's ports; the Prometheus endpoint ([metrics]),
+  // before any actor exists, so a port it cannot take fails the start.
+  std::shared_ptr<StrangerWatch> strangers;
+  if (options.serve || config.metrics.prometheus)
+    strangers = std::make_shared<StrangerWatch>(child_logger(log, "strangers"));
+  std::shared_ptr<MetricsBoard> board;
+  std::unique_ptr<MetricsEndpoint> prometheus;
+  if (config.metrics.prometheus) {
+    board = std::make_shared<MetricsBoard>();
+    auto served = start_prometheus(config, board, strangers, log);
+    if (!served) {
+      result.outcome = RunOutcome::failed;
+      result.summary = config.run.name + ": cannot start: " + served.error().message;
+      return result;
+    }
+    prometheus = std::move(*served);
+  }
+  std::shared_ptr<WebhookSender> webhook;  // [alerts]
+  std::shared_ptr<AlertRules> alerts;
+  if (!config.alerts.webhook.empty()) {
+    auto sender = WebhookSender::start(config.alerts.webhook,
+                                       std::chrono::milliseconds(static_cast<std::int64_t>(config.alerts.timeout_s * 1e3)),
+                                       child_logger(log, "alerts"));
+    if (!sender) {
+      result.outcome = RunOutcome::bad_input;
+      result.summary = config.run.name + ": cannot start: " + sender.error().message;
+      return result;
+    }
+    webhook = std::move(*sender);
+    alerts = std::make_shared<AlertRules>(config.alerts, config.run.name);
+  }
   // The system and the configuration it refers to, together: handed back,
   // not destroyed, if actors outlive the shutdown bound (destroying the
   // system would wait for them).
@@ -284,10 +341,14 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     auto core_future = core_promise->get_future();
     std::unique_ptr<BulkServer> bulk;  // weights to member nodes beside the middleman
     std::unique_ptr<FrontDoor> door;   // the head's port, in front of CAF's
-    std::shared_ptr<StrangerWatch> strangers;
+    co.strangers = strangers;
+    if (board || webhook)
+      co.on_report = [board, webhook, alerts, name = config.run.name](const MetricsData& m, const RunCounts& r) {
+        if (board) board->publish(prometheus_text(m, r, name));
+        if (webhook)
+          for (const auto& alert : alerts->check(m, r)) webhook->post(alert.text);
+      };
     if (options.serve) {
-      strangers = std::make_shared<StrangerWatch>(child_logger(log, "strangers"));
-      co.strangers = strangers;
       co.weight_shelf = std::make_shared<WeightShelf>(static_cast<std::size_t>(config.weight_store.keep_versions),
                                                       static_cast<std::uint64_t>(config.weight_store.chunk_kb) << 10);
       co.spawn_nodes = {config.head().name};
@@ -415,6 +476,10 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   if (prepared->writer) (void)prepared->writer->close();  // idempotent: the recorder closed it when it flushed
   if (prepared->ranks && prepared->ranks->stop() > 0 && result.outcome != RunOutcome::failed)
     log->warn("some learner rank processes did not exit cleanly");
+  if (webhook) {
+    webhook->post(alerts->ended(outcome_name(result.outcome), result.summary).text);
+    webhook->finish();  // the end's alert is out (or given up on) before the launcher exits
+  }
   return result;
 }
 

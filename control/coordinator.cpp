@@ -64,6 +64,7 @@ RunCounts run_counts(const CoordinatorState& st) {
   r.nodes_evicted = st.tally.nodes_evicted;
   r.reward_workers = st.plan->reward_workers();
   r.autoscale_changes = st.tally.autoscale_changes;
+  r.weight_swaps = st.tally.swap_latency;
   r.weight_swap_mean_us = st.tally.swaps ? st.tally.swap_us_sum / static_cast<double>(st.tally.swaps) : 0.0;
   r.rss_mb = resident_bytes() >> 20;
   r.segments = account(st);
@@ -75,8 +76,10 @@ RunCounts run_counts(const CoordinatorState& st) {
 
 void write_metrics_line(Self self) {
   auto& st = self->state;
+  const auto counts = run_counts(st);
+  if (st.options.on_report) st.options.on_report(st.metrics, counts);
   if (!st.jsonl) return;
-  st.jsonl << metrics_json_line(st.metrics, run_counts(st));
+  st.jsonl << metrics_json_line(st.metrics, counts);
   st.jsonl.flush();
 }
 
@@ -348,6 +351,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
       [self](swap_atom, std::uint32_t, double us) {
         self->state.tally.swap_us_sum += us;
         ++self->state.tally.swaps;
+        self->state.tally.swap_latency.observe(us * 1e-6);
       },
       [self](tick_atom) {
         auto& st = self->state;
@@ -417,6 +421,17 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
 
 coordinator_actor spawn_coordinator(caf::actor_system& system, CoordinatorOptions options) {
   return system.spawn(coord::coordinator_impl, std::move(options));
+}
+
+const char* outcome_name(RunOutcome outcome) {
+  switch (outcome) {
+    case RunOutcome::solved: return "solved";
+    case RunOutcome::budget: return "budget";
+    case RunOutcome::bad_input: return "bad_input";
+    case RunOutcome::failed: return "failed";
+    case RunOutcome::interrupted: return "interrupted";
+  }
+  return "unknown";
 }
 
 }  // namespace rlx

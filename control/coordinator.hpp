@@ -36,6 +36,8 @@ enum class RunOutcome : int {
   failed = 4,          // the learner died or no explorer is left
   interrupted = 130,   // SIGINT / SIGTERM
 };
+// "solved", "budget", "bad_input", "failed", "interrupted".
+const char* outcome_name(RunOutcome outcome);
 
 struct CoordinatorOptions {
   ClusterConfig config;
@@ -57,6 +59,8 @@ struct CoordinatorOptions {
   Logger log;
   std::set<std::uint64_t> drop_segments;      // fault injection, for tests (RunOptions::drop_segments)
   std::shared_ptr<const StrangerWatch> strangers;  // the head's ports' strangers (null: it opens none)
+  // With every metrics line (coordinator's thread): /metrics, alerts.
+  std::function<void(const MetricsData&, const RunCounts&)> on_report;
 };
 
 

@@ -47,6 +47,7 @@ struct CoordinatorState {
     std::uint64_t unrecorded = 0;             // records the rollout log did not take ([record] on_error)
     std::uint64_t swaps = 0;
     double swap_us_sum = 0;
+    LatencyHistogram swap_latency;
   } tally;
   // How the run ends: stopping (explorers drain), then finishing (the
   // recorder flushed, member nodes told to stop), then done (the launcher told).

@@ -6,6 +6,14 @@
 
 namespace rlx {
 
+void LatencyHistogram::observe(double seconds) {
+  std::size_t i = 0;
+  while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+  ++counts[i];
+  sum_s += seconds;
+  ++total;
+}
+
 std::string json_number(double x) { return std::isfinite(x) ? fmt::format("{:.6g}", x) : "null"; }
 
 std::string infra_failures_json(const std::vector<std::uint64_t>& by_code) {

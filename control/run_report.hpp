@@ -5,6 +5,7 @@
 // CAF-free; plain data in, text or a struct out.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -52,6 +53,19 @@ struct HeldOutScore {
   bool any = false;  // none yet
 };
 
+// Observations of a latency, in seconds, counted in fixed buckets (the
+// Prometheus histogram's, cumulated when written).
+struct LatencyHistogram {
+  // Upper bounds, seconds: 100 us to 10 s.
+  static constexpr std::array<double, 12> kBounds = {1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
+                                                     1e-2, 5e-2, 0.1,    0.5,    1.0,  10.0};
+  std::array<std::uint64_t, kBounds.size() + 1> counts{};  // the last: above every bound
+  double sum_s = 0;
+  std::uint64_t total = 0;
+
+  void observe(double seconds);
+};
+
 // What the coordinator counts itself.
 struct RunCounts {
   double time_s = 0;                     // since the run started
@@ -65,6 +79,7 @@ struct RunCounts {
   std::uint64_t reward_workers = 0;
   std::uint64_t autoscale_changes = 0;
   double weight_swap_mean_us = 0;
+  LatencyHistogram weight_swaps;         // each explorer's swap of new weights
   std::uint64_t rss_mb = 0;              // the head process's resident memory
   std::uint64_t segments_unrecorded = 0;  // records the rollout log failed to take
   std::map<std::string, StrangerWatch::ByKind> strangers;  // by port ("head", "bulk"), then kind

@@ -143,6 +143,14 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       }
     }
     read_table(top, "log", k::log_keys(), c.log, source);
+    read_table(top, "metrics", k::metrics_keys(), c.metrics, source);
+    if (const toml::table* t = read_table(top, "alerts", k::alerts_keys(), c.alerts, source)) {
+      TableReader r(*t, "alerts", source);
+      const auto& url = c.alerts.webhook;
+      const bool scheme = url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0;
+      if (!url.empty() && (!scheme || url.find("://") + 3 >= url.size()))
+        r.fail(Errc::config_range, t->get("webhook"), "webhook", "allowed: an http:// or https:// URL");
+    }
     if (const toml::table* t = read_table(top, "launch", k::launch_keys(), c.launch, source)) {
       TableReader r(*t, "launch", source);
       if (c.launch.ssh_command.find("{command}") == std::string::npos)
@@ -187,7 +195,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     }
     top.reject_unknown(
         {"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "launch", "reward", "tokens", "tls",
-         "autoscale", "node"});
+         "autoscale", "node", "metrics", "alerts"});
 
     // Whole-topology checks.
     auto count_role = [&](const std::string& role) {

@@ -197,6 +197,23 @@ struct ExternalEnvConfig {
   std::vector<std::string> env;      // extra environment entries, "KEY=VALUE"
 };
 
+// [metrics]: the head's Prometheus endpoint (docs/operating.md).
+struct MetricsConfig {
+  bool prometheus = false;           // serve GET /metrics on the head
+  std::string host = "127.0.0.1";    // address it listens on (loopback: only this machine scrapes)
+  std::int64_t port = 0;             // 0 = a free port, written to <log_dir>/metrics_port
+};
+
+// [alerts]: Slack-compatible posts to a webhook when the run needs a
+// person (docs/operating.md).
+struct AlertsConfig {
+  std::string webhook;               // http:// or https:// URL; empty: no alerts
+  double stall_s = 600;              // no new policy version for this long (0: never)
+  double infra_failures_per_min = 10;  // failures of the machinery past this rate (0: never)
+  double min_interval_s = 300;       // the same kind of alert at most once per interval (the run's end always)
+  double timeout_s = 10;             // per post; a webhook slower than this is given up on
+};
+
 // [log]
 struct LogConfig {
   std::string level = "info";        // trace | debug | info | warn | error | off
@@ -212,6 +229,8 @@ struct ClusterConfig {
   ExplorerConfig explorer;
   WeightStoreConfig weight_store;
   RecordConfig record;
+  MetricsConfig metrics;
+  AlertsConfig alerts;
   ExternalEnvConfig external;
   LogConfig log;
   LaunchConfig launch;

@@ -153,6 +153,28 @@ const std::vector<Key<LogConfig>>& log_keys() {
   return keys;
 }
 
+const std::vector<Key<MetricsConfig>>& metrics_keys() {
+  using S = MetricsConfig;
+  static const std::vector<Key<S>> keys = {
+      flag("prometheus", &S::prometheus),
+      text("host", &S::host),
+      whole("port", &S::port, 0, 65535),
+  };
+  return keys;
+}
+
+const std::vector<Key<AlertsConfig>>& alerts_keys() {
+  using S = AlertsConfig;
+  static const std::vector<Key<S>> keys = {
+      text("webhook", &S::webhook),  // a URL: checked in parse_config
+      real("stall_s", &S::stall_s, 0.0, 1e7),
+      real("infra_failures_per_min", &S::infra_failures_per_min, 0.0, 1e9),
+      real("min_interval_s", &S::min_interval_s, 0.0, 1e7),
+      real("timeout_s", &S::timeout_s, 0.1, 600.0),
+  };
+  return keys;
+}
+
 const std::vector<Key<LaunchConfig>>& launch_keys() {
   using S = LaunchConfig;
   static const std::vector<Key<S>> keys = {
@@ -248,6 +270,8 @@ std::vector<KeyInfo> all_keys() {
   describe(out, "record", record_keys());
   describe(out, "external", external_keys());
   describe(out, "log", log_keys());
+  describe(out, "metrics", metrics_keys());
+  describe(out, "alerts", alerts_keys());
   describe(out, "launch", launch_keys());
   describe(out, "autoscale", autoscale_keys());
   describe(out, "reward", reward_keys());

@@ -116,6 +116,8 @@ const std::vector<Key<WeightStoreConfig>>& weight_store_keys();
 const std::vector<Key<RecordConfig>>& record_keys();
 const std::vector<Key<ExternalEnvConfig>>& external_keys();
 const std::vector<Key<LogConfig>>& log_keys();
+const std::vector<Key<MetricsConfig>>& metrics_keys();
+const std::vector<Key<AlertsConfig>>& alerts_keys();
 const std::vector<Key<LaunchConfig>>& launch_keys();
 const std::vector<Key<RewardConfig>>& reward_keys();
 const std::vector<Key<TokensConfig>>& tokens_keys();

@@ -36,6 +36,8 @@ std::string to_toml(const ClusterConfig& c) {
   external.insert("env", env);
   root.insert("external", external);
   root.insert("log", k::write_section(k::log_keys(), c.log));
+  root.insert("metrics", k::write_section(k::metrics_keys(), c.metrics));
+  root.insert("alerts", k::write_section(k::alerts_keys(), c.alerts));
   toml::array nodes;
   for (const auto& n : c.nodes) nodes.push_back(k::write_section(k::node_keys(), n));
   root.insert("node", nodes);

@@ -8,6 +8,8 @@ pkgs=(
   libtorch-dev libopenblas0-pthread libgloo-dev
   libspdlog-dev catch2 libtomlplusplus-dev libcli11-dev
   libzstd-dev libxxhash-dev
+  libcpp-httplib-dev  # the head's Prometheus endpoint ([metrics])
+  python3-prometheus-client  # tests: an independent parser of what /metrics serves
   python3   # examples/envs and tests/envs/fixtures: external environments; the interpreter of sandboxed programs
   bubblewrap  # the sandbox for model-written programs (envs/code/sandbox)
   gnuplot-nox zstd  # rlx inspect --plot / rlx plot; reading compressed logs by hand

@@ -56,7 +56,9 @@ OpeningCheck tls_opening() {
   };
 }
 
-namespace {
+// Named, not anonymous: FrontDoor::Impl (declared in the header) holds
+// these types, which a unity build would otherwise warn of.
+namespace front_door {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kBuffer = 256 * 1024;  // per direction and connection
@@ -103,6 +105,7 @@ Io drain(int fd, Pipe& p) {
   return Io::ok;
 }
 
+// A connection in its opening or relayed.
 struct Conn {
   int outer = -1, inner = -1;
   std::string peer;
@@ -114,7 +117,9 @@ struct Conn {
   Pipe down;  // library -> client
 };
 
-}  // namespace
+}  // namespace front_door
+
+using namespace front_door;
 
 struct FrontDoor::Impl {
   FrontDoorOptions options;

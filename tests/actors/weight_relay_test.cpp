@@ -12,7 +12,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-WireMsg a_weight_set(std::uint64_t version, std::size_t floats) {
+WireMsg relay_weight_set(std::uint64_t version, std::size_t floats) {
   return WireMsg{encode(test::make_weight_set(version, floats), "learner")};
 }
 
@@ -38,7 +38,7 @@ TEST_CASE("a weight relay fetches a set in checked chunks, refetches corrupted o
   auto sub = f.system.spawn(test::forwarding_explorer, caf::actor{f.self});
   f.self->send(local, subscribe_atom::value, caf::actor_cast<weights_listener>(sub));
 
-  const WireMsg v5 = a_weight_set(5, 1000);  // ~4 KB: 16+ chunks of 256 B
+  const WireMsg v5 = relay_weight_set(5, 1000);  // ~4 KB: 16+ chunks of 256 B
   f.self->send(head, publish_atom::value, v5);
   std::uint64_t seen = 0;
   f.self->receive([&](weights_atom, const WireMsg& m) { seen = decode<WeightsAvailableData>(m.buf)->version; },
@@ -56,7 +56,7 @@ TEST_CASE("a weight relay fetches a set in checked chunks, refetches corrupted o
   CHECK(local_errors == 0);  // nothing damaged reached the node's store
 
   // The next version follows with no damage left to inject.
-  f.self->send(head, publish_atom::value, a_weight_set(6, 1000));
+  f.self->send(head, publish_atom::value, relay_weight_set(6, 1000));
   f.self->receive([&](weights_atom, const WireMsg& m) { seen = decode<WeightsAvailableData>(m.buf)->version; },
                   caf::after(20s) >> [] {});
   CHECK(seen == 6);
@@ -112,7 +112,7 @@ TEST_CASE("a weight relay fetches over the bulk channel, and through the middlem
   Node fast = node((*server)->port());
   Node fallback = node(closed_port);
 
-  const WireMsg v3 = a_weight_set(3, 20'000);  // ~80 KB: ~80 chunks
+  const WireMsg v3 = relay_weight_set(3, 20'000);  // ~80 KB: ~80 chunks
   f.self->send(head, publish_atom::value, v3);
   int arrived = 0;
   f.self->receive_for(arrived, 2)([&](weights_atom, const WireMsg& m) {

@@ -14,7 +14,7 @@ using namespace rlx;
 
 namespace {
 
-TransformerOptions tiny() {
+TransformerOptions tiny_model() {
   TransformerOptions m;
   m.d_model = 32, m.heads = 2, m.layers = 2, m.experts = 4, m.top_k = 2, m.expert_hidden = 64, m.max_len = 64;
   return m;
@@ -38,7 +38,7 @@ TEST_CASE("the training FLOPs per token count every matrix product a token passe
 TEST_CASE("the GPU bench's training step runs on a CPU in bf16 and in fp32", "[bench]") {
   for (auto dtype : {torch::kBFloat16, torch::kFloat32}) {
     StepBenchOptions o;
-    o.model = tiny();
+    o.model = tiny_model();
     o.dtype = dtype;
     o.batch = 4, o.seq = 32, o.warmup = 1, o.steps = 2, o.matmul_n = 64;
     const auto r = run_step_bench(o);
@@ -54,7 +54,7 @@ TEST_CASE("the GPU bench's training step runs on a CPU in bf16 and in fp32", "[b
 }
 
 TEST_CASE("weights published from a bf16 learner reach the explorer's fp32 copy whole", "[bench]") {
-  const auto m = tiny();
+  const auto m = tiny_model();
   const auto r = run_publish_bench(m, "cpu", torch::kBFloat16, 1);
   CHECK(r.checksums_match);
   auto model = make_seeded_transformer(m, 1);
@@ -68,7 +68,7 @@ TEST_CASE("weights published from a bf16 learner reach the explorer's fp32 copy 
 TEST_CASE("asking the GPU bench for a GPU this build or machine lacks is an error, not a crash", "[bench]") {
   if (torch::cuda::is_available()) return;  // a CUDA machine runs bench/gpu/run.sh instead
   StepBenchOptions o;
-  o.model = tiny();
+  o.model = tiny_model();
   o.device = "cuda";
   o.seq = 32, o.batch = 2;
   CHECK_THROWS_AS(run_step_bench(o), c10::Error);

@@ -19,7 +19,7 @@ namespace {
 
 bool has(const Error& e, const std::string& text) { return e.message.find(text) != std::string::npos; }
 
-std::unique_ptr<RendezvousStore> store() {
+std::unique_ptr<RendezvousStore> nccl_store() {
   auto s = RendezvousStore::serve("127.0.0.1", 0, 10s);
   REQUIRE(s.ok());
   return std::move(*s);
@@ -107,7 +107,7 @@ TEST_CASE("a group's collectives are chosen from its device and the build", "[le
 
 TEST_CASE("two ranks that ask for NCCL get the id through the store, then train or fail with the reason",
           "[learner][dp][nccl]") {
-  auto s = store();
+  auto s = nccl_store();
   auto options = [&](int rank) {
     GroupOptions o{rank, 2, "127.0.0.1", s->port(), 10s};
     o.device = "cuda";

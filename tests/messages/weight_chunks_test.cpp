@@ -9,7 +9,7 @@ using namespace rlx;
 
 namespace {
 
-WireBuffer a_weight_set(std::uint64_t version, std::size_t floats) {
+WireBuffer chunked_weight_set(std::uint64_t version, std::size_t floats) {
   return encode(test::make_weight_set(version, floats), "test");
 }
 
@@ -19,7 +19,7 @@ Result<WeightChunkData> over_the_wire(const WeightChunkData& c) { return decode<
 }  // namespace
 
 TEST_CASE("a weight set cut into chunks and assembled in any order is the same bytes", "[messages][weights][chunks]") {
-  const WireBuffer set = a_weight_set(7, 1000);
+  const WireBuffer set = chunked_weight_set(7, 1000);
   const std::uint64_t chunk = 512;
   const auto count = weight_chunk_count(set.size(), chunk);
   REQUIRE(count == (set.size() + chunk - 1) / chunk);
@@ -44,7 +44,7 @@ TEST_CASE("a weight set cut into chunks and assembled in any order is the same b
 
 TEST_CASE("a corrupted weight chunk is refused when decoded and a misplaced one by the assembler",
           "[messages][weights][chunks][defensive]") {
-  const WireBuffer set = a_weight_set(3, 300);
+  const WireBuffer set = chunked_weight_set(3, 300);
   auto c = make_weight_chunk(set, 3, 1, 256);
   REQUIRE(c.ok());
   auto flipped = *c;

@@ -16,7 +16,7 @@ using namespace rlx;
 
 namespace {
 
-TransformerOptions small() { return test::small_transformer(64); }
+TransformerOptions multi_turn_model() { return test::small_transformer(64); }
 
 SampleOptions multi_turn(std::int64_t budget) {
   SampleOptions s;
@@ -45,7 +45,7 @@ Generation decode_with_observations(MoETransformer& model, std::uint64_t seed) {
 TEST_CASE("observations queued into a row are context placed through the KV cache: the sampled tokens' "
           "log-probabilities and routes are those of one pass over the whole sequence",
           "[policy][multi_turn]") {
-  auto model = make_seeded_transformer(small(), 3);
+  auto model = make_seeded_transformer(multi_turn_model(), 3);
   auto g = decode_with_observations(model, 11);
   const auto P = g.prompt_width;
   // Row 0: 3 sampled, 3 observed, then sampled to the budget; row 1: 5 sampled, 2 observed, 6 more, ended.
@@ -81,7 +81,7 @@ TEST_CASE("observations queued into a row are context placed through the KV cach
 }
 
 TEST_CASE("steered tokens are placed as the policy's, with their log-probability under it", "[policy][multi_turn]") {
-  auto model = make_seeded_transformer(small(), 4);
+  auto model = make_seeded_transformer(multi_turn_model(), 4);
   Decoder d(model, {{3, 4}}, multi_turn(6));
   std::mt19937_64 rng(1);
   d.steer(0, {9, 10, 11});
@@ -102,7 +102,7 @@ TEST_CASE("steered tokens are placed as the policy's, with their log-probability
 TEST_CASE("a multi-turn segment crosses the wire with its observed tokens, and the learner admits only the "
           "policy's own",
           "[policy][multi_turn][wire]") {
-  auto model = make_seeded_transformer(small(), 3);
+  auto model = make_seeded_transformer(multi_turn_model(), 3);
   auto g = decode_with_observations(model, 12);
   auto s = token_segment(g, {1.0F, 0.0F}, {"a", "b"}, 1, 7, 0);
   REQUIRE(s.tokens);
@@ -120,7 +120,7 @@ TEST_CASE("a multi-turn segment crosses the wire with its observed tokens, and t
   auto back = decode<Segment>(encode(s, "test"));
   REQUIRE(back.ok());
   CHECK(back->tokens->observed == s.tokens->observed);
-  auto rows = token_rows({&*back}, small().layers, small().top_k);
+  auto rows = token_rows({&*back}, multi_turn_model().layers, multi_turn_model().top_k);
   CHECK(torch::equal(rows.rows.generated, g.generated));
   CHECK(torch::equal(rows.rows.valid, g.valid));
   CHECK(torch::equal(rows.rows.tokens, g.tokens));
@@ -148,10 +148,10 @@ TEST_CASE("a multi-turn segment crosses the wire with its observed tokens, and t
 
 TEST_CASE("rows decoded apart cross the wire with a version per token, and the learner reads each token's own",
           "[policy][multi_turn][continuous][wire]") {
-  auto model = make_seeded_transformer(small(), 6);
+  auto model = make_seeded_transformer(multi_turn_model(), 6);
   // Two sequences decoded apart: row 0's tokens by versions 3 and 4, row
   // 1's by 5 and 6, so one column holds tokens of different versions.
-  const auto L = small().layers, K = small().top_k;
+  const auto L = multi_turn_model().layers, K = multi_turn_model().top_k;
   std::vector<Sequence> seqs(2);
   for (std::size_t b = 0; b < 2; ++b) {
     auto& q = seqs[b];

@@ -19,7 +19,7 @@ namespace {
 
 const std::string kSecret = "bulk-test-secret-0123456789";
 
-WireBuffer a_weight_set(std::uint64_t version, std::size_t floats) {
+WireBuffer bulk_weight_set(std::uint64_t version, std::size_t floats) {
   return encode(test::make_weight_set(version, floats), "learner");
 }
 
@@ -61,7 +61,7 @@ bool same_bytes(const WireBuffer& a, const WireBuffer& b) {
 
 TEST_CASE("the bulk channel serves a weight set in checked chunks to a node that proves the secret",
           "[messages][weights][bulk][net]") {
-  const WireBuffer set = a_weight_set(5, 100'000);
+  const WireBuffer set = bulk_weight_set(5, 100'000);
   auto shelf = shelf_of(5, set, 4096);
   auto server = serve(shelf);
   BulkClient client(client_of(*server));
@@ -72,7 +72,7 @@ TEST_CASE("the bulk channel serves a weight set in checked chunks to a node that
   REQUIRE(into.complete());
   CHECK(same_bytes(into.take(), set));
   // The next version on the same connection.
-  const WireBuffer v6 = a_weight_set(6, 50'000);
+  const WireBuffer v6 = bulk_weight_set(6, 50'000);
   REQUIRE(shelf->put(6, v6).ok());
   ChunkAssembler next(6, v6.size(), 4096);
   REQUIRE(client.fetch(next).ok());
@@ -85,7 +85,7 @@ TEST_CASE("the bulk channel serves a weight set in checked chunks to a node that
 
 TEST_CASE("the bulk channel fetches damaged chunks again and gives the set back intact",
           "[messages][weights][bulk][defensive]") {
-  const WireBuffer set = a_weight_set(9, 5'000);
+  const WireBuffer set = bulk_weight_set(9, 5'000);
   auto shelf = shelf_of(9, set, 1024, 3);  // the first 3 chunks served are damaged
   auto server = serve(shelf);
   BulkClient client(client_of(*server));
@@ -98,7 +98,7 @@ TEST_CASE("the bulk channel fetches damaged chunks again and gives the set back 
 
 TEST_CASE("the bulk channel refuses a wrong secret, garbage, half a login and a silent peer, counts each kind, and goes on serving",
           "[messages][weights][bulk][auth][defensive][net]") {
-  const WireBuffer set = a_weight_set(1, 10'000);
+  const WireBuffer set = bulk_weight_set(1, 10'000);
   auto shelf = shelf_of(1, set, 4096);
   auto watch = std::make_shared<StrangerWatch>(null_logger());
   auto server = serve(shelf, 300ms, watch);
@@ -155,7 +155,7 @@ TEST_CASE("the bulk channel refuses a wrong secret, garbage, half a login and a 
 TEST_CASE("a bulk fetch of a version the head no longer holds fails as not found, and the next one works",
           "[messages][weights][bulk]") {
   auto shelf = std::make_shared<WeightShelf>(1, 4096);
-  const WireBuffer v1 = a_weight_set(1, 10'000), v2 = a_weight_set(2, 10'000);
+  const WireBuffer v1 = bulk_weight_set(1, 10'000), v2 = bulk_weight_set(2, 10'000);
   REQUIRE(shelf->put(1, v1).ok());
   REQUIRE(shelf->put(2, v2).ok());  // keeps one: v1 is gone
   auto server = serve(shelf);
@@ -199,7 +199,7 @@ TEST_CASE("a bulk fetch stuck on a silent server ends when cancelled, and a stop
   CHECK_FALSE(r.ok());
 
   // A server with a connected, idle node stops at once.
-  const WireBuffer set = a_weight_set(1, 1'000);
+  const WireBuffer set = bulk_weight_set(1, 1'000);
   auto shelf = shelf_of(1, set, 4096);
   auto server = serve(shelf);
   BulkClient idle(client_of(*server));

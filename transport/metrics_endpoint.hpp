@@ -1,0 +1,64 @@
+// The head's Prometheus endpoint: an HTTP server (cpp-httplib) that
+// answers GET /metrics with the newest text the coordinator published on
+// a MetricsBoard, and anything else with 404 or 405. A request that is
+// not HTTP, too large, or stalled past the timeout is refused by the
+// library (400, 413, or the connection closed) and counted on the
+// StrangerWatch as a stranger on port "metrics"; the run never waits on
+// it. Its own threads; no CAF.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/logging.hpp"
+#include "transport/strangers.hpp"
+
+namespace rlx {
+
+// The text /metrics serves; the coordinator publishes, the server reads.
+class MetricsBoard {
+ public:
+  void publish(std::string text);
+  std::string text() const;  // "" before the first publish
+
+ private:
+  mutable std::mutex mu_;
+  std::string text_;
+};
+
+struct MetricsEndpointOptions {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 0;  // 0: a free one
+  std::shared_ptr<MetricsBoard> board;
+  std::chrono::seconds timeout{5};  // reading a request, writing a reply, an idle keep-alive
+  std::shared_ptr<StrangerWatch> watch;  // null: refusals only logged
+  Logger log;
+};
+
+class MetricsEndpoint {
+ public:
+  // Binds (a clear error when it cannot) and serves on its own threads.
+  static Result<std::unique_ptr<MetricsEndpoint>> start(MetricsEndpointOptions options);
+  ~MetricsEndpoint();  // stops serving, joins
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
+
+  std::uint16_t port() const;
+  struct Counts {
+    std::uint64_t served = 0;   // GET /metrics answered 200
+    std::uint64_t refused = 0;  // every other answer (4xx, 5xx)
+  };
+  Counts counts() const;
+
+  struct Impl;
+
+ private:
+  explicit MetricsEndpoint(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlx
