@@ -22,6 +22,7 @@
 #include "transport/front_door.hpp"
 #include "control/alerts.hpp"
 #include "control/prometheus.hpp"
+#include "control/tensorboard.hpp"
 #include "transport/metrics_endpoint.hpp"
 #include "transport/webhook.hpp"
 #include "transport/weight_bulk.hpp"
@@ -284,6 +285,15 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     }
     prometheus = std::move(*served);
   }
+  std::shared_ptr<TensorBoardWriter> tensorboard;  // [metrics] tensorboard
+  if (config.metrics.tensorboard) {
+    // Like metrics.jsonl: a run whose curves cannot be written still runs, and says so.
+    auto opened = TensorBoardWriter::open(std::filesystem::path(config.run.log_dir) / "tensorboard");
+    if (opened)
+      tensorboard = std::move(*opened);
+    else
+      log->error("no TensorBoard curves: {}", opened.error().message);
+  }
   std::shared_ptr<WebhookSender> webhook;  // [alerts]
   std::shared_ptr<AlertRules> alerts;
   if (!config.alerts.webhook.empty()) {
@@ -342,9 +352,17 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     std::unique_ptr<BulkServer> bulk;  // weights to member nodes beside the middleman
     std::unique_ptr<FrontDoor> door;   // the head's port, in front of CAF's
     co.strangers = strangers;
-    if (board || webhook)
-      co.on_report = [board, webhook, alerts, name = config.run.name](const MetricsData& m, const RunCounts& r) {
+    if (board || webhook || tensorboard)
+      co.on_report = [board, webhook, alerts, tensorboard, log, name = config.run.name,
+                      failed = std::make_shared<bool>(false)](const MetricsData& m, const RunCounts& r) {
         if (board) board->publish(prometheus_text(m, r, name));
+        if (tensorboard && !*failed) {
+          const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+          if (auto w = tensorboard->write(static_cast<std::int64_t>(m.env_steps), now, tensorboard_scalars(m, r)); !w) {
+            *failed = true;  // said once; metrics.jsonl goes on
+            log->error("TensorBoard curves stop here: {}", w.error().message);
+          }
+        }
         if (webhook)
           for (const auto& alert : alerts->check(m, r)) webhook->post(alert.text);
       };

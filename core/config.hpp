@@ -202,6 +202,7 @@ struct MetricsConfig {
   bool prometheus = false;           // serve GET /metrics on the head
   std::string host = "127.0.0.1";    // address it listens on (loopback: only this machine scrapes)
   std::int64_t port = 0;             // 0 = a free port, written to <log_dir>/metrics_port
+  bool tensorboard = true;           // scalars to <log_dir>/tensorboard/ (event files)
 };
 
 // [alerts]: Slack-compatible posts to a webhook when the run needs a

@@ -159,6 +159,7 @@ const std::vector<Key<MetricsConfig>>& metrics_keys() {
       flag("prometheus", &S::prometheus),
       text("host", &S::host),
       whole("port", &S::port, 0, 65535),
+      flag("tensorboard", &S::tensorboard),
   };
   return keys;
 }

@@ -9,6 +9,7 @@ pkgs=(
   libspdlog-dev catch2 libtomlplusplus-dev libcli11-dev
   libzstd-dev libxxhash-dev
   libcpp-httplib-dev  # the head's Prometheus endpoint ([metrics])
+  libprotobuf-dev protobuf-compiler  # TensorBoard's event files ([metrics] tensorboard)
   python3-prometheus-client  # tests: an independent parser of what /metrics serves
   python3   # examples/envs and tests/envs/fixtures: external environments; the interpreter of sandboxed programs
   bubblewrap  # the sandbox for model-written programs (envs/code/sandbox)

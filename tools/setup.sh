@@ -23,11 +23,11 @@ case "$mode" in
 esac
 
 bash tools/install-deps.sh
-# The main job needs the rlx command alone, not the tests (132 of 203
-# compilations; about 18 minutes on 2 cores with no compiler cache).
+# The main job needs the rlx command alone, not the tests (about 5 minutes
+# on 2 cores with no compiler cache; every target about twice that).
 targets=()
 [[ "$mode" == run ]] && targets=(rlx)
-echo "rlx: building in $build/ (first build: 18-30 minutes on 2 cores)" >&2
+echo "rlx: building in $build/ (first build on 2 cores: about 5 minutes for rlx, 10-12 for everything)" >&2
 cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 ninja -C "$build" -j "$(nproc)" "${targets[@]}"
 
