@@ -6,6 +6,7 @@
 #include <optional>
 #include <random>
 
+#include "core/progress.hpp"
 #include "core/config.hpp"
 #include "envs/env.hpp"
 #include "envs/code/sandbox.hpp"
@@ -231,8 +232,10 @@ int sft_command(const SftArgs& a) {
     tokens += s.tokens;
     loss = s.policy_loss;
     if (step % 20 == 0 || step == a.steps) {
-      std::printf("step %d/%d  loss %.4f per token  %.0f tokens/s  %.0f s%s\n", step, a.steps, loss,
-                  static_cast<double>(tokens) / since(start), since(start),
+      // The pace so far includes the evaluations, as what remains will.
+      std::printf("step %d/%d  loss %.4f per token  %.0f tokens/s  %s%s%s\n", step, a.steps, loss,
+                  static_cast<double>(tokens) / since(start), human_duration(since(start)).c_str(),
+                  step < a.steps ? (", " + left_text(step, a.steps, since(start))).c_str() : "",
                   skipped ? (", " + std::to_string(skipped) + " transcripts over the budget skipped").c_str() : "");
       std::fflush(stdout);
     }

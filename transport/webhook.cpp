@@ -92,7 +92,7 @@ void WebhookSender::run() {
       if (queue_.empty()) return;
       if (stopping_ && std::chrono::steady_clock::now() >= give_up_at_) {
         counts_.dropped += queue_.size();
-        if (log_) log_->warn("alerts: {} alert(s) not sent: the run is over and the webhook is slow", queue_.size());
+        if (log_) log_->warn("{} alert(s) not sent: the run is over and the webhook is slow", queue_.size());
         return;
       }
       text = std::move(queue_.front());
@@ -105,7 +105,7 @@ void WebhookSender::run() {
     } else {
       ++counts_.failed;
       if (log_)
-        log_->warn("alerts: the webhook {} did not take an alert ({})", origin_,
+        log_->warn("the webhook {} did not take an alert ({})", origin_,
                    res ? "HTTP " + std::to_string(res->status) : httplib::to_string(res.error()));
     }
   }

@@ -26,7 +26,7 @@ RunOptions binary_options() {
 }
 
 
-ClusterConfig two_ranks(const std::string& name, std::filesystem::path* dir) {
+ClusterConfig e2e_two_ranks(const std::string& name, std::filesystem::path* dir) {
   auto cfg = test::default_config();
   *dir = std::filesystem::temp_directory_path() / name;
   std::filesystem::remove_all(*dir);
@@ -56,7 +56,7 @@ std::pair<int, std::string> replay(const std::filesystem::path& dir) {
 TEST_CASE("a run with two learner rank processes learns, replays exactly and leaves no process behind",
           "[actors][dp][e2e][slow]") {
   std::filesystem::path dir;
-  auto cfg = two_ranks("rlx-dp-e2e", &dir);
+  auto cfg = e2e_two_ranks("rlx-dp-e2e", &dir);
   cfg.run.stop.mean_return = 150.0;
   cfg.run.stop.max_env_steps = 400'000;
   cfg.run.stop.max_seconds = 0;
@@ -74,7 +74,7 @@ TEST_CASE("a run with two learner rank processes learns, replays exactly and lea
 TEST_CASE("a two-rank run resumes from its newest checkpoint, not the start of its log, and replays exactly",
           "[actors][dp][e2e][resume][checkpoint][slow]") {
   std::filesystem::path dir;
-  auto cfg = two_ranks("rlx-dp-resume", &dir);
+  auto cfg = e2e_two_ranks("rlx-dp-resume", &dir);
   cfg.run.stop.mean_return = 1e9;  // a budget run: stopped by steps, twice
   cfg.run.stop.max_env_steps = 20'000;
   cfg.run.stop.max_seconds = 0;
@@ -107,7 +107,7 @@ TEST_CASE("a two-rank run resumes from its newest checkpoint, not the start of i
 
 TEST_CASE("killing a learner rank fails the run with a clear error instead of a hang", "[actors][dp][e2e][slow][defensive]") {
   std::filesystem::path dir;
-  auto cfg = two_ranks("rlx-dp-kill", &dir);
+  auto cfg = e2e_two_ranks("rlx-dp-kill", &dir);
   cfg.run.stop.max_env_steps = 2'000'000;
   cfg.run.stop.max_seconds = 120;  // bounded whatever happens
   const std::string pattern = "[l]earner-rank --config " + dir.string();  // [l]: not the shell running pkill

@@ -10,7 +10,7 @@ using namespace rlx;
 
 namespace {
 
-bool has(const std::string& line, const std::string& part) { return line.find(part) != std::string::npos; }
+bool line_has(const std::string& line, const std::string& part) { return line.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -36,27 +36,27 @@ TEST_CASE("a metrics line carries the learner's numbers, the segment ledger and 
   CHECK(line.front() == '{');
   CHECK(line.substr(line.size() - 2) == "}\n");
   CHECK(line.find('\n') == line.size() - 1);
-  CHECK(has(line, "\"time_s\":2.5,"));
-  CHECK(has(line, "\"env_steps\":1200,"));
-  CHECK(has(line, "\"mean_return\":null,"));  // NaN is not JSON
-  CHECK(has(line, "\"lag_histogram\":[5,2],"));
-  CHECK(has(line, "\"segments_produced\":10,\"segments_lost\":1,\"segments_in_flight\":2,\"segments_vanished\":3,"));
-  CHECK(has(line, "\"explorers\":3,"));
-  CHECK(has(line, "\"nodes\":2,"));
-  CHECK(has(line, "\"weight_swap_mean_us\":125,"));
-  CHECK(has(line, "\"decode_s\":3.5,\"tool_s\":1.25,\"score_s\":2,\"tool_calls\":40,\"policy_tokens\":900,"));
-  CHECK_FALSE(has(line, "pass_at_1"));  // no held-out score yet
-  CHECK(has(line, "\"strangers\":{},\"strangers_total\":0,"));  // a head with no ports
+  CHECK(line_has(line, "\"time_s\":2.5,"));
+  CHECK(line_has(line, "\"env_steps\":1200,"));
+  CHECK(line_has(line, "\"mean_return\":null,"));  // NaN is not JSON
+  CHECK(line_has(line, "\"lag_histogram\":[5,2],"));
+  CHECK(line_has(line, "\"segments_produced\":10,\"segments_lost\":1,\"segments_in_flight\":2,\"segments_vanished\":3,"));
+  CHECK(line_has(line, "\"explorers\":3,"));
+  CHECK(line_has(line, "\"nodes\":2,"));
+  CHECK(line_has(line, "\"weight_swap_mean_us\":125,"));
+  CHECK(line_has(line, "\"decode_s\":3.5,\"tool_s\":1.25,\"score_s\":2,\"tool_calls\":40,\"policy_tokens\":900,"));
+  CHECK_FALSE(line_has(line, "pass_at_1"));  // no held-out score yet
+  CHECK(line_has(line, "\"strangers\":{},\"strangers_total\":0,"));  // a head with no ports
   r.strangers["head"] = {3, 1, 0, 2, 0};
   r.strangers["bulk"] = {0, 0, 1, 0, 4};
-  CHECK(has(metrics_json_line(m, r),
+  CHECK(line_has(metrics_json_line(m, r),
             "\"strangers\":{\"bulk\":{\"silent\":0,\"garbage\":0,\"half_open\":1,\"over_limit\":0,\"unproven\":4},"
             "\"head\":{\"silent\":3,\"garbage\":1,\"half_open\":0,\"over_limit\":2,\"unproven\":0}},"
             "\"strangers_total\":11,"));
   CHECK(make_status(m, r, 0).strangers == 11);
   r.eval = HeldOutScore{4, 0.5, 0.75, 64, true};
   const auto scored = metrics_json_line(m, r);
-  CHECK(has(scored, "\"eval_version\":4,\"pass_at_1\":0.5,\"eval_mean_score\":0.75,\"eval_tasks\":64}"));
+  CHECK(line_has(scored, "\"eval_version\":4,\"pass_at_1\":0.5,\"eval_mean_score\":0.75,\"eval_tasks\":64}"));
 }
 
 TEST_CASE("the status line counts lost segments from the ledger and shows the newest held-out score",

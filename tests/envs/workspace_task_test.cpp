@@ -39,7 +39,7 @@ std::pair<int, std::string> run_tests(const fs::path& root, const std::string& f
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-std::string text_of(const std::vector<WorkspaceFile>& files) {
+std::string files_text(const std::vector<WorkspaceFile>& files) {
   std::string s;
   for (const auto& f : files) s += f.path + "\n" + f.text + "\n";
   return s;
@@ -51,9 +51,9 @@ TEST_CASE("a workspace task is rebuilt the same from its split, seed and difficu
   const auto a = make_workspace_task(TaskSplit::train, 42, 2);
   const auto b = make_workspace_task(TaskSplit::train, 42, 2);
   CHECK(a.id == "train:42:2");
-  CHECK(text_of(a.workspace) == text_of(b.workspace));
-  CHECK(text_of(a.hidden_tests) == text_of(b.hidden_tests));
-  CHECK(text_of(a.workspace) != text_of(make_workspace_task(TaskSplit::train, 43, 2).workspace));
+  CHECK(files_text(a.workspace) == files_text(b.workspace));
+  CHECK(files_text(a.hidden_tests) == files_text(b.hidden_tests));
+  CHECK(files_text(a.workspace) != files_text(make_workspace_task(TaskSplit::train, 43, 2).workspace));
   CHECK(a.holes.size() == 2);
   CHECK(a.hidden_count > a.visible_count);
 }
@@ -72,7 +72,7 @@ TEST_CASE("a workspace task's solution passes every test under python3 and its h
       write_files(whole, task.solution);
       write_files(whole, task.hidden_tests);
       auto [code, out] = run_tests(whole, "hidden");
-      INFO(text_of(task.solution) << text_of(task.hidden_tests) << out);
+      INFO(files_text(task.solution) << files_text(task.hidden_tests) << out);
       CHECK(code == 0);
       CHECK(out.find(std::to_string(task.hidden_count) + " passed, 0 failed") != std::string::npos);
       // The workspace as the agent gets it: its holes fail the visible and the hidden tests.
@@ -93,7 +93,7 @@ TEST_CASE("the workspace holds no hidden test and every hole raises until restor
     const auto task = make_workspace_task(TaskSplit::train, seed, 3);
     INFO(task.id);
     CHECK(task.holes.size() == 3);
-    CHECK(text_of(task.workspace).find("hidden/") == std::string::npos);
+    CHECK(files_text(task.workspace).find("hidden/") == std::string::npos);
     std::size_t raises = 0;
     for (const auto& f : task.workspace) {
       CHECK(f.path.rfind("hidden", 0) != 0);
@@ -177,7 +177,7 @@ TEST_CASE("a function's docstring says in words what its body computes, one read
     for (std::uint64_t seed = 1; seed <= 150; ++seed) {
       const auto task = make_workspace_task(split, seed, 2);
       INFO(task.id);
-      const auto workspace = text_of(task.workspace);
+      const auto workspace = files_text(task.workspace);
       for (const auto& fn : task.functions) {
         const auto words = describe_expr(fn.body, fn, task.functions);
         CHECK(workspace.find("\n    " + words + ".\n") != std::string::npos);

@@ -23,7 +23,7 @@ namespace {
 
 TransformerOptions agent_model(std::int64_t max_len) { return test::small_transformer(max_len, Tokenizer::characters()->vocab()); }
 
-std::string text_of(const Generation& g, std::int64_t row, bool generated) {
+std::string row_text(const Generation& g, std::int64_t row, bool generated) {
   std::vector<std::int64_t> ids;
   auto gen = g.generated.accessor<bool, 2>();
   auto val = g.valid.accessor<bool, 2>();
@@ -76,8 +76,8 @@ TEST_CASE("a scripted expert restores its tasks turn by turn through the decoder
       const auto out = replay.take_turn(t, box);
       if (!out.done) observations += out.observation;
     }
-    CHECK(text_of(g, b, true) == all_turns);
-    CHECK(text_of(g, b, false) == observations);
+    CHECK(row_text(g, b, true) == all_turns);
+    CHECK(row_text(g, b, false) == observations);
     auto r = (*scorer)->score(RewardRequestData{1, 0, e.task().id, e.payload()});
     CHECK(r.ok);
     CHECK(r.score == 1.0);

@@ -8,7 +8,7 @@ using namespace rlx;
 
 namespace {
 
-Segment segment(std::uint64_t sequence, std::uint32_t T, std::uint32_t B, std::size_t episodes) {
+Segment deferred_segment(std::uint64_t sequence, std::uint32_t T, std::uint32_t B, std::size_t episodes) {
   Segment s;
   s.sequence = sequence;
   s.num_steps = T;
@@ -25,7 +25,7 @@ TEST_CASE("a held segment leaves once its deferred rewards are in, with each sco
   DeferredRewards d;
   const auto a = d.note(0, 1, 2, 0);  // segment 0, step 1, env 2, its first episode
   const auto b = d.note(0, 3, 0, 1);
-  d.finished(segment(0, 4, 3, 2));
+  d.finished(deferred_segment(0, 4, 3, 2));
   CHECK(d.held() == 1);
   CHECK_FALSE(d.ready());
   d.spent(b, 0.5);
@@ -50,10 +50,10 @@ TEST_CASE("segments leave in order, a score may come before its segment ends, an
           "[explorers][reward]") {
   DeferredRewards d;
   const auto first = d.note(0, 0, 0, 0);
-  d.finished(segment(0, 2, 1, 1));
+  d.finished(deferred_segment(0, 2, 1, 1));
   const auto second = d.note(1, 0, 0, 0);
   d.scored(second, 1.0f);       // segment 1 is not even finished
-  d.finished(segment(1, 2, 1, 1));
+  d.finished(deferred_segment(1, 2, 1, 1));
   CHECK_FALSE(d.ready());        // segment 0 first
   d.scored(999, 5.0f);           // nobody's
   d.scored(first, 0.0f);
@@ -65,7 +65,7 @@ TEST_CASE("segments leave in order, a score may come before its segment ends, an
   CHECK(s1->sequence == 1);
   CHECK(s1->rewards[0] == 1.5f);
   // A segment with no deferred episode leaves at once.
-  d.finished(segment(2, 2, 1, 0));
+  d.finished(deferred_segment(2, 2, 1, 0));
   CHECK(d.ready());
 }
 
@@ -75,7 +75,7 @@ TEST_CASE("held segments newer than a restarted head's version are dropped with 
   const auto a = d.note(0, 0, 0, 0);
   const auto b = d.note(1, 0, 0, 0);
   const auto c = d.note(2, 1, 1, 0);  // the segment in hand
-  auto s0 = segment(0, 2, 2, 1), s1 = segment(1, 2, 2, 1);
+  auto s0 = deferred_segment(0, 2, 2, 1), s1 = deferred_segment(1, 2, 2, 1);
   s0.policy_versions = {3, 4};
   s1.policy_versions = {4, 6};
   d.finished(s0);
@@ -103,7 +103,7 @@ TEST_CASE("an episode the machinery failed to score is masked back to its start,
   const auto early = d.note(0, 1, 1, 0);
   const auto late = d.note(0, 3, 1, 1);
   const auto other = d.note(0, 3, 0, 2);
-  Segment s = segment(0, 4, 2, 3);
+  Segment s = deferred_segment(0, 4, 2, 3);
   s.terminated.assign(8, 0);
   s.truncated.assign(8, 0);
   s.terminated[1 * 2 + 1] = 1;
@@ -136,7 +136,7 @@ TEST_CASE("a token row the machinery failed to score is masked whole and keeps i
   DeferredRewards d;
   const auto a = d.note(0, 3, 0, 0);
   const auto b = d.note(0, 2, 1, 1);
-  Segment s = segment(0, 4, 2, 2);
+  Segment s = deferred_segment(0, 4, 2, 2);
   s.tokens = TokenRows{};
   s.tokens->prompt_width = 1;
   d.finished(std::move(s));

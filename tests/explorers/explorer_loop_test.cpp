@@ -36,7 +36,7 @@ WeightSetData weights(std::uint64_t version) {
   return w;
 }
 
-Segment segment(std::uint64_t sequence, std::uint64_t version) {
+Segment loop_segment(std::uint64_t sequence, std::uint64_t version) {
   Segment s;
   s.sequence = sequence;
   s.num_steps = 2;
@@ -124,7 +124,7 @@ TEST_CASE("an explorer sends at most `credits` segments before the learner ackno
   ExplorerLoopOptions o;
   o.credits = 2;
   Ready r(o);
-  for (std::uint64_t i = 0; i < 3; ++i) REQUIRE(r.loop.segment_done(segment(i, 1)));
+  for (std::uint64_t i = 0; i < 3; ++i) REQUIRE(r.loop.segment_done(loop_segment(i, 1)));
   auto out = r.loop.take_outbox();
   CHECK(segments_in(out) == 2);
   CHECK(out.size() == 5);  // each made segment counted before it leaves: 3 counts, 2 segments
@@ -145,8 +145,8 @@ TEST_CASE("each segment leaves numbered by the explorer's count of segments sent
           "learner began",
           "[explorers][loop][ledger]") {
   Ready r;
-  REQUIRE(r.loop.segment_done(segment(0, 1)));
-  REQUIRE(r.loop.segment_done(segment(1, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(0, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(1, 1)));
   auto out = r.loop.take_outbox();
   std::vector<std::uint64_t> numbers;
   for (const auto& o : out) {
@@ -157,11 +157,11 @@ TEST_CASE("each segment leaves numbered by the explorer's count of segments sent
   CHECK(numbers == std::vector<std::uint64_t>{1, 2});
   r.loop.ack();
   r.loop.ack();
-  REQUIRE(r.loop.segment_done(segment(2, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(2, 1)));
   CHECK(segments_in(r.loop.take_outbox()) == 1);
   CHECK(r.loop.sent() == 3);
   r.loop.pause();  // the head died
-  REQUIRE(r.loop.segment_done(segment(3, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(3, 1)));
   CHECK(segments_in(r.loop.take_outbox()) == 0);  // made, not sent: waits for the new head
   r.loop.rebind(1);
   const Segment first_there = released(r.loop);
@@ -196,7 +196,7 @@ TEST_CASE("in sync mode an explorer waits for a newer version after each segment
   ExplorerLoopOptions o;
   o.sync = true;
   Ready r(o, 5);
-  REQUIRE(r.loop.segment_done(segment(0, 5)));
+  REQUIRE(r.loop.segment_done(loop_segment(0, 5)));
   CHECK(r.loop.next() == ExplorerLoop::Next::wait);
   auto f = r.loop.announced(6);
   REQUIRE(f);
@@ -216,7 +216,7 @@ TEST_CASE("an explorer pauses at max_held segments waiting for rewards and relea
   REQUIRE(ask);
   CHECK(ask->worker == 0);
   CHECK(ask->attempt == 0);
-  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(0, 1)));
   CHECK(r.loop.take_outbox().empty());
   CHECK(r.loop.held() == 1);
   CHECK(r.loop.next() == ExplorerLoop::Next::wait);
@@ -236,7 +236,7 @@ TEST_CASE("a reward the machinery failed to give is asked of the next worker `re
   REQUIRE(first);
   REQUIRE(second);
   CHECK(second->worker == 1);  // new requests go round the pool
-  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(0, 1)));
   CHECK(answer(r.loop, *second, 0.5f).failure == InfraFailure::none);
   auto a1 = r.loop.reward_failed(*first);  // a timeout, a dead worker
   CHECK(a1.failure == InfraFailure::reward_timeout);
@@ -272,7 +272,7 @@ TEST_CASE("a program's own failure is a score, never retried, and a request the 
   Ready r(with_pool(2));
   auto wrong = r.loop.deferred(0, 1, 0, 0);
   auto unreadable = r.loop.deferred(0, 1, 0, 0);
-  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(0, 1)));
   auto n = answer(r.loop, *wrong, 0.0f);  // a wrong program: a real 0
   CHECK(n.failure == InfraFailure::none);
   CHECK_FALSE(n.again);
@@ -288,7 +288,7 @@ TEST_CASE("a reply to another request, or one that does not decode, is a malform
           "[explorers][loop][reward][infra]") {
   Ready r(with_pool(2, 1));
   auto ask = r.loop.deferred(0, 1, 0, 0);
-  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(0, 1)));
   auto other = answer(r.loop, *ask, 1.0f, InfraFailure::none, ask->id + 7);
   CHECK(other.failure == InfraFailure::malformed_reply);
   REQUIRE(other.again);
@@ -309,7 +309,7 @@ TEST_CASE("an explorer on a node without reward workers masks deferred episodes 
   CHECK(notes[0].text.find("no reward worker") != std::string::npos);
   CHECK_FALSE(r.loop.deferred(0, 0, 0, 0));
   CHECK(r.loop.take_notes().empty());  // once
-  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(0, 1)));
   CHECK(released(r.loop).masked_rows ==
         std::vector<std::uint8_t>(2, static_cast<std::uint8_t>(InfraFailure::no_reward_pool)));
 }
@@ -326,7 +326,7 @@ TEST_CASE("a draining explorer finishes the segment in hand, waits for credits a
   r.loop.step_done();
   r.engine.steps = 0;
   auto ask = r.loop.deferred(0, 1, 0, 0);
-  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(0, 1)));
   CHECK(r.loop.next() == ExplorerLoop::Next::wait);  // held for its reward
   answer(r.loop, *ask, 1.0f);
   CHECK(r.loop.has_pending());                       // no credit
@@ -340,7 +340,7 @@ TEST_CASE("a paused explorer neither steps nor sends until it is rebound", "[exp
   Ready r;
   r.loop.pause();
   CHECK(r.loop.next() == ExplorerLoop::Next::wait);
-  REQUIRE(r.loop.segment_done(segment(0, 1)));
+  REQUIRE(r.loop.segment_done(loop_segment(0, 1)));
   CHECK(segments_in(r.loop.take_outbox()) == 0);
   CHECK(r.loop.has_pending());
   auto b = r.loop.rebind(1);
@@ -358,9 +358,9 @@ TEST_CASE("a rebind drops what was made with the dead head's newer weights and f
   o.reward_workers = 1;
   Ready r(o, 5);
   r.loop.pause();
-  REQUIRE(r.loop.segment_done(segment(0, 5)));  // pending (no credit), made with v5
+  REQUIRE(r.loop.segment_done(loop_segment(0, 5)));  // pending (no credit), made with v5
   auto ask = r.loop.deferred(1, 0, 0, 0);
-  REQUIRE(r.loop.segment_done(segment(1, 5)));  // held for its reward
+  REQUIRE(r.loop.segment_done(loop_segment(1, 5)));  // held for its reward
   CHECK(segments_in(r.loop.take_outbox()) == 0);
   r.engine.steps = 3;
   r.engine.newest = 5;  // and steps in hand
@@ -408,7 +408,7 @@ TEST_CASE("a segment completed by the step in flight at a rebind is dropped when
   auto b = r.loop.rebind(4);
   CHECK_FALSE(b.dropped_in_hand);  // a step is in flight: checked after it
   r.loop.step_done();
-  CHECK_FALSE(r.loop.segment_done(segment(0, 5)));
+  CHECK_FALSE(r.loop.segment_done(loop_segment(0, 5)));
   CHECK(r.loop.take_outbox().empty());
   // Agent episodes outlive the segment: the step left tokens of v5 in hand
   // though it took the segment (no steps counted), and they go too.

@@ -9,7 +9,7 @@
 using namespace rlx;
 
 namespace {
-RolloutOptions options(std::int64_t T, std::int64_t B) {
+RolloutOptions rollout_options(std::int64_t T, std::int64_t B) {
   auto cfg = test::default_config();
   return RolloutOptions{3, B, 4, 2, T, 1, cfg.policy};
 }
@@ -18,7 +18,7 @@ RolloutOptions options(std::int64_t T, std::int64_t B) {
 TEST_CASE("an explorer records the version of every step across a weight swap", "[explorers][weights]") {
   auto cfg = test::default_config();
   MlpTrainer trainer(TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1});
-  Rollout rollout(options(6, 2));
+  Rollout rollout(rollout_options(6, 2));
   VectorEnv env(*builtin_envs().find("cartpole"), 1, 0, 2);
   EnvStepResultData r;
   env.reset(r);
@@ -44,7 +44,7 @@ TEST_CASE("an explorer records the version of every step across a weight swap", 
 }
 
 TEST_CASE("an explorer reports the return and length of every finished episode", "[explorers]") {
-  Rollout rollout(options(50, 1));
+  Rollout rollout(rollout_options(50, 1));
   EnvStepResultData r{4, std::vector<float>(4, 0.0f), {0}, {0}, {0}, 0, {}, {}, {}};
   for (int t = 0; t < 50; ++t) {
     rollout.act(r.observations);
@@ -61,7 +61,7 @@ TEST_CASE("an explorer reports the return and length of every finished episode",
 }
 
 TEST_CASE("an explorer refuses weights that do not fit its policy", "[explorers][weights][defensive]") {
-  Rollout rollout(options(4, 1));
+  Rollout rollout(rollout_options(4, 1));
   WeightSetData w;
   w.version = 9;
   w.tensors.push_back({"nope", {1}, {0.0f}});
@@ -74,7 +74,7 @@ TEST_CASE("an explorer drops the steps in hand and goes on with the next segment
           "[explorers][resume]") {
   auto cfg = test::default_config();
   MlpTrainer trainer(TrainerOptions{cfg.learner, cfg.policy, 4, 2, 1});
-  Rollout rollout(options(4, 2));
+  Rollout rollout(rollout_options(4, 2));
   VectorEnv env(*builtin_envs().find("cartpole"), 1, 0, 2);
   EnvStepResultData r;
   env.reset(r);
@@ -105,7 +105,7 @@ TEST_CASE("an explorer drops the steps in hand and goes on with the next segment
 
 TEST_CASE("a segment carries the state each time limit cut an episode in, or the step's own where the env does not say",
           "[explorers][truncation]") {
-  Rollout rollout(options(2, 2));
+  Rollout rollout(rollout_options(2, 2));
   const std::vector<float> obs{0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f};
   // Step 0: env 1 is cut by its time limit, and says in which state.
   rollout.act(obs);

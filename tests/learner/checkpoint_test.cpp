@@ -23,7 +23,7 @@ Segment varied(std::uint32_t seed, std::uint64_t version) {
   return s;
 }
 
-LearnerCoreOptions core_options() {
+LearnerCoreOptions checkpoint_core_options() {
   auto cfg = test::default_config();
   LearnerCoreOptions o;
   o.trainer = TrainerOptions{cfg.learner, cfg.policy, 4, 2, 3};
@@ -46,11 +46,11 @@ using test::TempDir;
 
 TEST_CASE("a learner restored from a checkpoint continues bit-identically", "[learner][checkpoint]") {
   TempDir t("rlx-ckpt-continue");
-  LearnerCore a(core_options());
+  LearnerCore a(checkpoint_core_options());
   feed(a, 0, 6);
   auto file = save_checkpoint(a, t.path, 3);
   REQUIRE(file.ok());
-  auto b = load_checkpoint(*file, core_options());
+  auto b = load_checkpoint(*file, checkpoint_core_options());
   REQUIRE(b.ok());
   CHECK(b->core->trainer().version() == a.trainer().version());
   CHECK(b->core->received() == a.received());
@@ -70,7 +70,7 @@ TEST_CASE("a learner restored from a checkpoint continues bit-identically", "[le
 
 TEST_CASE("the last K checkpoints are kept and a damaged one is refused with the reason", "[learner][checkpoint][damage]") {
   TempDir t("rlx-ckpt-keep");
-  LearnerCore core(core_options());
+  LearnerCore core(checkpoint_core_options());
   for (int i = 0; i < 4; ++i) {
     feed(core, static_cast<std::uint32_t>(10 * i), 2);
     REQUIRE(save_checkpoint(core, t.path, 3).ok());
@@ -92,21 +92,21 @@ TEST_CASE("the last K checkpoints are kept and a damaged one is refused with the
   auto newest = bytes(files[0]);
   newest.resize(newest.size() / 2);  // torn
   write(files[0], newest);
-  auto torn = load_checkpoint(files[0], core_options());
+  auto torn = load_checkpoint(files[0], checkpoint_core_options());
   REQUIRE_FALSE(torn.ok());
   CHECK(torn.error().code == Errc::corrupt_record);
   CHECK(torn.error().message.find("the header says") != std::string::npos);
   auto middle = bytes(files[1]);
   middle[middle.size() / 2] ^= 0x10;  // flipped
   write(files[1], middle);
-  auto flipped = load_checkpoint(files[1], core_options());
+  auto flipped = load_checkpoint(files[1], checkpoint_core_options());
   REQUIRE_FALSE(flipped.ok());
   CHECK(flipped.error().message.find("checksum mismatch") != std::string::npos);
-  auto older = load_checkpoint(files[2], core_options());
+  auto older = load_checkpoint(files[2], checkpoint_core_options());
   REQUIRE(older.ok());
   CHECK(older->core->trainer().version() == 2);
   // Another max_staleness does not fit the recorded histogram.
-  auto other = core_options();
+  auto other = checkpoint_core_options();
   other.max_staleness = 9;
   CHECK_FALSE(load_checkpoint(files[2], other).ok());
 }

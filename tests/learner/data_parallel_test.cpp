@@ -60,7 +60,7 @@ std::future<Result<std::uint64_t>> loop_rank1(std::uint16_t port, TrainerOptions
 }
 
 // Rank 0's core options (2 segments per rank) and one rank's with the whole batch (4).
-std::pair<LearnerCoreOptions, LearnerCoreOptions> core_options(const TrainerOptions& trainer, LearnerGroup* group) {
+std::pair<LearnerCoreOptions, LearnerCoreOptions> dp_core_options(const TrainerOptions& trainer, LearnerGroup* group) {
   LearnerCoreOptions co;
   co.trainer = trainer;
   co.trainer.group = group;
@@ -79,7 +79,7 @@ struct TwoRanks {
   std::unique_ptr<LearnerGroup> group;
 };
 
-TwoRanks two_ranks(const TrainerOptions& rank1) {
+TwoRanks start_two_ranks(const TrainerOptions& rank1) {
   TwoRanks t;
   t.store = store();
   t.rank1 = loop_rank1(t.store->port(), rank1);
@@ -148,8 +148,8 @@ TEST_CASE("the learner loop spreads each batch over the ranks and releases them 
   auto opts = trainer_options("ppo");
   auto other = opts;
   other.seed += 1;  // another start: rank 0's core sends its state before the first batch
-  auto ranks = two_ranks(other);
-  auto [co, single] = core_options(opts, ranks.group.get());
+  auto ranks = start_two_ranks(other);
+  auto [co, single] = dp_core_options(opts, ranks.group.get());
   LearnerCore core(co);
   LearnerCore alone(single);
   for (std::uint32_t i = 0; i < 8; ++i) {
@@ -172,8 +172,8 @@ TEST_CASE("the learner loop spreads each batch over the ranks and releases them 
 TEST_CASE("the ranks take the state of whichever learner core trains next, such as one loaded from a checkpoint",
           "[learner][dp][gloo][checkpoint]") {
   auto opts = trainer_options("ppo");
-  auto ranks = two_ranks(opts);
-  auto [co, single] = core_options(opts, ranks.group.get());
+  auto ranks = start_two_ranks(opts);
+  auto [co, single] = dp_core_options(opts, ranks.group.get());
   auto feed = [](LearnerCore& core, std::uint32_t from) {
     for (std::uint32_t i = 0; i < 4; ++i) core.admit(random_segment(from + i), "");
     REQUIRE(core.batch_full());
@@ -222,7 +222,7 @@ TEST_CASE("a rank that dies fails the group with a clear error, not a hang", "[l
 }
 
 TEST_CASE("a segment the trainer cannot train on is rejected at the learner's door with the reason", "[learner][dp]") {
-  auto [co, single] = core_options(trainer_options("ppo"), nullptr);
+  auto [co, single] = dp_core_options(trainer_options("ppo"), nullptr);
   LearnerCore core(single);
   auto token = random_segment(1);
   token.tokens = TokenRows{};
@@ -239,8 +239,8 @@ TEST_CASE("a segment the trainer cannot train on is rejected at the learner's do
 TEST_CASE("a rank whose update fails leaves the group, and rank 0 stops with a clear error instead of a hang",
           "[learner][dp][gloo][defensive]") {
   auto opts = trainer_options("ppo");
-  auto ranks = two_ranks(opts);
-  auto [co, single] = core_options(opts, ranks.group.get());
+  auto ranks = start_two_ranks(opts);
+  auto [co, single] = dp_core_options(opts, ranks.group.get());
   LearnerCore core(co);
   // A replayed log is taken at its word: a segment recorded as trained
   // that this trainer refuses lands in rank 1's slice (the door refuses

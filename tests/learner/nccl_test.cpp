@@ -17,7 +17,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool has(const Error& e, const std::string& text) { return e.message.find(text) != std::string::npos; }
+bool error_has(const Error& e, const std::string& text) { return e.message.find(text) != std::string::npos; }
 
 std::unique_ptr<RendezvousStore> nccl_store() {
   auto s = RendezvousStore::serve("127.0.0.1", 0, 10s);
@@ -34,7 +34,7 @@ TEST_CASE("the build says whether it has NCCL, and which", "[learner][nccl]") {
     CHECK(std::regex_match(*v, std::regex(R"(\d+\.\d+\.\d+)")));
   } else {
     REQUIRE_FALSE(v.ok());
-    CHECK(has(v.error(), "this build has no NCCL"));
+    CHECK(error_has(v.error(), "this build has no NCCL"));
   }
 }
 
@@ -52,10 +52,10 @@ TEST_CASE("NCCL unique ids are 128 fresh bytes and a wrong-sized one is refused"
   CHECK(*a != *b);
   auto bad = NcclComm::create(std::vector<std::uint8_t>(12), 0, 1, 0, 1s);
   REQUIRE_FALSE(bad.ok());
-  CHECK(has(bad.error(), "12 bytes"));
+  CHECK(error_has(bad.error(), "12 bytes"));
   auto no_rank = NcclComm::create(*a, 3, 2, 0, 1s);
   REQUIRE_FALSE(no_rank.ok());
-  CHECK(has(no_rank.error(), "no such rank"));
+  CHECK(error_has(no_rank.error(), "no such rank"));
 }
 
 TEST_CASE("one NCCL rank joins on a GPU, or is refused with the reason without one", "[learner][nccl][gpu]") {
@@ -65,7 +65,7 @@ TEST_CASE("one NCCL rank joins on a GPU, or is refused with the reason without o
   auto comm = NcclComm::create(*id, 0, 1, 0, 10s);
   if (!torch::cuda::is_available()) {
     // A CPU LibTorch cannot make device memory: this machine's case is the refusal.
-    if (!comm.ok()) CHECK(has(comm.error(), "needs a visible GPU"));
+    if (!comm.ok()) CHECK(error_has(comm.error(), "needs a visible GPU"));
     return;
   }
   REQUIRE(comm.ok());
@@ -98,7 +98,7 @@ TEST_CASE("a group's collectives are chosen from its device and the build", "[le
   o.device = "cpu";
   auto cpu = uses_nccl(o);
   REQUIRE_FALSE(cpu.ok());
-  CHECK(has(cpu.error(), "carries GPU tensors"));
+  CHECK(error_has(cpu.error(), "carries GPU tensors"));
 
   CHECK(device_for_rank("cpu", 3) == "cpu");
   CHECK(device_for_rank("cuda:1", 3) == "cuda:1");
@@ -123,8 +123,8 @@ TEST_CASE("two ranks that ask for NCCL get the id through the store, then train 
     REQUIRE_FALSE(first.ok());
     REQUIRE_FALSE(second.ok());
     const std::string why = nccl_built() ? "needs a visible GPU" : "this build has no NCCL";
-    CHECK(has(first.error(), why));
-    CHECK(has(second.error(), why));
+    CHECK(error_has(first.error(), why));
+    CHECK(error_has(second.error(), why));
     return;
   }
   if (gpus < 2) {

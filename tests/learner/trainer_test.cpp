@@ -10,7 +10,7 @@
 using namespace rlx;
 
 namespace {
-TrainerOptions options(const std::string& algorithm) {
+TrainerOptions algorithm_options(const std::string& algorithm) {
   auto cfg = test::default_config();
   cfg.learner.algorithm = *choice_of<Algorithm>(algorithm);
   return TrainerOptions{cfg.learner, cfg.policy, 4, 2, 3};
@@ -18,7 +18,7 @@ TrainerOptions options(const std::string& algorithm) {
 }  // namespace
 
 TEST_CASE("a PPO update bumps the version and changes the weights", "[learner][ppo]") {
-  MlpTrainer t(options("ppo"));
+  MlpTrainer t(algorithm_options("ppo"));
   auto before = t.weights().checksum;
   auto a = test::make_segment(16, 4, 0), b = test::make_segment(16, 4, 0, 1);
   auto stats = t.update({&a, &b}).value();
@@ -31,7 +31,7 @@ TEST_CASE("a PPO update bumps the version and changes the weights", "[learner][p
 }
 
 TEST_CASE("a V-trace update bumps the version and changes the weights", "[learner][vtrace]") {
-  MlpTrainer t(options("vtrace"));
+  MlpTrainer t(algorithm_options("vtrace"));
   auto before = t.weights().checksum;
   auto a = test::make_segment(16, 4, 0);
   t.update({&a});
@@ -40,7 +40,7 @@ TEST_CASE("a V-trace update bumps the version and changes the weights", "[learne
 }
 
 TEST_CASE("the same seed and segments give bit-identical weights", "[learner][determinism]") {
-  MlpTrainer t1(options("ppo")), t2(options("ppo"));
+  MlpTrainer t1(algorithm_options("ppo")), t2(algorithm_options("ppo"));
   auto a = test::make_segment(16, 4, 0), b = test::make_segment(8, 4, 0, 1);
   for (int i = 0; i < 3; ++i) {
     t1.update({&a, &b});
@@ -52,7 +52,7 @@ TEST_CASE("the same seed and segments give bit-identical weights", "[learner][de
 TEST_CASE("without the correction PPO's ratio is taken against the behaviour policy: the same update on fresh steps, "
           "another on stale ones",
           "[learner][ppo][staleness]") {
-  auto with = options("ppo"), without = options("ppo");
+  auto with = algorithm_options("ppo"), without = algorithm_options("ppo");
   with.learner.correction = Correction::decoupled;
   without.learner.correction = Correction::none;
   // Fresh steps: their behaviour log-probs are the starting weights' own.

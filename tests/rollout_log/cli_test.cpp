@@ -16,16 +16,16 @@ using namespace rlx::test;
 
 namespace {
 
-struct Ran {
+struct CliRun {
   int code = -1;
   std::string out, err;
 };
 
-Ran run_rlx(const std::string& args, const fs::path& dir) {
+CliRun run_cli(const std::string& args, const fs::path& dir) {
   const auto out = dir / "stdout.txt", err = dir / "stderr.txt";
   const std::string cmd = std::string(RLX_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
   const int status = std::system(cmd.c_str());
-  Ran r;
+  CliRun r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   auto o = read_bytes(out), e = read_bytes(err);
   r.out.assign(o.begin(), o.end());
@@ -43,17 +43,17 @@ bool is_png(const fs::path& p) {
 TEST_CASE("rlx inspect summarises a log as text, JSON and a plot", "[replay][inspect][tools]") {
   TempDir t("rlx-cli-inspect");
   write_log(LogWriterOptions{t.path / "rollouts"}, 12);
-  auto text = run_rlx("inspect " + t.path.string(), t.path);
+  auto text = run_cli("inspect " + t.path.string(), t.path);
   INFO(text.err);
   REQUIRE(text.code == 0);
   CHECK(text.out.find("segments     12: trained 12, dropped stale 0, rejected 0") != std::string::npos);
   CHECK(text.out.find("lag at admission") != std::string::npos);
   CHECK(text.out.find("returns over time") != std::string::npos);
-  auto json = run_rlx("inspect --json " + t.path.string(), t.path);
+  auto json = run_cli("inspect --json " + t.path.string(), t.path);
   REQUIRE(json.code == 0);
   CHECK(json.out.find("\"segments\":12,") != std::string::npos);
   CHECK(json.out.find("\"explorers\":{\"0\":{\"segments\":6,") != std::string::npos);
-  auto plot = run_rlx("inspect " + t.path.string() + " --plot " + (t.path / "log.png").string(), t.path);
+  auto plot = run_cli("inspect " + t.path.string() + " --plot " + (t.path / "log.png").string(), t.path);
   INFO(plot.err);
   REQUIRE(plot.code == 0);
   CHECK(is_png(t.path / "log.png"));
@@ -70,14 +70,14 @@ TEST_CASE("rlx inspect and replay stop with exit code 2 at a damaged record unle
   write_bytes(file, bytes);
   const std::string where = "rollouts-000000.capnp at byte " + std::to_string(index[4].offset);
 
-  auto strict = run_rlx("inspect " + t.path.string(), t.path);
+  auto strict = run_cli("inspect " + t.path.string(), t.path);
   CHECK(strict.code == 2);
   CHECK(strict.err.find(where) != std::string::npos);
-  auto replay = run_rlx("replay " + t.path.string(), t.path);
+  auto replay = run_cli("replay " + t.path.string(), t.path);
   CHECK(replay.code == 2);
   CHECK(replay.err.find(where) != std::string::npos);
 
-  auto lenient = run_rlx("inspect --skip-bad " + t.path.string(), t.path);
+  auto lenient = run_cli("inspect --skip-bad " + t.path.string(), t.path);
   CHECK(lenient.code == 0);
   CHECK(lenient.out.find("segments     7:") != std::string::npos);
   CHECK(lenient.out.find("bad record: ") != std::string::npos);
@@ -91,18 +91,18 @@ TEST_CASE("rlx inspect names a truncated last record and only warns about a miss
   auto bytes = read_bytes(file);
   bytes.resize(bytes.size() - 3);
   write_bytes(file, bytes);
-  auto strict = run_rlx("inspect " + t.path.string(), t.path);
+  auto strict = run_cli("inspect " + t.path.string(), t.path);
   CHECK(strict.code == 2);
   CHECK(strict.err.find("rollouts-000000.capnp at byte " + std::to_string(index.back().offset) + ": truncated_message") !=
         std::string::npos);
-  auto lenient = run_rlx("inspect --skip-bad --json " + t.path.string(), t.path);
+  auto lenient = run_cli("inspect --skip-bad --json " + t.path.string(), t.path);
   CHECK(lenient.code == 0);
   CHECK(lenient.out.find("\"fatal\":true") != std::string::npos);
 
   bytes.resize(index.back().offset);  // a clean cut: what a resume leaves
   write_bytes(file, bytes);
   std::filesystem::remove(logfiles::index_path(t.path / "rollouts", 0));
-  auto noindex = run_rlx("inspect " + t.path.string(), t.path);
+  auto noindex = run_cli("inspect " + t.path.string(), t.path);
   CHECK(noindex.code == 0);
   CHECK(noindex.out.find("warning: ") != std::string::npos);
   CHECK(noindex.out.find("rollouts-000000.idx missing") != std::string::npos);
@@ -111,7 +111,7 @@ TEST_CASE("rlx inspect names a truncated last record and only warns about a miss
 TEST_CASE("rlx replay exits 1 and names the version when the weights differ from the log", "[replay][exact][tools]") {
   TempDir t("rlx-cli-diverged");
   write_log(LogWriterOptions{t.path / "rollouts"}, 4);  // its weights entries carry a made-up checksum
-  auto r = run_rlx("replay " + t.path.string(), t.path);
+  auto r = run_cli("replay " + t.path.string(), t.path);
   INFO(r.out << r.err);
   CHECK(r.code == 1);
   CHECK(r.out.find("diverged at ") != std::string::npos);
@@ -127,14 +127,14 @@ TEST_CASE("rlx launch --resume refuses a log its replay differs from, naming the
   toml.replace(toml.find("max_env_steps = 2_000_000"), std::string("max_env_steps = 2_000_000").size(),
                "max_env_steps = 3000");
   std::ofstream(t.path / "run.toml") << toml;
-  auto refused = run_rlx("launch " + (t.path / "run.toml").string() + " --resume", t.path);
+  auto refused = run_cli("launch " + (t.path / "run.toml").string() + " --resume", t.path);
   INFO(refused.out << refused.err);
   CHECK(refused.code == 2);
   CHECK(refused.out.find("differs from the rollout log") != std::string::npos);  // the run's summary line
   CHECK(refused.out.find("first at v1 ") != std::string::npos);
   CHECK(refused.out.find("the log holds 000000000000002a") != std::string::npos);
   CHECK(refused.out.find("--resume-diverged resumes anyway") != std::string::npos);
-  auto forced = run_rlx("launch " + (t.path / "run.toml").string() + " --resume --resume-diverged", t.path);
+  auto forced = run_cli("launch " + (t.path / "run.toml").string() + " --resume --resume-diverged", t.path);
   INFO(forced.out << forced.err);
   CHECK(forced.code == 3);  // went on to its step budget
   CHECK(forced.err.find("RESUMING A DIVERGED RUN") != std::string::npos);
@@ -150,12 +150,12 @@ TEST_CASE("rlx plot draws a run's metrics.jsonl and skips unreadable lines", "[r
         << ",\"entropy\":0.6}\n";
     m << "{\"time_s\": garbage\n";
   }
-  auto r = run_rlx("plot " + t.path.string(), t.path);
+  auto r = run_cli("plot " + t.path.string(), t.path);
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(is_png(t.path / "metrics.png"));
   CHECK(r.err.find("skipped 1 unreadable lines") != std::string::npos);
-  auto missing = run_rlx("plot " + (t.path / "nowhere").string(), t.path);
+  auto missing = run_cli("plot " + (t.path / "nowhere").string(), t.path);
   CHECK(missing.code == 2);
 }
 
@@ -163,7 +163,7 @@ TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU 
   TempDir t("rlx-sft-cli");
   const auto& dir = t.path;
   const auto out = dir / "policy.pt";
-  auto r = run_rlx("sft --kind arithmetic --steps 2 --eval-tasks 2 --out " + out.string(), dir);
+  auto r = run_cli("sft --kind arithmetic --steps 2 --eval-tasks 2 --out " + out.string(), dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("after training, step 2: held-out pass@1") != std::string::npos);
@@ -172,7 +172,7 @@ TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU 
   policy.init = out.string();
   CHECK(check_policy_init(policy, TokensConfig{}).ok());
   if (check_device("cuda").ok()) return;  // a GPU here: nothing to refuse
-  auto gpu = run_rlx("sft --kind arithmetic --steps 2 --device cuda --out " + (dir / "gpu.pt").string(), dir);
+  auto gpu = run_cli("sft --kind arithmetic --steps 2 --device cuda --out " + (dir / "gpu.pt").string(), dir);
   CHECK(gpu.code == 2);
   CHECK(gpu.err.find("no CUDA or no GPU is visible") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "gpu.pt"));
@@ -197,7 +197,7 @@ TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a c
   }
   std::ofstream(dir / "agent.toml") << cfg;
   const auto out = dir / "agent.pt";
-  auto r = run_rlx("sft --config " + (dir / "agent.toml").string() + " --steps 1 --batch 2 --eval-tasks 1 --eval-every 0 --out " +
+  auto r = run_cli("sft --config " + (dir / "agent.toml").string() + " --steps 1 --batch 2 --eval-tasks 1 --eval-every 0 --out " +
                        out.string(),
                    dir);
   INFO(r.out << r.err);
@@ -214,7 +214,7 @@ TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a c
     c.replace(c.find("[policy]\n"), 9, "[policy]\ninit = \"" + out.string() + "\"\n");
     std::ofstream(dir / "continued.toml") << c;
   }
-  auto again = run_rlx("sft --config " + (dir / "continued.toml").string() +
+  auto again = run_cli("sft --config " + (dir / "continued.toml").string() +
                            " --steps 1 --batch 2 --eval-tasks 1 --eval-every 0 --out " + (dir / "again.pt").string(),
                        dir);
   INFO(again.out << again.err);
@@ -230,10 +230,10 @@ TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a c
     c.replace(c.find(from), from.size(), "tokenizer = \"missing.vocab\"");
     std::ofstream(dir / "missing.toml") << c;
   }
-  auto missing = run_rlx("sft --config " + (dir / "missing.toml").string() + " --steps 1 --out " + (dir / "m.pt").string(), dir);
+  auto missing = run_cli("sft --config " + (dir / "missing.toml").string() + " --steps 1 --out " + (dir / "m.pt").string(), dir);
   CHECK(missing.code == 2);
   CHECK(missing.err.find((dir / "missing.vocab").string()) != std::string::npos);
-  auto bare = run_rlx("sft --kind workspace --steps 1 --out " + (dir / "bare.pt").string(), dir);
+  auto bare = run_cli("sft --kind workspace --steps 1 --out " + (dir / "bare.pt").string(), dir);
   CHECK(bare.code == 2);
   CHECK(bare.err.find("need --config") != std::string::npos);
 }

@@ -26,7 +26,7 @@ ClusterConfig short_run(const fs::path& dir, std::uint64_t max_env_steps) {
   return cfg;
 }
 
-LearnerCoreOptions core_options(const ClusterConfig& cfg) {
+LearnerCoreOptions replay_core_options(const ClusterConfig& cfg) {
   const EnvSpec spec = make_batch_env_factory(cfg.run.env, cfg.external, builtin_envs(), null_logger())(1, 0, 1)->spec();
   return learner_core_options(cfg, spec);
 }
@@ -48,7 +48,7 @@ TEST_CASE("exact replay of a recorded run reproduces every published version bit
   INFO(run.summary);
   REQUIRE(run.outcome == RunOutcome::budget);
 
-  auto r = replay_exact(t.path, core_options(cfg), ReadOptions{});
+  auto r = replay_exact(t.path, replay_core_options(cfg), ReadOptions{});
   REQUIRE(r.ok());
   CHECK(r->versions_checked >= 5);
   CHECK(r->versions_matched == r->versions_checked);
@@ -56,7 +56,7 @@ TEST_CASE("exact replay of a recorded run reproduces every published version bit
   CHECK(r->identical());
 
   // The comparison can fail: another seed gives other weights at once.
-  auto other = core_options(cfg);
+  auto other = replay_core_options(cfg);
   other.trainer.seed += 1;
   auto diverged = replay_exact(t.path, other, ReadOptions{});
   REQUIRE(diverged.ok());
@@ -94,7 +94,7 @@ TEST_CASE("a resumed run continues the same log with nothing duplicated or lost"
   CHECK(after[before.size()].kind == LogKind::start);
   CHECK(after[before.size()].start.resumed);
   // The resumed learner went on from exactly where the log left it.
-  auto r = replay_exact(t.path, core_options(cfg), ReadOptions{});
+  auto r = replay_exact(t.path, replay_core_options(cfg), ReadOptions{});
   REQUIRE(r.ok());
   CHECK(r->identical());
   CHECK(r->versions_checked > 0);
@@ -108,7 +108,7 @@ TEST_CASE("a policy trained offline from a CartPole log reaches a useful return"
   auto cfg = short_run(t.path, 60'000);
   REQUIRE(run_cluster(cfg, builtin_envs(), {}, null_logger()).outcome != RunOutcome::failed);
   OfflineOptions o;
-  o.trainer = core_options(cfg).trainer;
+  o.trainer = replay_core_options(cfg).trainer;
   o.trainer.seed = 99;  // a fresh policy, not the run's
   o.batch_segments = 4;
   o.passes = 3;
@@ -177,7 +177,7 @@ TEST_CASE("a run killed with SIGKILL resumes from its log and replays exactly", 
   // The learner's thread count is part of what makes updates bit-identical
   // (rlx launch and rlx replay set it; this process must too).
   configure_compute_threads(static_cast<int>(cfg->learner.threads));
-  auto r = replay_exact(t.path, core_options(*cfg), ReadOptions{});
+  auto r = replay_exact(t.path, replay_core_options(*cfg), ReadOptions{});
   REQUIRE(r.ok());
   CHECK(r->identical());
   CHECK(r->core->stats().env_steps() >= steps + 20'000);
@@ -196,15 +196,15 @@ TEST_CASE("a resumed run starts from its newest checkpoint and replays only the 
   auto files = list_checkpoints(t.path / "checkpoints");
   REQUIRE(files.size() == 2);
   // The newest checkpoint plus the log's tail is the learner the log describes.
-  auto loaded = load_checkpoint(files[0], core_options(cfg));
+  auto loaded = load_checkpoint(files[0], replay_core_options(cfg));
   REQUIRE(loaded.ok());
   const auto held = loaded->core->received();
   CHECK(held > 0);
-  auto tail = replay_exact(t.path, core_options(cfg), ReadOptions{}, {}, loaded->core);
+  auto tail = replay_exact(t.path, replay_core_options(cfg), ReadOptions{}, {}, loaded->core);
   REQUIRE(tail.ok());
   CHECK(tail->skipped == held);
   CHECK(tail->identical());
-  auto full = replay_exact(t.path, core_options(cfg), ReadOptions{});
+  auto full = replay_exact(t.path, replay_core_options(cfg), ReadOptions{});
   REQUIRE(full.ok());
   CHECK(full->core->weights().checksum == tail->core->weights().checksum);
   CHECK(full->core->received() == tail->core->received());
@@ -215,7 +215,7 @@ TEST_CASE("a resumed run starts from its newest checkpoint and replays only the 
   RunResult r = resume_to(cfg, 45'000);
   INFO(r.summary);
   CHECK(r.outcome == RunOutcome::budget);
-  auto after = replay_exact(t.path, core_options(cfg), ReadOptions{});
+  auto after = replay_exact(t.path, replay_core_options(cfg), ReadOptions{});
   REQUIRE(after.ok());
   CHECK(after->identical());
   CHECK(after->core->stats().env_steps() >= 45'000);
