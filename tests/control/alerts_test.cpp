@@ -18,6 +18,7 @@
 #include "assembly/cluster.hpp"
 #include "control/alerts.hpp"
 #include "tests/helpers.hpp"
+#include "tools/embedded_config.hpp"
 #include "transport/webhook.hpp"
 
 using namespace rlx;
@@ -185,6 +186,22 @@ TEST_CASE("the webhook sender posts Slack's JSON, and a dead or hung webhook nev
   }
   for (const char* bad : {"ftp://x/y", "hooks.slack.com/x", "http://"})
     CHECK_FALSE(WebhookSender::start(bad, std::chrono::seconds(1), null_logger()).ok());
+}
+
+TEST_CASE("an [alerts] webhook must be an http or https URL, and a bad one names the line", "[control][alerts][config]") {
+  const std::string embedded = embedded_cluster_toml();
+  auto ok = test::parse(embedded + "\n[alerts]\nwebhook = \"https://hooks.example.com/T0/B0\"\nstall_s = 60\n");
+  INFO((ok ? "" : ok.error().message));
+  REQUIRE(ok.ok());
+  CHECK(ok->alerts.webhook == "https://hooks.example.com/T0/B0");
+  CHECK(ok->alerts.stall_s == 60);
+  for (const char* bad : {"ftp://hooks.example.com/x", "hooks.example.com/x", "http://"}) {
+    auto r = test::parse(embedded + "\n[alerts]\nwebhook = \"" + bad + "\"\n");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == Errc::config_range);
+    CHECK(r.error().message.find("webhook") != std::string::npos);
+    CHECK(r.error().message.find("http:// or https:// URL") != std::string::npos);
+  }
 }
 
 TEST_CASE("a run with [alerts] tells the webhook how it ended, and a dead webhook changes nothing",
