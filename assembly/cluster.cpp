@@ -253,23 +253,10 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
                       const RunOptions& options) {
   configure_compute_threads(static_cast<int>(config.learner.threads));
   RunResult result;
-  Result<Prepared> prepared = make_error(Errc::io, "");
-  try {
-    prepared = prepare(config, envs, options, log);
-  } catch (const EnvFailure& e) {
-    prepared = make_error(Errc::io, std::string("cannot start the environment: ") + e.what());
-  }
-  if (!prepared) {
-    // A damaged or missing log is bad input; a disk or env failure is not.
-    result.outcome = prepared.error().code == Errc::io || prepared.error().code == Errc::timeout ||
-                                 prepared.error().code == Errc::group_broken
-                         ? RunOutcome::failed
-                                                                                                : RunOutcome::bad_input;
-    result.summary = config.run.name + ": cannot start: " + prepared.error().message;
-    return result;
-  }
-  // Strangers on the head's ports; the Prometheus endpoint ([metrics]),
-  // before any actor exists, so a port it cannot take fails the start.
+  // Strangers on the head's ports; the Prometheus endpoint ([metrics]) and
+  // the alerts' webhook, before anything is prepared (no log moved, no
+  // learner rank started), so a port it cannot take or a bad URL fails the
+  // start with nothing to undo.
   std::shared_ptr<StrangerWatch> strangers;
   if (options.serve || config.metrics.prometheus)
     strangers = std::make_shared<StrangerWatch>(child_logger(log, "strangers"));
@@ -307,6 +294,22 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     }
     webhook = std::move(*sender);
     alerts = std::make_shared<AlertRules>(config.alerts, config.run.name);
+  }
+  Result<Prepared> prepared = make_error(Errc::io, "");
+  try {
+    prepared = prepare(config, envs, options, log);
+  } catch (const EnvFailure& e) {
+    prepared = make_error(Errc::io, std::string("cannot start the environment: ") + e.what());
+  }
+  if (!prepared) {
+    // A damaged or missing log is bad input; a disk or env failure is not.
+    result.outcome = prepared.error().code == Errc::io || prepared.error().code == Errc::timeout ||
+                                 prepared.error().code == Errc::group_broken
+                         ? RunOutcome::failed
+                                                                                                : RunOutcome::bad_input;
+    result.summary = config.run.name + ": cannot start: " + prepared.error().message;
+    if (webhook) webhook->post(alerts->ended(outcome_name(result.outcome), result.summary).text);
+    return result;  // the webhook's destructor sends it (within its timeout)
   }
   // The system and the configuration it refers to, together: handed back,
   // not destroyed, if actors outlive the shutdown bound (destroying the

@@ -1,6 +1,7 @@
 #include "transport/metrics_endpoint.hpp"
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include <sys/socket.h>
@@ -24,6 +25,7 @@ struct MetricsEndpoint::Impl {
   httplib::Server server;
   std::uint16_t port = 0;
   std::atomic<std::uint64_t> served{0}, refused{0};
+  std::promise<void> listened;  // set when the server's loop has returned
   std::thread thread;
 };
 
@@ -85,15 +87,22 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(MetricsEndpointO
                                               "of this machine)", host, impl->options.port));
     impl->port = impl->options.port;
   }
-  impl->thread = std::thread([self] { self->server.listen_after_bind(); });
+  impl->thread = std::thread([self] {
+    self->server.listen_after_bind();
+    self->listened.set_value();
+  });
   return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(impl)));
 }
 
 MetricsEndpoint::MetricsEndpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 MetricsEndpoint::~MetricsEndpoint() {
-  impl_->server.stop();
-  if (impl_->thread.joinable()) impl_->thread.join();
+  // The library's stop() does nothing until its loop has begun: ask again
+  // until the loop has returned (a server stopped right after it started).
+  auto done = impl_->listened.get_future();
+  do impl_->server.stop();
+  while (done.wait_for(std::chrono::milliseconds(10)) != std::future_status::ready);
+  impl_->thread.join();
 }
 
 std::uint16_t MetricsEndpoint::port() const { return impl_->port; }
