@@ -18,13 +18,9 @@
 
 #include "control/gate.hpp"
 #include "assembly/remote.hpp"
+#include "assembly/run_watchers.hpp"
 #include "assembly/held_system.hpp"
 #include "transport/front_door.hpp"
-#include "control/alerts.hpp"
-#include "control/prometheus.hpp"
-#include "control/tensorboard.hpp"
-#include "transport/metrics_endpoint.hpp"
-#include "transport/webhook.hpp"
 #include "transport/weight_bulk.hpp"
 
 #include "core/auth.hpp"
@@ -185,28 +181,6 @@ std::string run_identity(const ClusterConfig& config, bool resume, const Logger&
   return id;
 }
 
-// The head's Prometheus endpoint; its port goes to <log_dir>/metrics_port
-// (what a scrape configuration or a test reads when the port was 0).
-Result<std::unique_ptr<MetricsEndpoint>> start_prometheus(const ClusterConfig& config,
-                                                          std::shared_ptr<MetricsBoard> board,
-                                                          std::shared_ptr<StrangerWatch> strangers, const Logger& log) {
-  MetricsEndpointOptions mo;
-  mo.host = config.metrics.host;
-  mo.port = static_cast<std::uint16_t>(config.metrics.port);
-  mo.board = std::move(board);
-  mo.watch = std::move(strangers);
-  mo.log = child_logger(log, "metrics");
-  auto served = MetricsEndpoint::start(std::move(mo));
-  if (!served) return served.error();
-  const auto port = (*served)->port();
-  std::error_code ec;
-  std::filesystem::create_directories(config.run.log_dir, ec);
-  const auto file = std::filesystem::path(config.run.log_dir) / "metrics_port";
-  if (auto w = write_text_atomically(file, std::to_string(port) + "\n"); !w) return w.error();
-  log->info("Prometheus metrics on http://{}:{}/metrics", config.metrics.host, port);
-  return served;
-}
-
 // Opens the head's port. The gate is published on 127.0.0.1 (a free port)
 // and a front door on the head's address lets through only connections
 // that open with CAF's handshake (TLS's under [tls]); strangers are closed
@@ -253,47 +227,18 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
                       const RunOptions& options) {
   configure_compute_threads(static_cast<int>(config.learner.threads));
   RunResult result;
-  // Strangers on the head's ports; the Prometheus endpoint ([metrics]) and
-  // the alerts' webhook, before anything is prepared (no log moved, no
+  // Strangers on the head's ports; what watches the run (/metrics,
+  // TensorBoard, the alerts' webhook), before anything is prepared (no log moved, no
   // learner rank started), so a port it cannot take or a bad URL fails the
   // start with nothing to undo.
   std::shared_ptr<StrangerWatch> strangers;
   if (options.serve || config.metrics.prometheus)
     strangers = std::make_shared<StrangerWatch>(child_logger(log, "strangers"));
-  std::shared_ptr<MetricsBoard> board;
-  std::unique_ptr<MetricsEndpoint> prometheus;
-  if (config.metrics.prometheus) {
-    board = std::make_shared<MetricsBoard>();
-    auto served = start_prometheus(config, board, strangers, log);
-    if (!served) {
-      result.outcome = RunOutcome::failed;
-      result.summary = config.run.name + ": cannot start: " + served.error().message;
-      return result;
-    }
-    prometheus = std::move(*served);
-  }
-  std::shared_ptr<TensorBoardWriter> tensorboard;  // [metrics] tensorboard
-  if (config.metrics.tensorboard) {
-    // Like metrics.jsonl: a run whose curves cannot be written still runs, and says so.
-    auto opened = TensorBoardWriter::open(std::filesystem::path(config.run.log_dir) / "tensorboard");
-    if (opened)
-      tensorboard = std::move(*opened);
-    else
-      log->error("no TensorBoard curves: {}", opened.error().message);
-  }
-  std::shared_ptr<WebhookSender> webhook;  // [alerts]
-  std::shared_ptr<AlertRules> alerts;
-  if (!config.alerts.webhook.empty()) {
-    auto sender = WebhookSender::start(config.alerts.webhook,
-                                       std::chrono::milliseconds(static_cast<std::int64_t>(config.alerts.timeout_s * 1e3)),
-                                       child_logger(log, "alerts"));
-    if (!sender) {
-      result.outcome = RunOutcome::bad_input;
-      result.summary = config.run.name + ": cannot start: " + sender.error().message;
-      return result;
-    }
-    webhook = std::move(*sender);
-    alerts = std::make_shared<AlertRules>(config.alerts, config.run.name);
+  auto watchers = start_watchers(config, strangers, log);
+  if (!watchers) {
+    result.outcome = watchers.error().code == Errc::config_range ? RunOutcome::bad_input : RunOutcome::failed;
+    result.summary = config.run.name + ": cannot start: " + watchers.error().message;
+    return result;
   }
   Result<Prepared> prepared = make_error(Errc::io, "");
   try {
@@ -308,8 +253,8 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
                          ? RunOutcome::failed
                                                                                                 : RunOutcome::bad_input;
     result.summary = config.run.name + ": cannot start: " + prepared.error().message;
-    if (webhook) webhook->post(alerts->ended(outcome_name(result.outcome), result.summary).text);
-    return result;  // the webhook's destructor sends it (within its timeout)
+    watchers->ended(result.outcome, result.summary, true);
+    return result;
   }
   // The system and the configuration it refers to, together: handed back,
   // not destroyed, if actors outlive the shutdown bound (destroying the
@@ -355,20 +300,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     std::unique_ptr<BulkServer> bulk;  // weights to member nodes beside the middleman
     std::unique_ptr<FrontDoor> door;   // the head's port, in front of CAF's
     co.strangers = strangers;
-    if (board || webhook || tensorboard)
-      co.on_report = [board, webhook, alerts, tensorboard, log, name = config.run.name,
-                      failed = std::make_shared<bool>(false)](const MetricsData& m, const RunCounts& r) {
-        if (board) board->publish(prometheus_text(m, r, name));
-        if (tensorboard && !*failed) {
-          const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-          if (auto w = tensorboard->write(static_cast<std::int64_t>(m.env_steps), now, tensorboard_scalars(m, r)); !w) {
-            *failed = true;  // said once; metrics.jsonl goes on
-            log->error("TensorBoard curves stop here: {}", w.error().message);
-          }
-        }
-        if (webhook)
-          for (const auto& alert : alerts->check(m, r)) webhook->post(alert.text);
-      };
+    co.on_report = watchers->on_report(config.run.name, log);
     if (options.serve) {
       co.weight_shelf = std::make_shared<WeightShelf>(static_cast<std::size_t>(config.weight_store.keep_versions),
                                                       static_cast<std::uint64_t>(config.weight_store.chunk_kb) << 10);
@@ -497,10 +429,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   if (prepared->writer) (void)prepared->writer->close();  // idempotent: the recorder closed it when it flushed
   if (prepared->ranks && prepared->ranks->stop() > 0 && result.outcome != RunOutcome::failed)
     log->warn("some learner rank processes did not exit cleanly");
-  if (webhook) {
-    webhook->post(alerts->ended(outcome_name(result.outcome), result.summary).text);
-    webhook->finish();  // the end's alert is out (or given up on) before the launcher exits
-  }
+  watchers->ended(result.outcome, result.summary, true);  // out (or given up on) before the launcher exits
   return result;
 }
 

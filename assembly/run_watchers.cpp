@@ -1,0 +1,89 @@
+#include "assembly/run_watchers.hpp"
+
+#include <chrono>
+#include <filesystem>
+
+#include "control/prometheus.hpp"
+#include "core/files.hpp"
+
+namespace rlx {
+
+namespace {
+
+// Its port goes to <log_dir>/metrics_port (what a scrape configuration or
+// a test reads when the port was 0).
+Result<std::unique_ptr<MetricsEndpoint>> start_prometheus(const ClusterConfig& config,
+                                                          std::shared_ptr<MetricsBoard> board,
+                                                          std::shared_ptr<StrangerWatch> strangers, const Logger& log) {
+  MetricsEndpointOptions mo;
+  mo.host = config.metrics.host;
+  mo.port = static_cast<std::uint16_t>(config.metrics.port);
+  mo.board = std::move(board);
+  mo.watch = std::move(strangers);
+  mo.log = child_logger(log, "metrics");
+  auto served = MetricsEndpoint::start(std::move(mo));
+  if (!served) return served.error();
+  const auto port = (*served)->port();
+  std::error_code ec;
+  std::filesystem::create_directories(config.run.log_dir, ec);
+  const auto file = std::filesystem::path(config.run.log_dir) / "metrics_port";
+  if (auto w = write_text_atomically(file, std::to_string(port) + "\n"); !w) return w.error();
+  log->info("Prometheus metrics on http://{}:{}/metrics", config.metrics.host, port);
+  return served;
+}
+
+}  // namespace
+
+Result<RunWatchers> start_watchers(const ClusterConfig& config, std::shared_ptr<StrangerWatch> strangers,
+                                   const Logger& log) {
+  RunWatchers w;
+  if (config.metrics.prometheus) {
+    w.board = std::make_shared<MetricsBoard>();
+    auto served = start_prometheus(config, w.board, std::move(strangers), log);
+    if (!served) return served.error();
+    w.prometheus = std::move(*served);
+  }
+  if (config.metrics.tensorboard) {
+    // Like metrics.jsonl: a run whose curves cannot be written still runs, and says so.
+    auto opened = TensorBoardWriter::open(std::filesystem::path(config.run.log_dir) / "tensorboard");
+    if (opened)
+      w.tensorboard = std::move(*opened);
+    else
+      log->error("no TensorBoard curves: {}", opened.error().message);
+  }
+  if (!config.alerts.webhook.empty()) {
+    auto sender = WebhookSender::start(config.alerts.webhook,
+                                       std::chrono::milliseconds(static_cast<std::int64_t>(config.alerts.timeout_s * 1e3)),
+                                       child_logger(log, "alerts"));
+    if (!sender) return sender.error();
+    w.webhook = std::move(*sender);
+    w.alerts = std::make_shared<AlertRules>(config.alerts, config.run.name);
+  }
+  return w;
+}
+
+std::function<void(const MetricsData&, const RunCounts&)> RunWatchers::on_report(const std::string& run_name,
+                                                                                 const Logger& log) const {
+  if (!board && !webhook && !tensorboard) return {};
+  return [board = board, webhook = webhook, alerts = alerts, tensorboard = tensorboard, log, name = run_name,
+          failed = std::make_shared<bool>(false)](const MetricsData& m, const RunCounts& r) {
+    if (board) board->publish(prometheus_text(m, r, name));
+    if (tensorboard && !*failed) {
+      const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+      if (auto w = tensorboard->write(static_cast<std::int64_t>(m.env_steps), now, tensorboard_scalars(m, r)); !w) {
+        *failed = true;  // said once; metrics.jsonl goes on
+        log->error("TensorBoard curves stop here: {}", w.error().message);
+      }
+    }
+    if (webhook)
+      for (const auto& alert : alerts->check(m, r)) webhook->post(alert.text);
+  };
+}
+
+void RunWatchers::ended(RunOutcome outcome, const std::string& summary, bool wait) const {
+  if (!webhook) return;
+  webhook->post(alerts->ended(outcome_name(outcome), summary).text);
+  if (wait) webhook->finish();
+}
+
+}  // namespace rlx
