@@ -72,9 +72,9 @@ struct AgentState {
   std::shared_ptr<std::atomic<bool>> leaving = std::make_shared<std::atomic<bool>>(false);
 };
 
-using Self = node_actor::stateful_pointer<AgentState>;
+using NodeSelf = node_actor::stateful_pointer<AgentState>;
 
-void end(Self self, RunOutcome outcome, const std::string& summary) {
+void end(NodeSelf self, RunOutcome outcome, const std::string& summary) {
   auto& st = self->state;
   st.leaving->store(true);
   st.ending->set(outcome, summary);
@@ -83,7 +83,7 @@ void end(Self self, RunOutcome outcome, const std::string& summary) {
   self->quit();
 }
 
-void obey(Self self, const Order& order) {
+void obey(NodeSelf self, const Order& order) {
   auto& st = self->state;
   if (!st.config) return st.early.push_back(order);
   if (st.draining) return;
@@ -107,7 +107,7 @@ void obey(Self self, const Order& order) {
                order.first_id + order.count - 1, order.envs_per_explorer, st.explorers.size());
 }
 
-void start(Self self, const GateWelcome& w) {
+void start(NodeSelf self, const GateWelcome& w) {
   auto& st = self->state;
   st.run_id = w.run_id;
   st.incarnation = w.incarnation;
@@ -158,7 +158,7 @@ void start(Self self, const GateWelcome& w) {
 // Reaches the (restarted) head's gate from a thread of its own (connecting
 // blocks) until reconnect_until, and tells the agent. Never answers with
 // the dead head's gate.
-void reconnect(Self self) {
+void reconnect(NodeSelf self) {
   auto& st = self->state;
   const double left = std::chrono::duration<double>(st.reconnect_until - std::chrono::steady_clock::now()).count();
   if (left <= 0) return end(self, RunOutcome::failed, "the head went away and did not come back");
@@ -172,7 +172,7 @@ void reconnect(Self self) {
 
 // The head went away: explorers pause and the node reaches for it again,
 // for [launch] reconnect_s at most.
-void orphan(Self self) {
+void orphan(NodeSelf self) {
   auto& st = self->state;
   st.orphaned = true;
   st.lost_gate = st.gate;
@@ -188,7 +188,7 @@ void orphan(Self self) {
 
 // A gate that did not answer (a head still starting, or gone again) is
 // tried again while an orphaned node has time left; a refusal is final.
-bool retry_gate(Self self, const caf::error& e) {
+bool retry_gate(NodeSelf self, const caf::error& e) {
   auto& st = self->state;
   const bool unanswered = e == caf::sec::request_timeout || e == caf::sec::request_receiver_down;
   if (!st.orphaned || !unanswered || st.leaving->load() ||
@@ -200,7 +200,7 @@ bool retry_gate(Self self, const caf::error& e) {
 }
 
 // The restarted head let the node back in: everything it runs follows it.
-void rejoined(Self self, const GateWelcome& w) {
+void rejoined(NodeSelf self, const GateWelcome& w) {
   auto& st = self->state;
   st.orphaned = false;
   st.incarnation = w.incarnation;
@@ -220,7 +220,7 @@ void rejoined(Self self, const GateWelcome& w) {
 
 // Proves the secret at the gate and enters: the first time with the shape
 // it asks for, after losing the head with the run and incarnation it had.
-void enter(Self self) {
+void enter(NodeSelf self) {
   auto& st = self->state;
   // Shorter for a node reaching a restarted head: an unanswered gate is tried again.
   const auto timeout = std::chrono::seconds(st.orphaned ? 10 : 30);
@@ -256,7 +256,7 @@ void enter(Self self) {
           });
 }
 
-node_actor::behavior_type agent_impl(Self self, AgentState init) {
+node_actor::behavior_type agent_impl(NodeSelf self, AgentState init) {
   if (init.options.stuck_agent.valid()) init.options.stuck_agent.wait();  // fault injection (tests)
   self->state = std::move(init);
   self->set_down_handler([self](const caf::down_msg& dm) {

@@ -1,5 +1,6 @@
-// What watches a run from outside (docs/operating.md): the Prometheus
-// endpoint, the TensorBoard event file and the alerts' webhook, started
+// What watches a run from outside (docs/operating.md): the HTTP endpoint
+// (Prometheus, the live page), the TensorBoard event file and the alerts'
+// webhook, started
 // before the run is prepared and fed by the coordinator's on_report hook.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "control/alerts.hpp"
+#include "control/live_history.hpp"
 #include "control/coordinator.hpp"
 #include "control/tensorboard.hpp"
 #include "core/config.hpp"
@@ -18,8 +20,10 @@
 namespace rlx {
 
 struct RunWatchers {
-  std::shared_ptr<MetricsBoard> board;          // what GET /metrics serves
-  std::unique_ptr<MetricsEndpoint> prometheus;  // [metrics] prometheus
+  std::shared_ptr<MetricsBoard> board;          // what the endpoint serves
+  std::unique_ptr<MetricsEndpoint> endpoint;    // [metrics] prometheus or page
+  bool prometheus = false;                      // the endpoint serves GET /metrics
+  std::shared_ptr<LiveHistory> history;         // [metrics] page: what live.json holds
   std::shared_ptr<TensorBoardWriter> tensorboard;
   std::shared_ptr<WebhookSender> webhook;       // [alerts]
   std::shared_ptr<AlertRules> alerts;
@@ -27,8 +31,8 @@ struct RunWatchers {
   // The coordinator's hook, every metrics line; empty when nothing watches.
   std::function<void(const MetricsData&, const RunCounts&)> on_report(const std::string& run_name,
                                                                      const Logger& log) const;
-  // The run's end, to the webhook; `wait`: deliver it (within the webhook's
-  // timeout) before returning.
+  // The run's end, to the webhook and the live page; `wait`: deliver it
+  // (within the webhook's timeout) before returning.
   void ended(RunOutcome outcome, const std::string& summary, bool wait) const;
 };
 

@@ -4,6 +4,7 @@
 
 #include "control/coordinator_state.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -149,8 +150,12 @@ void finish(Self self) {
               });
   };
   // The final counts: the drained explorers' last segments reached the
-  // learner before their goodbyes reached this actor.
-  self->request(st.learner, std::chrono::seconds(10), metrics_atom::value)
+  // learner before their goodbyes reached this actor. The learner answers
+  // after the update it is in and the segments queued before the request:
+  // a few of its updates' time, not a fixed bound an update can outlast.
+  const double update_s = st.metrics.updates ? st.metrics.busy_s / static_cast<double>(st.metrics.updates) : 0;
+  const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(1e3 * std::clamp(30.0 + 3 * update_s, 30.0, 600.0)));
+  self->request(st.learner, wait, metrics_atom::value)
       .then(
           [self, flush](const WireMsg& msg) {
             auto& st = self->state;
@@ -162,7 +167,12 @@ void finish(Self self) {
             write_metrics_line(self);
             flush();
           },
-          [flush](const caf::error&) { flush(); });
+          [self, flush, wait](const caf::error& e) {
+            self->state.options.log->warn("the learner did not give its final counts within {:.0f} s ({}): the last "
+                                          "metrics line and the summary hold its counts from before the end",
+                                          std::chrono::duration<double>(wait).count(), self->system().render(e));
+            flush();
+          });
 }
 
 void begin_stop(Self self, RunOutcome outcome, const std::string& reason) {

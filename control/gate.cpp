@@ -23,14 +23,14 @@ struct GateState {
 
 namespace {
 
-using Self = gate_actor::stateful_pointer<GateState>;
+using GateSelf = gate_actor::stateful_pointer<GateState>;
 
 // The sending node, for logs (an anonymous message has no sender).
-std::string peer_of(Self self) {
+std::string peer_of(GateSelf self) {
   return self->current_sender() ? caf::to_string(self->current_sender()->node()) : "an anonymous sender";
 }
 
-caf::error refuse(Self self, const std::string& node, const std::string& why) {
+caf::error refuse(GateSelf self, const std::string& node, const std::string& why) {
   auto& st = self->state;
   ++st.refused;
   const std::string peer = peer_of(self);
@@ -73,7 +73,7 @@ std::string check_proof(GateState& st, const std::string& name, const std::strin
 
 }  // namespace
 
-gate_actor::behavior_type gate_impl(Self self, GateOptions options) {
+gate_actor::behavior_type gate_impl(GateSelf self, GateOptions options) {
   self->state.options = std::move(options);
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& joined = self->state.joined;

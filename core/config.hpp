@@ -197,9 +197,11 @@ struct ExternalEnvConfig {
   std::vector<std::string> env;      // extra environment entries, "KEY=VALUE"
 };
 
-// [metrics]: the head's Prometheus endpoint (docs/operating.md).
+// [metrics]: the head's HTTP endpoint (Prometheus, the live page) and
+// TensorBoard curves (docs/operating.md).
 struct MetricsConfig {
   bool prometheus = false;           // serve GET /metrics on the head
+  bool page = false;                 // serve the live page (GET /) on the head
   std::string host = "127.0.0.1";    // address it listens on (loopback: only this machine scrapes)
   std::int64_t port = 0;             // 0 = a free port, written to <log_dir>/metrics_port
   bool tensorboard = true;           // scalars to <log_dir>/tensorboard/ (event files)

@@ -157,6 +157,7 @@ const std::vector<Key<MetricsConfig>>& metrics_keys() {
   using S = MetricsConfig;
   static const std::vector<Key<S>> keys = {
       flag("prometheus", &S::prometheus),
+      flag("page", &S::page),
       text("host", &S::host),
       whole("port", &S::port, 0, 65535),
       flag("tensorboard", &S::tensorboard),

@@ -4,11 +4,13 @@
 #include "tests/helpers.hpp"
 
 #include <arpa/inet.h>
+#include <sys/wait.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <random>
 
@@ -113,6 +115,46 @@ void send_garbage(std::uint16_t port, std::size_t n, std::uint32_t seed) {
   for (auto& b : bytes) b = static_cast<char>(rng());
   CHECK(write(fd, bytes.data(), bytes.size()) > 0);
   close(fd);
+}
+
+std::string http_get(std::uint16_t port, const std::string& path) {
+  const int fd = connect_local(port);
+  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
+  std::string reply;
+  char buf[8192];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return reply;
+}
+
+std::string http_body(const std::string& reply) {
+  const auto at = reply.find("\r\n\r\n");
+  return at == std::string::npos ? std::string() : reply.substr(at + 4);
+}
+
+std::string require_headless_browser() {
+  for (const char* path : {"/usr/bin/chromium-headless-shell", "/usr/bin/chromium"})
+    if (::access(path, X_OK) == 0) return path;
+  skip_test("no headless browser (tools/install-deps.sh installs chromium-headless-shell)");
+}
+
+PageDump browser_dom(const std::string& browser, const std::string& url, int virtual_ms,
+                     const std::filesystem::path& dir) {
+  static std::atomic<int> runs{0};
+  const auto profile = dir / ("browser-profile-" + std::to_string(++runs));
+  // --no-sandbox: Chromium's sandbox refuses to run as root (CI runs as root).
+  PageDump out;
+  out.command = "timeout 120 " + browser + " --headless --no-sandbox --disable-gpu --user-data-dir=" +
+                profile.string() + " --virtual-time-budget=" + std::to_string(virtual_ms) + " --dump-dom '" + url +
+                "' 2>/dev/null";
+  FILE* p = ::popen(out.command.c_str(), "r");
+  if (!p) return out;
+  char buf[8192];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.dom.append(buf, n);
+  const int status = ::pclose(p);
+  out.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  return out;
 }
 
 }  // namespace rlx::test

@@ -61,4 +61,26 @@ bool closed_by_peer(int fd);
 // Connects to 127.0.0.1:port, writes `n` random bytes (from `seed`), closes.
 void send_garbage(std::uint16_t port, std::size_t n, std::uint32_t seed = 7);
 
+// GET `path` from 127.0.0.1:port over a plain socket (HTTP/1.0: the
+// server closes when done): the whole reply, status line first; and the
+// body of such a reply.
+std::string http_get(std::uint16_t port, const std::string& path);
+std::string http_body(const std::string& reply);
+
+// Debian's headless Chromium (chromium-headless-shell, or chromium): its
+// path, or the test ends as skipped.
+std::string require_headless_browser();
+
+// The DOM of `url` once the page's scripts ran `virtual_ms` of virtual time
+// (timers run at once; a fetch pauses the clock until it is answered), in
+// a profile of its own under `dir`; given up past 120 s. No assertions
+// (any thread may call it): the test checks `ok`.
+struct PageDump {
+  bool ok = false;  // the browser exited 0
+  std::string dom;
+  std::string command;
+};
+PageDump browser_dom(const std::string& browser, const std::string& url, int virtual_ms,
+                     const std::filesystem::path& dir);
+
 }  // namespace rlx::test

@@ -8,7 +8,9 @@ pkgs=(
   libtorch-dev libopenblas0-pthread libgloo-dev
   libspdlog-dev catch2 libtomlplusplus-dev libcli11-dev
   libzstd-dev libxxhash-dev
-  libcpp-httplib-dev  # the head's Prometheus endpoint ([metrics])
+  libcpp-httplib-dev  # the head's HTTP endpoint ([metrics]: Prometheus, the live page)
+  nlohmann-json3-dev  # JSON: the live page's live.json
+  chromium-headless-shell  # tests: the live page loaded in a real browser
   libprotobuf-dev protobuf-compiler  # TensorBoard's event files ([metrics] tensorboard)
   python3-prometheus-client  # tests: an independent parser of what /metrics serves
   python3   # examples/envs and tests/envs/fixtures: external environments; the interpreter of sandboxed programs

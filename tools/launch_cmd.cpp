@@ -165,6 +165,7 @@ int launch_command(const LaunchArgs& args) {
   EnvRegistry envs = builtin_envs();
   auto config = config_or_report(args.config, envs);
   if (!config) return 2;
+  if (args.page) config->metrics.page = true;
   Logger log = root_logger(*config, args.log_level);
   RunOptions options;
   options.resume = args.resume;

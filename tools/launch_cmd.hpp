@@ -18,6 +18,7 @@ struct LaunchArgs {
   std::string secret_file;  // the cluster secret (else RLX_CLUSTER_SECRET[_FILE], else a fresh one for local nodes)
   bool resume = false;
   bool resume_diverged = false;  // with --resume: even when the replay differs from the log
+  bool page = false;             // serve the live page ([metrics] page = true)
 };
 
 struct NodeArgs {

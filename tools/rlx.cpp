@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   launch_cmd->add_flag("--resume-diverged", launch_args.resume_diverged,
                        "with --resume: go on even when the replayed learner differs from the log (refused otherwise)");
   launch_cmd->add_option("--secret-file", launch_args.secret_file, "the cluster secret, for multi-node topologies");
+  launch_cmd->add_flag("--page", launch_args.page,
+                       "serve the live page on the head (as [metrics] page = true; its address is logged and in <log_dir>/metrics_port)");
   rlx::NodeArgs node_args;
   auto* node_cmd = app.add_subcommand("node", "run one [[node]] of a topology (what launch starts on every host)");
   node_cmd->add_option("--config", node_args.config, "the cluster.toml (with --join: only its [tls] and [launch] are used; default the embedded one)");

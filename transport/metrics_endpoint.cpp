@@ -8,6 +8,8 @@
 
 #include <httplib.h>
 
+#include "transport/live_page.hpp"
+
 namespace rlx {
 
 void MetricsBoard::publish(std::string text) {
@@ -18,6 +20,16 @@ void MetricsBoard::publish(std::string text) {
 std::string MetricsBoard::text() const {
   std::lock_guard lock(mu_);
   return text_;
+}
+
+void MetricsBoard::publish_live(std::string json) {
+  std::lock_guard lock(mu_);
+  live_ = std::move(json);
+}
+
+std::string MetricsBoard::live() const {
+  std::lock_guard lock(mu_);
+  return live_;
 }
 
 struct MetricsEndpoint::Impl {
@@ -63,14 +75,35 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(MetricsEndpointO
     int yes = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
-  s.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
-    ++self->served;
-    res.set_content(self->options.board->text(), "text/plain; version=0.0.4; charset=utf-8");
-  });
+  if (impl->options.metrics)
+    s.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
+      ++self->served;
+      res.set_content(self->options.board->text(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+  if (impl->options.page) {
+    // The page may run its own inline script and style and fetch from this
+    // endpoint, nothing else: nothing is loaded from outside.
+    s.Get("/", [self](const httplib::Request&, httplib::Response& res) {
+      ++self->served;
+      res.set_header("Content-Security-Policy",
+                     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      const auto page = live_page_html();
+      res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+    });
+    s.Get("/live.json", [self](const httplib::Request&, httplib::Response& res) {
+      ++self->served;
+      const auto live = self->options.board->live();
+      res.set_header("Cache-Control", "no-store");
+      res.set_content(live.empty() ? std::string("{\"reports\":0}") : live, "application/json");
+    });
+  }
   s.set_error_handler([self](const httplib::Request& req, httplib::Response& res) {
     refuse(*self, req, res.status);
     res.set_header("Connection", "close");  // a stranger gets no keep-alive
-    res.set_content(res.status == 404 ? "not found: GET /metrics is served here\n" : "bad request\n", "text/plain");
+    const std::string served = std::string(self->options.metrics ? " GET /metrics" : "") +
+                               (self->options.page ? " GET / GET /live.json" : "");
+    res.set_content(res.status == 404 ? "not found; served here:" + served + "\n" : "bad request\n", "text/plain");
   });
   s.set_exception_handler([self](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
     res.status = 500;

@@ -1,6 +1,8 @@
-// The head's Prometheus endpoint: an HTTP server (cpp-httplib) that
-// answers GET /metrics with the newest text the coordinator published on
-// a MetricsBoard, and anything else with 404 or 405. A request that is
+// The head's HTTP endpoint: a server (cpp-httplib) that answers
+// GET /metrics with the newest Prometheus text the coordinator published
+// on a MetricsBoard, GET / with the live page (web/live.html) and
+// GET /live.json with the newest LiveHistory document, each only when
+// enabled, and anything else with 404 or 405. A request that is
 // not HTTP, too large, or stalled past the timeout is refused by the
 // library (400, 413, or the connection closed) and counted on the
 // StrangerWatch as a stranger on port "metrics"; the run never waits on
@@ -19,15 +21,17 @@
 
 namespace rlx {
 
-// The text /metrics serves; the coordinator publishes, the server reads.
+// What the endpoint serves; the coordinator publishes, the server reads.
 class MetricsBoard {
  public:
-  void publish(std::string text);
-  std::string text() const;  // "" before the first publish
+  void publish(std::string text);  // GET /metrics
+  std::string text() const;        // "" before the first publish
+  void publish_live(std::string json);  // GET /live.json
+  std::string live() const;             // "" before the first publish
 
  private:
   mutable std::mutex mu_;
-  std::string text_;
+  std::string text_, live_;
 };
 
 struct MetricsEndpointOptions {
@@ -37,6 +41,8 @@ struct MetricsEndpointOptions {
   std::chrono::seconds timeout{5};  // reading a request, writing a reply, an idle keep-alive
   std::shared_ptr<StrangerWatch> watch;  // null: refusals only logged
   Logger log;
+  bool metrics = true;  // GET /metrics
+  bool page = false;    // GET / (the live page) and GET /live.json
 };
 
 class MetricsEndpoint {
@@ -49,7 +55,7 @@ class MetricsEndpoint {
 
   std::uint16_t port() const;
   struct Counts {
-    std::uint64_t served = 0;   // GET /metrics answered 200
+    std::uint64_t served = 0;   // GETs answered 200
     std::uint64_t refused = 0;  // every other answer (4xx, 5xx)
   };
   Counts counts() const;

@@ -73,24 +73,6 @@ for family in text_string_to_metric_families(open(sys.argv[1]).read()):
   return samples;
 }
 
-// GET path over a plain socket (HTTP/1.0: the server closes when done);
-// the whole reply, status line first.
-std::string http_get(std::uint16_t port, const std::string& path) {
-  const int fd = test::connect_local(port);
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  REQUIRE(::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size()));
-  std::string reply;
-  char buf[8192];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
-  ::close(fd);
-  return reply;
-}
-
-std::string body_of(const std::string& reply) {
-  const auto at = reply.find("\r\n\r\n");
-  return at == std::string::npos ? std::string() : reply.substr(at + 4);
-}
-
 }  // namespace
 
 TEST_CASE("the Prometheus text of a report parses with an independent parser and holds the report's numbers",
@@ -181,11 +163,11 @@ TEST_CASE("the endpoint serves GET /metrics and answers strangers with 4xx, coun
   const auto port = (*endpoint)->port();
   REQUIRE(port != 0);
 
-  const auto ok = http_get(port, "/metrics");
+  const auto ok = test::http_get(port, "/metrics");
   CHECK(ok.rfind("HTTP/1.1 200", 0) == 0);
   CHECK(ok.find("text/plain; version=0.0.4") != std::string::npos);
-  CHECK(body_of(ok) == board->text());
-  CHECK(http_get(port, "/nothing").rfind("HTTP/1.1 404", 0) == 0);
+  CHECK(test::http_body(ok) == board->text());
+  CHECK(test::http_get(port, "/nothing").rfind("HTTP/1.1 404", 0) == 0);
   // Not HTTP at all: a 400, and the connection closed.
   {
     const int fd = test::connect_local(port);
@@ -196,7 +178,7 @@ TEST_CASE("the endpoint serves GET /metrics and answers strangers with 4xx, coun
   // A client that connects and says nothing is closed after the timeout.
   CHECK(test::closed_by_peer(test::connect_local(port)));
   // Still serving.
-  CHECK(http_get(port, "/metrics").rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(test::http_get(port, "/metrics").rfind("HTTP/1.1 200", 0) == 0);
   const auto counts = (*endpoint)->counts();
   CHECK(counts.served == 2);
   CHECK(counts.refused == 2);
@@ -242,9 +224,9 @@ TEST_CASE("a run with [metrics] prometheus serves its report while it trains, st
         if (::send(fd, junk.data(), junk.size(), MSG_NOSIGNAL) > 0) garbage_closed = test::closed_by_peer(fd);
       });
     } else if (port != 0) {
-      const auto reply = http_get(port, "/metrics");
+      const auto reply = test::http_get(port, "/metrics");
       if (reply.rfind("HTTP/1.1 200", 0) == 0) ++scrapes_ok;
-      scraped = body_of(reply);
+      scraped = test::http_body(reply);
     }
   };
   const RunResult result = run_cluster(cfg, builtin_envs(), hooks, null_logger());
