@@ -95,10 +95,14 @@ void ask_reward(Self self, const RewardAsk& ask, const std::string& payload) {
     if (next.again) return ask_reward(self, *next.again, payload);
     advance(self);
   };
+  const auto asked = std::chrono::steady_clock::now();
   self->request(pool[ask.worker % pool.size()], st.options.reward_timeout, reward_atom::value, WireMsg{encode(req, st.name)})
       .then(
-          [self, ask, then](const WireMsg& msg) {
+          [self, ask, then, asked](const WireMsg& msg) {
             auto& st = self->state;
+            // The round trip of an answered request (a refusal too: it is the reward path's latency).
+            self->send(st.options.coordinator, reward_latency_atom::value, st.options.work.rollout.explorer_id,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count());
             auto res = decode_or_count<RewardResultData>(self, msg, st.errors, st.options.log);
             then(st.loop->answered(ask, res ? &*res : nullptr));
           },

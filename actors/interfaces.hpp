@@ -33,6 +33,7 @@ using join_atom = caf::atom_constant<caf::atom("join")>;          // member -> c
 using leave_atom = caf::atom_constant<caf::atom("leave")>;        // member -> coordinator
 using metrics_atom = caf::atom_constant<caf::atom("metrics")>;    // learner -> coordinator
 using swap_atom = caf::atom_constant<caf::atom("swap")>;          // explorer -> coordinator: swap latency
+using reward_latency_atom = caf::atom_constant<caf::atom("rewardlat")>;  // explorer -> coordinator: a reward's round trip
 using drain_atom = caf::atom_constant<caf::atom("drain")>;        // coordinator -> explorer
 using stepped_atom = caf::atom_constant<caf::atom("stepped")>;    // explorer -> itself: a local step is done
 using stop_atom = caf::atom_constant<caf::atom("stop")>;          // anyone -> coordinator
@@ -160,6 +161,8 @@ using coordinator_actor = caf::typed_actor<caf::reacts_to<join_atom, WireMsg, ex
                                            caf::reacts_to<leave_atom, WireMsg>,
                                            caf::reacts_to<metrics_atom, WireMsg>,
                                            caf::reacts_to<swap_atom, std::uint32_t, double>,
+                                           // explorer, seconds from a reward request to its answer
+                                           caf::reacts_to<reward_latency_atom, std::uint32_t, double>,
                                            caf::reacts_to<tick_atom>,
                                            caf::reacts_to<beat_atom>,
                                            caf::reacts_to<produced_atom, std::uint32_t, std::uint64_t>,

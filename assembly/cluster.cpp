@@ -25,6 +25,7 @@
 
 #include "core/auth.hpp"
 #include "core/files.hpp"
+#include "core/progress.hpp"
 #include "envs/batch_env.hpp"
 #include "envs/tokens/tokenizer.hpp"
 #include "policy/threads.hpp"
@@ -84,8 +85,19 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
     const EnvSpec spec = make_batch_env_factory(config.run.env, config.external, envs, log)(config.run.seed, 0, 1)->spec();
     auto core = learner_core_options(config, spec);
     core.trainer.group = p.ranks ? p.ranks->group() : nullptr;
+    // A long log says how far it is, every 10 s, against what its indexes list.
+    const auto records = indexed_records(dir);
+    const auto replay_start = std::chrono::steady_clock::now();
+    auto said = replay_start;
     auto progress = [&](std::uint64_t entries, std::uint64_t updates) {
-      log->debug("replayed {} entries, {} updates", entries, updates);
+      const auto now = std::chrono::steady_clock::now();
+      if (now - said < std::chrono::seconds(10)) return;
+      said = now;
+      const double elapsed = std::chrono::duration<double>(now - replay_start).count();
+      const std::string left =
+          records ? left_text(static_cast<double>(entries), static_cast<double>(*records), elapsed) : std::string();
+      log->info("resuming: replayed {}{} entries, {} updates{}", entries,
+                records ? fmt::format(" of {}", *records) : std::string(), updates, left.empty() ? "" : ", " + left);
     };
     // The newest checkpoint that agrees with the log, then the log's tail;
     // else the whole log. Data-parallel ranks take the state of whichever

@@ -11,12 +11,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "assembly/cluster.hpp"
+#include "core/progress.hpp"
 #include "envs/external/external_env.hpp"
 #include "envs/vector_env.hpp"
 #include "explorers/rollout.hpp"
@@ -283,18 +285,33 @@ int run_benchmarks(const BenchOptions& o) {
       rows.push_back(std::move(x));
     }
   };
-  if (want("codec")) add(bench_codec(envs));
-  if (want("throughput")) add(bench_env_throughput(envs));
-  if (want("solve")) add(bench_solve(envs, o.seeds));
-  if (want("async")) add(bench_async_vs_sync(envs, o.seeds));
-  if (want("external")) add(bench_external(envs, o.seeds));
-  if (want("recording")) add(bench_recording(envs, o.seeds));
-  if (want("replay")) add(bench_replay(envs));
-  if (want("data-parallel")) add(bench_data_parallel(envs));
-  if (want("nodes")) add(bench_nodes(envs));
-  if (want("sandbox")) add(bench_sandbox());
-  if (want("tokens")) add(bench_tokens());
-  if (want("agent")) add(bench_agent());
+  // Each group in turn; stderr says which, and what remains at the pace so far.
+  const std::vector<std::pair<const char*, std::function<std::vector<Row>()>>> groups = {
+      {"codec", [&] { return bench_codec(envs); }},
+      {"throughput", [&] { return bench_env_throughput(envs); }},
+      {"solve", [&] { return bench_solve(envs, o.seeds); }},
+      {"async", [&] { return bench_async_vs_sync(envs, o.seeds); }},
+      {"external", [&] { return bench_external(envs, o.seeds); }},
+      {"recording", [&] { return bench_recording(envs, o.seeds); }},
+      {"replay", [&] { return bench_replay(envs); }},
+      {"data-parallel", [&] { return bench_data_parallel(envs); }},
+      {"nodes", [&] { return bench_nodes(envs); }},
+      {"sandbox", [] { return bench_sandbox(); }},
+      {"tokens", [] { return bench_tokens(); }},
+      {"agent", [] { return bench_agent(); }},
+  };
+  std::size_t total = 0, done = 0;
+  for (const auto& g : groups) total += want(g.first) ? 1 : 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (const auto& [name, run] : groups) {
+    if (!want(name)) continue;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string left = left_text(static_cast<double>(done), static_cast<double>(total), elapsed);
+    std::fprintf(stderr, "rlx bench: [%zu/%zu] %s (%s so far%s)\n", done + 1, total, name, human_duration(elapsed).c_str(),
+                 left.empty() ? "" : (", " + left + " at the pace so far").c_str());
+    add(run());
+    ++done;
+  }
   if (!o.markdown.empty()) {
     std::ofstream md(o.markdown);
     md << "| benchmark | measured | baseline | ratio | notes |\n|---|---|---|---|---|\n";

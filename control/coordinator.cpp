@@ -66,6 +66,10 @@ RunCounts run_counts(const CoordinatorState& st) {
   r.reward_workers = st.plan->reward_workers();
   r.autoscale_changes = st.tally.autoscale_changes;
   r.weight_swaps = st.tally.swap_latency;
+  r.reward_latency = st.tally.reward_latency;
+  r.explorer_nodes = st.tally.explorer_node;
+  for (const auto& [id, e] : st.explorers)
+    if (auto n = st.tally.explorer_node.find(id); n != st.tally.explorer_node.end()) ++r.explorers_by_node[n->second];
   r.weight_swap_mean_us = st.tally.swaps ? st.tally.swap_us_sum / static_cast<double>(st.tally.swaps) : 0.0;
   r.rss_mb = resident_bytes() >> 20;
   r.segments = account(st);
@@ -363,6 +367,7 @@ coordinator_actor::behavior_type coordinator_impl(Self self, CoordinatorOptions 
         ++self->state.tally.swaps;
         self->state.tally.swap_latency.observe(us * 1e-6);
       },
+      [self](reward_latency_atom, std::uint32_t, double seconds) { self->state.tally.reward_latency.observe(seconds); },
       [self](tick_atom) {
         auto& st = self->state;
         caf::anon_send(st.options.launcher, tick_atom::value);  // alive: the launcher's watch (RunOptions::coordinator_bound)

@@ -48,6 +48,8 @@ struct CoordinatorState {
     std::uint64_t swaps = 0;
     double swap_us_sum = 0;
     LatencyHistogram swap_latency;
+    LatencyHistogram reward_latency;          // explorers' reward requests, asked to answered
+    std::map<std::uint32_t, std::string> explorer_node;  // every explorer that joined -> its node
   } tally;
   // How the run ends: stopping (explorers drain), then finishing (the
   // recorder flushed, member nodes told to stop), then done (the launcher told).

@@ -139,6 +139,7 @@ void explorer_joined(Self self, const JoinData& join, explorer_actor who) {
   auto& st = self->state;
   const std::uint32_t id = join.member_id;
   st.plan->explorer_joined(id, join.node, join.first_env_id, join.num_envs);
+  st.tally.explorer_node[id] = join.node;
   if (auto lost = join.rejoined ? st.ledger.rejoined(id, join.produced, join.kept) : std::nullopt) {
     const auto& before_all = st.ledger.delivered_before();
     const std::uint64_t before = before_all.count(id) ? before_all.at(id) : 0;

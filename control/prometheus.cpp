@@ -75,8 +75,13 @@ std::string prometheus_text(const MetricsData& m, const RunCounts& r, const std:
   counter("segments_vanished", d(r.segments.vanished), "Segments sent and never received though sender and learner lived.");
   counter("segments_unrecorded", d(r.segments_unrecorded), "Records the rollout log failed to take.");
   {
-    Family f(out, labels, "segments_received_by_explorer_total", "counter", "Segments the learner received, by explorer.");
-    for (const auto& [explorer, n] : m.segments_by_explorer) f.sample(d(n), fmt::format("explorer=\"{}\"", explorer));
+    Family f(out, labels, "segments_received_by_explorer_total", "counter",
+             "Segments the learner received, by explorer and the node it ran on.");
+    for (const auto& [explorer, n] : m.segments_by_explorer) {
+      const auto node = r.explorer_nodes.find(explorer);
+      f.sample(d(n), fmt::format("explorer=\"{}\",node=\"{}\"", explorer,
+                                 prometheus_label(node == r.explorer_nodes.end() ? std::string() : node->second)));
+    }
   }
   gauge("lag_mean", m.lag_mean, "Mean lag (versions) of the segments accepted over the last report interval.");
   gauge("lag_max", d(m.lag_max), "Largest lag (versions) accepted over the last report interval.");
@@ -111,16 +116,19 @@ std::string prometheus_text(const MetricsData& m, const RunCounts& r, const std:
   counter("skipped_rows", d(m.skipped_rows), "Token policy: rows skipped (a group whose rewards were all equal).");
   counter("learner_busy_seconds", m.busy_s, "Seconds the learner spent on segments and updates.");
   gauge("weight_swap_mean_seconds", r.weight_swap_mean_us * 1e-6, "Mean time explorers took to swap in new weights.");
-  {
-    Family f(out, labels, "weight_swap_seconds", "histogram", "Time each explorer took to swap in new weights.");
-    const auto& h = r.weight_swaps;
+  auto latency = [&](const std::string& name, const LatencyHistogram& h, const char* help) {
+    Family f(out, labels, name, "histogram", help);
     double below = 0;
     for (std::size_t i = 0; i < LatencyHistogram::kBounds.size(); ++i) {
       below += d(h.counts[i]);
       f.sample(below, fmt::format("le=\"{}\"", number(LatencyHistogram::kBounds[i])), "_bucket");
     }
     f.sample(d(h.total), "le=\"+Inf\"", "_bucket").sample(h.sum_s, {}, "_sum").sample(d(h.total), {}, "_count");
-  }
+  };
+  latency("weight_swap_seconds", r.weight_swaps, "Time each explorer took to swap in new weights.");
+  latency("reward_seconds", r.reward_latency,
+          "Time from an explorer's reward request to a reward worker's answer (answered requests; in-process "
+          "scoring is in score_seconds).");
   counter("episodes_lost", d(m.episodes_lost), "Episodes cut by environment failures (not in the returns).");
   counter("reward_retries", d(m.reward_retries), "Reward requests asked again.");
   counter("rows_masked", d(m.rows_masked), "Episodes masked out for want of an outcome (an infrastructure failure).");
@@ -136,6 +144,10 @@ std::string prometheus_text(const MetricsData& m, const RunCounts& r, const std:
   counter("tool_calls", d(m.tool_calls), "Agent tool calls.");
   counter("policy_tokens", d(m.policy_tokens), "Tokens the policy sampled.");
   gauge("explorers", d(r.explorers), "Explorers live now.");
+  {
+    Family f(out, labels, "explorers_by_node", "gauge", "Explorers live now, by node.");
+    for (const auto& [node, n] : r.explorers_by_node) f.sample(d(n), fmt::format("node=\"{}\"", prometheus_label(node)));
+  }
   counter("explorers_lost", d(r.explorers_lost), "Explorers that died or were evicted.");
   counter("explorers_retired", d(r.explorers_retired), "Explorers drained by a scale-down.");
   counter("explorers_rejoined", d(r.explorers_rejoined), "Explorers that outlived a dead head and rejoined.");

@@ -66,7 +66,8 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
       "\"segments_in_flight\":{},\"segments_vanished\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
       "\"autoscale_changes\":{},\"explorers_rejoined\":{},\"route_mismatch\":{},\"stale_tokens\":{},"
       "\"hint_kl\":{},\"hinted_rows\":{},\"skipped_rows\":{},\"reward_retries\":{},\"rows_masked\":{},"
-      "\"infra_failures\":{},\"decode_s\":{},\"tool_s\":{},\"score_s\":{},\"tool_calls\":{},\"policy_tokens\":{},\"segments_unrecorded\":{},\"strangers\":{},\"strangers_total\":{},\"rss_mb\":{}{}}}\n",
+      "\"infra_failures\":{},\"decode_s\":{},\"tool_s\":{},\"score_s\":{},\"tool_calls\":{},\"policy_tokens\":{},\"segments_unrecorded\":{},\"strangers\":{},\"strangers_total\":{},\"rss_mb\":{},"
+      "\"reward_answers\":{},\"reward_latency_mean_s\":{}{}}}\n",
       json_number(r.time_s), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, m.segments_update_failed,
       json_number(m.lag_mean),
@@ -78,7 +79,8 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
       json_number(m.hint_kl), m.hinted_rows, m.skipped_rows, m.reward_retries, m.rows_masked,
       infra_failures_json(m.infra_failures), json_number(m.decode_s), json_number(m.tool_s), json_number(m.score_s),
       m.tool_calls, m.policy_tokens, r.segments_unrecorded, strangers_json(r.strangers),
-      strangers_total(r.strangers), r.rss_mb,
+      strangers_total(r.strangers), r.rss_mb, r.reward_latency.total,
+      json_number(r.reward_latency.total ? r.reward_latency.sum_s / static_cast<double>(r.reward_latency.total) : 0.0),
       r.eval.any ? fmt::format(",\"eval_version\":{},\"pass_at_1\":{},\"eval_mean_score\":{},\"eval_tasks\":{}",
                                r.eval.version, json_number(r.eval.pass_at_1), json_number(r.eval.mean_score),
                                r.eval.tasks)

@@ -80,6 +80,9 @@ struct RunCounts {
   std::uint64_t autoscale_changes = 0;
   double weight_swap_mean_us = 0;
   LatencyHistogram weight_swaps;         // each explorer's swap of new weights
+  LatencyHistogram reward_latency;       // each reward request to a reward worker, asked to answered
+  std::map<std::uint32_t, std::string> explorer_nodes;  // every explorer that joined -> its node
+  std::map<std::string, std::uint64_t> explorers_by_node;  // live explorers by node
   std::uint64_t rss_mb = 0;              // the head process's resident memory
   std::uint64_t segments_unrecorded = 0;  // records the rollout log failed to take
   std::map<std::string, StrangerWatch::ByKind> strangers;  // by port ("head", "bulk"), then kind

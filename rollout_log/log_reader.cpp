@@ -167,4 +167,17 @@ Result<ReadReport> read_log(const fs::path& where, const ReadOptions& options, c
   return report;
 }
 
+std::optional<std::uint64_t> indexed_records(const fs::path& where) {
+  auto files = logfiles::list(logfiles::rollouts_dir(where));
+  if (!files) return std::nullopt;
+  std::uint64_t n = 0;
+  for (const auto& f : *files) {
+    std::string problem;
+    auto index = load_index(f.index_path, problem);
+    if (!index) return std::nullopt;
+    n += index->size();
+  }
+  return n;
+}
+
 }  // namespace rlx

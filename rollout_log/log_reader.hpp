@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 
 #include "messages/log_codec.hpp"
 #include "rollout_log/log_files.hpp"
@@ -46,5 +47,10 @@ using LogVisitor = std::function<bool(const LogEntryData&, const LogPosition&)>;
 // Reads the log at `where` (a log_dir or its rollouts/ directory). Fails
 // with the first fatal problem unless options.skip_bad.
 Result<ReadReport> read_log(const std::filesystem::path& where, const ReadOptions& options, const LogVisitor& visit);
+
+// How many records the log's indexes list: a cheap count before a long
+// read (what a progress line measures against). Nothing when a data file
+// has no index or the log cannot be listed.
+std::optional<std::uint64_t> indexed_records(const std::filesystem::path& where);
 
 }  // namespace rlx

@@ -89,7 +89,7 @@ Result<ExactReplay> replay_exact(const std::filesystem::path& log, const Learner
 }
 
 Result<OfflineTraining> train_offline(const std::filesystem::path& log, const OfflineOptions& o,
-                                      const ReadOptions& read, const ReplayProgress& progress) {
+                                      const ReadOptions& read, const OfflineProgress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   OfflineTraining out;
   std::vector<Segment> data;
@@ -117,6 +117,8 @@ Result<OfflineTraining> train_offline(const std::filesystem::path& log, const Of
   Trainer& trainer = *trainer_ptr;
   std::vector<std::size_t> order(data.size());
   std::mt19937_64 rng(o.shuffle_seed);
+  const std::uint64_t total =
+      static_cast<std::uint64_t>(std::max(0, o.passes)) * (o.batch_segments ? data.size() / o.batch_segments : 0);
   for (int pass = 0; pass < o.passes; ++pass) {
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::shuffle(order.begin(), order.end(), rng);
@@ -124,7 +126,7 @@ Result<OfflineTraining> train_offline(const std::filesystem::path& log, const Of
       std::vector<const Segment*> batch;
       for (std::size_t j = i; j < i + o.batch_segments; ++j) batch.push_back(&data[order[j]]);
       if (trainer.update(batch)) ++out.updates;
-      if (progress && out.updates % 64 == 0) progress(static_cast<std::uint64_t>(pass), out.updates);
+      if (progress && out.updates % 16 == 0) progress(out.updates, total);
     }
   }
   out.weights = trainer.weights();

@@ -78,8 +78,11 @@ struct OfflineTraining {
   double seconds = 0;
 };
 
+// Called now and then with the updates done and the updates all passes make.
+using OfflineProgress = std::function<void(std::uint64_t updates, std::uint64_t total)>;
+
 Result<OfflineTraining> train_offline(const std::filesystem::path& log, const OfflineOptions& options,
-                                      const ReadOptions& read, const ReplayProgress& progress = {});
+                                      const ReadOptions& read, const OfflineProgress& progress = {});
 
 // The first RunStart of the log (its config text and source).
 Result<RunStartData> first_run_start(const std::filesystem::path& log);

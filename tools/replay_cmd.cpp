@@ -1,5 +1,6 @@
 #include "tools/replay_cmd.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include "explorers/evaluate.hpp"
 #include "learner/learner_ranks.hpp"
 #include "policy/moe_mlp_policy.hpp"
+#include "core/progress.hpp"
 #include "policy/threads.hpp"
 #include "rollout_log/inspect.hpp"
 #include "rollout_log/replay.hpp"
@@ -24,13 +26,21 @@ void print_problems(const ReadReport& r) {
   for (const auto& p : r.problems) std::fprintf(stderr, "rlx: %s %s\n", p.fatal ? "skipped bad record:" : "warning:", describe(p).c_str());
 }
 
-// Progress on stderr, at most once a second.
+// Progress on stderr, at most once a second: `done` of `total` units (0:
+// unknown), what that is in words, and what remains at the pace so far.
 struct Progress {
-  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
-  void operator()(const std::string& line) {
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last = start;
+  void operator()(double done, double total, const std::string& what) {
     auto now = std::chrono::steady_clock::now();
     if (now - last < std::chrono::seconds(1)) return;
     last = now;
+    const double elapsed = std::chrono::duration<double>(now - start).count();
+    std::string line = what;
+    if (total > 0) {
+      line += fmt::format(" ({:.0f}%", 100.0 * std::min(1.0, done / total));
+      if (const auto left = left_text(done, total, elapsed); !left.empty()) line += ", " + left;
+      line += ")";
+    }
     std::fprintf(stderr, "rlx: %s\n", line.c_str());
   }
 };
@@ -94,8 +104,11 @@ int replay_command(const ReplayArgs& a) {
     }
     std::unique_ptr<LearnerRanks> ranks = std::move(*started);
     if (ranks) core.trainer.group = ranks->group();
+    const auto records = indexed_records(a.log);  // what the progress line measures against
     auto r = replay_exact(a.log, core, ro, [&](std::uint64_t entries, std::uint64_t updates) {
-      progress(fmt::format("replayed {} entries, {} updates", entries, updates));
+      progress(static_cast<double>(entries), records ? static_cast<double>(*records) : 0.0,
+               records ? fmt::format("replayed {} of {} entries, {} updates", entries, *records, updates)
+                       : fmt::format("replayed {} entries, {} updates", entries, updates));
     });
     if (ranks) {
       ranks->stop();
@@ -131,8 +144,8 @@ int replay_command(const ReplayArgs& a) {
   oo.batch_segments = static_cast<std::size_t>(config->learner.batch_segments);
   oo.passes = a.passes;
   oo.shuffle_seed = config->run.seed;
-  auto r = train_offline(a.log, oo, ro, [&](std::uint64_t pass, std::uint64_t updates) {
-    progress(fmt::format("pass {}/{}, {} updates", pass + 1, a.passes, updates));
+  auto r = train_offline(a.log, oo, ro, [&](std::uint64_t updates, std::uint64_t total) {
+    progress(static_cast<double>(updates), static_cast<double>(total), fmt::format("{} of {} updates", updates, total));
   });
   if (!r) {
     std::fprintf(stderr, "rlx: %s\n", r.error().message.c_str());

@@ -29,7 +29,8 @@ targets=()
 [[ "$mode" == run ]] && targets=(rlx)
 echo "rlx: building in $build/ (first build on 2 cores: about 5 minutes for rlx, 10-12 for everything)" >&2
 cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
-ninja -C "$build" -j "$(nproc)" "${targets[@]}"
+# Each line: steps done of all, the share done, and the seconds so far.
+NINJA_STATUS="[%f/%t %p, %e s] " ninja -C "$build" -j "$(nproc)" "${targets[@]}"
 
 if [[ "$mode" == run ]]; then
   exec "$build/tools/rlx" launch "$@"

@@ -54,6 +54,7 @@ inline coordinator_actor::behavior_type stub_coordinator(coordinator_actor::poin
       [](leave_atom, const WireMsg&) {},
       [](metrics_atom, const WireMsg&) {},
       [](swap_atom, std::uint32_t, double) {},
+      [](reward_latency_atom, std::uint32_t, double) {},
       [](tick_atom) {},
       [](beat_atom) {},
       [=](produced_atom, std::uint32_t id, std::uint64_t n) {

@@ -78,4 +78,7 @@ scorer = "code"
   CHECK(test::json_number(line, "episodes") >= 8);  // rows came back with their scores
   CHECK(test::json_number(line, "segments_lost") == 0);
   CHECK(line.find("pass_at_1") == std::string::npos);  // no evaluator asked for
+  // Every row asked the pool once (none failed here): each round trip timed.
+  CHECK(test::json_number(line, "reward_answers") >= test::json_number(line, "episodes"));
+  CHECK(test::json_number(line, "reward_latency_mean_s") > 0);
 }

@@ -113,7 +113,7 @@ TEST_CASE("the live page's document holds the newest report whole and the curves
   CHECK(after["ended"]["summary"] == "solved after 21 s");
 }
 
-TEST_CASE("the endpoint serves the live page, which may load nothing from outside, and its document; only what is "
+TEST_CASE("the endpoint serves the live page, which may load nothing from outside, and its document: only what is "
           "enabled",
           "[control][metrics][net]") {
   auto board = std::make_shared<MetricsBoard>();

@@ -100,6 +100,10 @@ TEST_CASE("the Prometheus text of a report parses with an independent parser and
   r.weight_swaps.observe(0.0003);
   r.weight_swaps.observe(0.002);
   r.weight_swaps.observe(30);  // past every bound: only in +Inf
+  r.reward_latency.observe(0.04);
+  r.reward_latency.observe(0.3);
+  r.explorer_nodes = {{1, "head"}, {2, "gpu-7"}};
+  r.explorers_by_node = {{"head", 1}, {"gpu-7", 1}};
   StrangerWatch::ByKind metrics_port{};
   metrics_port[static_cast<std::size_t>(Stranger::garbage)] = 2;
   r.strangers["metrics"] = metrics_port;
@@ -120,7 +124,15 @@ TEST_CASE("the Prometheus text of a report parses with an independent parser and
   CHECK(at("rlx_run_seconds{" + run + "}") == 12.5);
   CHECK(at("rlx_weight_swap_mean_seconds{" + run + "}") == Approx(250e-6));
   CHECK(at("rlx_resident_memory_bytes{" + run + "}") == 3 * 1024 * 1024);
-  CHECK(at("rlx_segments_received_by_explorer_total{explorer=2," + run + "}") == 9);
+  CHECK(at("rlx_segments_received_by_explorer_total{explorer=2,node=gpu-7," + run + "}") == 9);
+  CHECK(at("rlx_segments_received_by_explorer_total{explorer=1,node=head," + run + "}") == 7);
+  CHECK(at("rlx_explorers_by_node{node=gpu-7," + run + "}") == 1);
+  CHECK(at("TYPE rlx_reward_seconds") == 3);
+  CHECK(at("rlx_reward_seconds_bucket{le=0.01," + run + "}") == 0);
+  CHECK(at("rlx_reward_seconds_bucket{le=0.05," + run + "}") == 1);
+  CHECK(at("rlx_reward_seconds_bucket{le=0.5," + run + "}") == 2);
+  CHECK(at("rlx_reward_seconds_count{" + run + "}") == 2);
+  CHECK(at("rlx_reward_seconds_sum{" + run + "}") == Approx(0.34));
   CHECK(at("rlx_expert_utilisation{expert=1," + run + "}") == 0.75);
   CHECK(at("rlx_infra_failures_total{reason=reward_timeout," + run + "}") == 4);
   CHECK(at("rlx_infra_failures_total{reason=sandbox_start," + run + "}") == 0);
