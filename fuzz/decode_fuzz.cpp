@@ -1,7 +1,8 @@
 // libFuzzer targets for every decoder of untrusted bytes: each Envelope
 // message, peek_kind, the rollout log's entries and index entries, the
 // TOML topology, and an external env's replies (JSON lines and Cap'n
-// Proto framing), and a workspace episode's changed files and tool calls.
+// Proto framing), a workspace episode's changed files and tool calls, and
+// the gateway's OpenAI-style request bodies.
 // One source; CMake builds one target per FUZZ_KIND.
 // A decoder may refuse input (that is its job); it must never crash,
 // hang or read out of bounds (ASan/UBSan are on).
@@ -20,6 +21,9 @@
 #include "messages/log_codec.hpp"
 #if FUZZ_KIND == 22
 #include "envs/workspace/agent_tools.hpp"
+#endif
+#if FUZZ_KIND == 23
+#include "gateway/openai_request.hpp"
 #endif
 
 #ifndef FUZZ_KIND
@@ -118,6 +122,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const ParsedTurn t = parse_turn(turn, ended);
         if (t.end > turn.size()) __builtin_trap();
         if (t.state == ParsedTurn::State::call) (void)bad_workspace_path(t.call.path);
+      }
+      break;
+    }
+#endif
+#if FUZZ_KIND == 23
+    case 23: {  // a gateway request body, as /v1/completions and as /v1/chat/completions
+      const std::string_view body(reinterpret_cast<const char*>(data), size);
+      for (const bool chat : {false, true}) {
+        auto r = parse_completion_request(body, chat);
+        if (r && chat) (void)chat_prompt(r->messages);
+        if (!r) (void)gateway_error_json(r.error().message, "invalid_request_error");
       }
       break;
     }

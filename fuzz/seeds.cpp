@@ -167,5 +167,12 @@ int main(int argc, char** argv) {
     const std::string text(bytes, sizeof bytes - 1);
     put(dir, "workspace_text", text.data(), text.size());
   }
+  {  // a chat request with every field the gateway reads
+    static const char body[] =
+        R"({"model":"rlx","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text",)"
+        R"("text":"t"}]}],"max_tokens":8,"temperature":0.5,"top_p":0.9,"stop":["\n"],"n":2,"seed":1,)"
+        R"("stream":false,"rlx_session":"a","prompt":[1,2]})";
+    put(dir, "gateway_request", body, sizeof body - 1);
+  }
   return 0;
 }
