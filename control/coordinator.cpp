@@ -154,11 +154,8 @@ void finish(Self self) {
               });
   };
   // The final counts: the drained explorers' last segments reached the
-  // learner before their goodbyes reached this actor. The learner answers
-  // after the update it is in and the segments queued before the request:
-  // a few of its updates' time, not a fixed bound an update can outlast.
-  const double update_s = st.metrics.updates ? st.metrics.busy_s / static_cast<double>(st.metrics.updates) : 0;
-  const auto wait = std::chrono::milliseconds(static_cast<std::int64_t>(1e3 * std::clamp(30.0 + 3 * update_s, 30.0, 600.0)));
+  // learner before their goodbyes reached this actor.
+  const auto wait = st.final_counts_wait();
   self->request(st.learner, wait, metrics_atom::value)
       .then(
           [self, flush](const WireMsg& msg) {

@@ -75,6 +75,14 @@ struct CoordinatorState {
     const double s = std::min(120.0, 5.0 + 2.0 * segment_s);
     return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
   }
+  // How long to wait for the learner's final counts: it answers after the
+  // update it is in and the segments queued before the request, so a few
+  // of its updates' time (30 s + 3 mean updates, at most 10 min), not a
+  // fixed bound an update can outlast.
+  std::chrono::milliseconds final_counts_wait() const {
+    const double update_s = metrics.updates ? metrics.busy_s / static_cast<double>(metrics.updates) : 0;
+    return std::chrono::milliseconds(static_cast<std::int64_t>(1e3 * std::clamp(30.0 + 3 * update_s, 30.0, 600.0)));
+  }
   ErrorCounts errors;
 
   double elapsed() const {

@@ -37,6 +37,11 @@ struct MetricsEndpoint::Impl {
   httplib::Server server;
   std::uint16_t port = 0;
   std::atomic<std::uint64_t> served{0}, refused{0};
+  // A GET answered 200: counted, then told to on_served (its reply is set).
+  void answered(const char* path) {
+    ++served;
+    if (options.on_served) options.on_served(path);
+  }
   std::promise<void> listened;  // set when the server's loop has returned
   std::thread thread;
 };
@@ -77,25 +82,25 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(MetricsEndpointO
   });
   if (impl->options.metrics)
     s.Get("/metrics", [self](const httplib::Request&, httplib::Response& res) {
-      ++self->served;
       res.set_content(self->options.board->text(), "text/plain; version=0.0.4; charset=utf-8");
+      self->answered("/metrics");
     });
   if (impl->options.page) {
     // The page may run its own inline script and style and fetch from this
     // endpoint, nothing else: nothing is loaded from outside.
     s.Get("/", [self](const httplib::Request&, httplib::Response& res) {
-      ++self->served;
       res.set_header("Content-Security-Policy",
                      "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'");
       res.set_header("X-Content-Type-Options", "nosniff");
       const auto page = live_page_html();
       res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+      self->answered("/");
     });
     s.Get("/live.json", [self](const httplib::Request&, httplib::Response& res) {
-      ++self->served;
       const auto live = self->options.board->live();
       res.set_header("Cache-Control", "no-store");
       res.set_content(live.empty() ? std::string("{\"reports\":0}") : live, "application/json");
+      self->answered("/live.json");
     });
   }
   s.set_error_handler([self](const httplib::Request& req, httplib::Response& res) {

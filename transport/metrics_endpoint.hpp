@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,6 +44,9 @@ struct MetricsEndpointOptions {
   Logger log;
   bool metrics = true;  // GET /metrics
   bool page = false;    // GET / (the live page) and GET /live.json
+  // Called on a server thread after each GET answered 200 (its reply set,
+  // not yet sent), with the path: tests wait on it instead of polling.
+  std::function<void(const std::string& path)> on_served;
 };
 
 class MetricsEndpoint {

@@ -161,33 +161,36 @@ TEST_CASE("the live page in a headless browser shows the run's numbers, its curv
   int reports = 0;
   for (; reports < 3; ++reports) add_live_report(h, reports + 1);
   board->publish_live(h.json());
+
+  // Each answered request is signalled; while `grow` holds, a new report is
+  // added after each one, so every poll of the page finds one more than
+  // the poll before.
+  std::mutex mu;
+  std::condition_variable answered;
+  std::uint64_t served = 0;
+  bool grow = true;
   MetricsEndpointOptions o;
   o.board = board;
   o.page = true;
+  o.on_served = [&](const std::string&) {
+    std::lock_guard lock(mu);
+    ++served;
+    if (grow) {
+      add_live_report(h, ++reports);
+      board->publish_live(h.json());
+    }
+    answered.notify_all();
+  };
   auto endpoint = MetricsEndpoint::start(o);
   REQUIRE(endpoint.ok());
   const auto port = (*endpoint)->port();
   const std::string url = "http://127.0.0.1:" + std::to_string(port) + "/?every=0.1";
 
-  // A new report after each request the endpoint answers: every poll of
-  // the page finds one more than the poll before.
-  std::atomic<bool> done{false};
-  std::thread publisher([&] {
-    std::uint64_t seen = (*endpoint)->counts().served;
-    while (!done) {
-      const auto served = (*endpoint)->counts().served;
-      if (served == seen) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling the count, not a wait for time
-        continue;
-      }
-      seen = served;
-      add_live_report(h, ++reports);
-      board->publish_live(h.json());
-    }
-  });
   const auto first = test::browser_dom(browser, url, 2000, dir.path);
-  done = true;
-  publisher.join();
+  {
+    std::lock_guard lock(mu);
+    grow = false;
+  }
   INFO(first.command);
   REQUIRE(first.ok);
   const auto& dom = first.dom;
@@ -205,8 +208,11 @@ TEST_CASE("the live page in a headless browser shows the run's numbers, its curv
   CHECK(dom.find("<polyline") != std::string::npos);
   CHECK(dom.find("id=\"chart-pass\" hidden") != std::string::npos);  // no held-out evaluation in this run
 
-  h.ended("solved", "browser-test: solved after 9 s");
-  board->publish_live(h.json());
+  {
+    std::lock_guard lock(mu);
+    h.ended("solved", "browser-test: solved after 9 s");
+    board->publish_live(h.json());
+  }
   const auto last = test::browser_dom(browser, url, 1000, dir.path);
   REQUIRE(last.ok);
   CHECK(dom_attribute(last.dom, "data-state") == "ended");
@@ -218,11 +224,15 @@ TEST_CASE("the live page in a headless browser shows the run's numbers, its curv
   LiveHistory still("browser-test");
   add_live_report(still, 1);
   board->publish_live(still.json());
-  const auto base = (*endpoint)->counts().served;
+  const auto base = [&] {
+    std::lock_guard lock(mu);
+    return served;
+  }();
   std::thread closer([&] {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-    while ((*endpoint)->counts().served < base + 2 && std::chrono::steady_clock::now() < deadline)  // the page, its live.json
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling the count, not a wait for time
+    {
+      std::unique_lock lock(mu);  // the page, then its live.json (a bound, should the browser never come)
+      answered.wait_for(lock, std::chrono::seconds(120), [&] { return served >= base + 2; });
+    }
     (*endpoint).reset();
   });
   const auto gone = test::browser_dom(browser, url, 2000, dir.path);

@@ -268,7 +268,11 @@ TEST_CASE("a run with [metrics] prometheus serves its report while it trains, st
 TEST_CASE("a run whose [metrics] port is taken does not start, and says which port", "[control][metrics][net]") {
   test::TempDir dir("rlx-prometheus-taken");
   auto board = std::make_shared<MetricsBoard>();
-  auto holder = MetricsEndpoint::start(MetricsEndpointOptions{"127.0.0.1", 0, board, std::chrono::seconds(2), {}, null_logger()});
+  MetricsEndpointOptions o;
+  o.board = board;
+  o.timeout = std::chrono::seconds(2);
+  o.log = null_logger();
+  auto holder = MetricsEndpoint::start(o);
   REQUIRE(holder.ok());
   auto cfg = test::default_config();
   cfg.run.log_dir = dir.path.string();
