@@ -26,6 +26,7 @@ const char* to_string(Errc code) {
     case Errc::group_broken: return "group_broken";
     case Errc::refused: return "refused";
     case Errc::env_failed: return "env_failed";
+    case Errc::busy: return "busy";
   }
   return "unknown";
 }

@@ -41,6 +41,7 @@ enum class Errc : std::uint8_t {
   group_broken,           // the data-parallel learner group cannot go on (a rank died, hung or failed an update)
   refused,                // the peer refused the request (a wrong secret, another run, a name taken)
   env_failed,             // an environment failed to reset or step (an external env process died or broke protocol)
+  busy,                   // too much work already waits (the gateway's queue): ask again later
 };
 
 // Name of an error code, as used in logs and metrics ("malformed_message").

@@ -53,6 +53,7 @@ const char* to_string(InfraFailure f) {
     case InfraFailure::reward_timeout: return "reward_timeout";
     case InfraFailure::malformed_reply: return "malformed_reply";
     case InfraFailure::env_failed: return "env_failed";
+    case InfraFailure::harness_failed: return "harness_failed";
   }
   return "unknown";
 }
@@ -223,9 +224,12 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
     x.masked_rows.push_back(r);
   }
   if (!x.masked_rows.empty() && x.masked.empty()) invalid("maskedRows without masked steps");
-  if (s.getInfraFailures().size() != 0 && s.getInfraFailures().size() != kInfraFailureCodes)
-    invalid("infraFailures: need one count per InfraFailure code, or none");
+  // Segments recorded before a code was added carry fewer counts: the
+  // missing ones are 0. More than the codes known is not a segment of ours.
+  if (s.getInfraFailures().size() > kInfraFailureCodes)
+    invalid("infraFailures: more counts than InfraFailure codes");
   for (auto n : s.getInfraFailures()) x.infra_failures.push_back(n);
+  if (!x.infra_failures.empty()) x.infra_failures.resize(kInfraFailureCodes);
   x.reward_retries = s.getRewardRetries();
   x.sent_index = s.getSentIndex();
   x.sent_base = s.getSentBase();

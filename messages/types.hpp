@@ -54,8 +54,9 @@ enum class InfraFailure : std::uint8_t {
   reward_timeout = 6,   // a reward request timed out, or its worker died or refused it
   malformed_reply = 7,  // a reward reply that did not decode, or answered another request
   env_failed = 8,       // the environment failed mid-episode (its process crashed, hung or answered garbage)
+  harness_failed = 9,   // a gateway session's harness said its own machinery failed (docs/gateway.md)
 };
-inline constexpr std::size_t kInfraFailureCodes = 9;  // none included: the size of a count per code
+inline constexpr std::size_t kInfraFailureCodes = 10;  // none included: the size of a count per code
 const char* to_string(InfraFailure f);
 // Whether asking another reward worker may give the outcome.
 inline bool retryable(InfraFailure f) {

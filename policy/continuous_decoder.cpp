@@ -84,14 +84,16 @@ bool ContinuousDecoder::busy() const {
   return std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.state != State::idle; });
 }
 
-void ContinuousDecoder::start(std::int64_t row, const std::vector<std::int64_t>& prompt, std::uint64_t id) {
+void ContinuousDecoder::start(std::int64_t row, const std::vector<std::int64_t>& prompt, std::uint64_t id,
+                              std::int64_t max_new) {
   RLX_REQUIRE(idle(row), row);
   const auto n = static_cast<std::int64_t>(prompt.size());
-  RLX_REQUIRE(n > 0 && n + o_.max_new_tokens <= (*model_)->options().max_len, n, o_.max_new_tokens,
-              (*model_)->options().max_len);
+  const auto budget = max_new > 0 ? max_new : o_.max_new_tokens;
+  RLX_REQUIRE(n > 0 && n + budget <= (*model_)->options().max_len, n, budget, (*model_)->options().max_len);
   auto& r = rows_[static_cast<std::size_t>(row)];
   r = Row{};
   r.state = State::running;
+  r.budget = budget;
   r.seq.id = id;
   r.seq.prompt_length = n;
   for (auto t : prompt) place(r, t, false, 0.0F, 0);
@@ -200,10 +202,15 @@ std::int64_t ContinuousDecoder::last_token(std::int64_t row) const {
   return rows_[static_cast<std::size_t>(row)].seq.tokens.back();
 }
 
+float ContinuousDecoder::last_log_prob(std::int64_t row) const {
+  RLX_REQUIRE(sampled(row), row);
+  return rows_[static_cast<std::size_t>(row)].seq.log_probs.back();
+}
+
 std::int64_t ContinuousDecoder::room(std::int64_t row) const {
   RLX_REQUIRE(!idle(row), row);
   const auto& r = rows_[static_cast<std::size_t>(row)];
-  return o_.max_new_tokens - r.seq.completion_length() - static_cast<std::int64_t>(r.queue.size() - r.next);
+  return r.budget - r.seq.completion_length() - static_cast<std::int64_t>(r.queue.size() - r.next);
 }
 
 bool ContinuousDecoder::queued(std::int64_t row) const {

@@ -61,8 +61,9 @@ class ContinuousDecoder {
   bool idle(std::int64_t row) const;
   // Any row has a sequence (a step has work).
   bool busy() const;
-  // REQUIRES: idle(row), a prompt, prompt + max_new_tokens <= the model's max_len.
-  void start(std::int64_t row, const std::vector<std::int64_t>& prompt, std::uint64_t id);
+  // REQUIRES: idle(row), a prompt, prompt + budget <= the model's max_len.
+  // `max_new`: this sequence's budget after its prompt (0: options.max_new_tokens).
+  void start(std::int64_t row, const std::vector<std::int64_t>& prompt, std::uint64_t id, std::int64_t max_new = 0);
 
   // One step with the model's current weights, labelled `version`.
   // REQUIRES: busy(); no running row at its frontier without room (the
@@ -73,6 +74,8 @@ class ContinuousDecoder {
   // Whether the last step placed a token the policy chose in `row`, and which.
   bool sampled(std::int64_t row) const;
   std::int64_t last_token(std::int64_t row) const;
+  // Its behaviour log-probability. REQUIRES: sampled(row).
+  float last_log_prob(std::int64_t row) const;
   // Completion tokens the row's sequence may still take (placed ones count).
   std::int64_t room(std::int64_t row) const;
   // Whether the row has queued tokens not placed yet.
@@ -100,6 +103,7 @@ class ContinuousDecoder {
     std::vector<std::int64_t> queue;    // tokens to place, in order
     std::vector<bool> steered;          // [queue]: placed as the policy's (one a step), else observed
     std::size_t next = 0;
+    std::int64_t budget = 0;            // completion tokens the sequence may take
     bool sampled = false;               // the last step placed a policy token here
   };
   void enqueue(std::int64_t row, const std::vector<std::int64_t>& tokens, bool steered);
