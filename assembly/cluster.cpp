@@ -18,6 +18,7 @@
 
 #include "control/gate.hpp"
 #include "assembly/remote.hpp"
+#include "assembly/node_gateway.hpp"
 #include "assembly/run_watchers.hpp"
 #include "assembly/held_system.hpp"
 #include "transport/front_door.hpp"
@@ -243,14 +244,27 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   // TensorBoard, the alerts' webhook), before anything is prepared (no log moved, no
   // learner rank started), so a port it cannot take or a bad URL fails the
   // start with nothing to undo.
+  const bool gateway_run = config.run.env == "tokens:gateway";
   std::shared_ptr<StrangerWatch> strangers;
-  if (options.serve || config.metrics.prometheus)
+  if (options.serve || config.metrics.prometheus || gateway_run)
     strangers = std::make_shared<StrangerWatch>(child_logger(log, "strangers"));
   auto watchers = start_watchers(config, strangers, log);
   if (!watchers) {
     result.outcome = watchers.error().code == Errc::config_range ? RunOutcome::bad_input : RunOutcome::failed;
     result.summary = config.run.name + ": cannot start: " + watchers.error().message;
     return result;
+  }
+  // The harnesses' endpoint (tokens:gateway), its port taken before anything is prepared.
+  std::unique_ptr<NodeGateway> gateway;
+  if (gateway_run) {
+    auto started = start_node_gateway(config, options.secret, strangers, log);
+    if (!started) {
+      result.outcome = started.error().code == Errc::config_range ? RunOutcome::bad_input : RunOutcome::failed;
+      result.summary = config.run.name + ": cannot start: " + started.error().message;
+      watchers->ended(result.outcome, result.summary, true);
+      return result;
+    }
+    gateway = std::move(*started);
   }
   Result<Prepared> prepared = make_error(Errc::io, "");
   try {
@@ -312,6 +326,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     std::unique_ptr<BulkServer> bulk;  // weights to member nodes beside the middleman
     std::unique_ptr<FrontDoor> door;   // the head's port, in front of CAF's
     co.strangers = strangers;
+    co.gateway = gateway ? gateway->hub : nullptr;
     co.on_report = watchers->on_report(config.run.name, log);
     if (options.serve) {
       co.weight_shelf = std::make_shared<WeightShelf>(static_cast<std::size_t>(config.weight_store.keep_versions),
@@ -425,6 +440,8 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
           });
     if (hooks.on_start) hooks.on_start(nullptr);
     if (gate) self->send_exit(gate, caf::exit_reason::user_shutdown);
+    // Harnesses waiting on turns get their answer now, not when the explorers are gone.
+    if (gateway) gateway->hub->close("the run ended");
     if (!start_failed.empty()) {
       result.outcome = RunOutcome::failed;
       result.summary = config.run.name + ": cannot start the cluster: " + start_failed;
@@ -441,6 +458,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   if (prepared->writer) (void)prepared->writer->close();  // idempotent: the recorder closed it when it flushed
   if (prepared->ranks && prepared->ranks->stop() > 0 && result.outcome != RunOutcome::failed)
     log->warn("some learner rank processes did not exit cleanly");
+  if (gateway) gateway->log->info("{}", gateway->summary());
   watchers->ended(result.outcome, result.summary, true);  // out (or given up on) before the launcher exits
   return result;
 }

@@ -21,6 +21,7 @@ std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const Clu
     env_actor env;
     if (cfg.token_run()) {
       eo.work.tokens = token_rollout_options(cfg, explorer_id, batch.envs_per_explorer);  // it decodes its own tasks
+      eo.work.tokens->gateway = targets.gateway;
     } else if (cfg.explorer.env_placement == EnvPlacement::actor) {
       std::string env_name = "env/" + std::to_string(explorer_id);
       env = spawn_env(system, EnvActorOptions{factory, first_env, env_name, child_logger(log, env_name)});

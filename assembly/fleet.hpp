@@ -14,6 +14,7 @@
 #include "core/logging.hpp"
 #include "envs/batch_env.hpp"
 #include "envs/scorer.hpp"
+#include "gateway/gateway_hub.hpp"
 
 namespace rlx {
 
@@ -22,6 +23,7 @@ struct FleetTargets {
   weight_store_actor weight_store;  // the store explorers fetch from (a member node's own)
   coordinator_actor coordinator;
   std::vector<reward_actor> rewards;  // the node's reward workers (deferred rewards)
+  std::shared_ptr<GatewayHub> gateway;  // tokens:gateway: the node's hub its explorers serve
 };
 
 // `count` explorers with ids first_id.., envs first_env_id.. (envs_per_explorer each).

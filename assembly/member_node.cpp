@@ -148,7 +148,7 @@ void start(NodeSelf self, const GateWelcome& w) {
   auto scorer = make_scorer(cfg.reward.scorer);
   if (!scorer) return end(self, RunOutcome::failed, "cannot start reward workers: " + scorer.error().message);
   st.scorer = *scorer;
-  st.targets = FleetTargets{w.learner, store, w.coordinator, {}};
+  st.targets = FleetTargets{w.learner, store, w.coordinator, {}, nullptr};  // the head alone serves a gateway
   st.config = std::move(*parsed);
   st.log->info("node '{}' joined the cluster; asked for {} explorers ({} envs each), {} reward workers",
                st.options.node, st.options.explorers, st.options.envs_per_explorer, st.options.rewards);

@@ -299,6 +299,7 @@ int run_benchmarks(const BenchOptions& o) {
       {"sandbox", [] { return bench_sandbox(); }},
       {"tokens", [] { return bench_tokens(); }},
       {"agent", [] { return bench_agent(); }},
+      {"gateway", [] { return bench_gateway(); }},
   };
   std::size_t total = 0, done = 0;
   for (const auto& g : groups) total += want(g.first) ? 1 : 0;

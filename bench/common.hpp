@@ -38,5 +38,6 @@ std::vector<Row> bench_sandbox();
 std::vector<Row> bench_tokens();
 // bench_agent.cpp: agent episodes with continuous batching against the lockstep batch.
 std::vector<Row> bench_agent();
+std::vector<Row> bench_gateway();
 
 }  // namespace rlx

@@ -27,6 +27,10 @@
 #include "rollout_log/log_writer.hpp"
 
 namespace rlx {
+class GatewayHub;
+}
+
+namespace rlx {
 
 // How a run ended (exit codes of `rlx launch`).
 enum class RunOutcome : int {
@@ -59,6 +63,7 @@ struct CoordinatorOptions {
   Logger log;
   std::set<std::uint64_t> drop_segments;      // fault injection, for tests (RunOptions::drop_segments)
   std::shared_ptr<const StrangerWatch> strangers;  // the head's ports' strangers (null: it opens none)
+  std::shared_ptr<GatewayHub> gateway;              // tokens:gateway: the hub the head's explorers serve
   // With every metrics line (coordinator's thread): /metrics, alerts.
   std::function<void(const MetricsData&, const RunCounts&)> on_report;
 };

@@ -46,7 +46,7 @@ void carry_out(Self self, const SpawnOrder& o) {
   const ExplorerBatch batch{cfg.head().name, o.first_id, o.first_env_id, o.count, o.envs_per_explorer};
   std::uint32_t id = o.first_id;
   for (auto& e : spawn_explorers(self->system(), cfg, batch, st.factory, st.spec,
-                                 FleetTargets{st.learner, st.weight_store, coordinator_actor{self}, st.rewards},
+                                 FleetTargets{st.learner, st.weight_store, coordinator_actor{self}, st.rewards, st.options.gateway},
                                  st.options.log))
     add_explorer(self, id++, std::move(e), true);
 }
@@ -89,7 +89,7 @@ void spawn_here(Self self, const NodeConfig& node) {
   auto& st = self->state;
   st.plan->spawned_here(node.name);
   Fleet fleet = spawn_fleet(self->system(), st.options.config, node, st.factory, st.spec,
-                            FleetTargets{st.learner, st.weight_store, coordinator_actor{self}, {}}, st.scorer,
+                            FleetTargets{st.learner, st.weight_store, coordinator_actor{self}, {}, st.options.gateway}, st.scorer,
                             st.options.log);
   for (auto& r : fleet.rewards) {
     self->link_to(r);

@@ -102,13 +102,15 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       }
       const auto& env = c.run.env;
       const bool exec = env.rfind("exec:", 0) == 0;
-      const bool tokens = env == "tokens:arithmetic" || env == "tokens:code" || env == "tokens:workspace";
+      const bool tokens = env == "tokens:arithmetic" || env == "tokens:code" || env == "tokens:workspace" ||
+                          env == "tokens:gateway";
       if (exec && env.find_first_not_of(" \t", 5) == std::string::npos)
         r.fail(Errc::config_range, t->get("env"), "env", "\"exec:\" needs a command, e.g. \"exec:python3 env.py\"");
       if (!exec && !tokens && std::find(known_envs.begin(), known_envs.end(), env) == known_envs.end())
         r.fail(Errc::config_unknown_name, t->get("env"), "env",
                "allowed: " + join(known_envs) +
-                   ", \"tokens:arithmetic\", \"tokens:code\", \"tokens:workspace\", or \"exec:COMMAND ARGS...\"");
+                   ", \"tokens:arithmetic\", \"tokens:code\", \"tokens:workspace\", \"tokens:gateway\", or "
+                   "\"exec:COMMAND ARGS...\"");
     }
     if (const toml::table* t = read_table(top, "policy", k::policy_keys(), c.policy, source)) {
       TableReader r(*t, "policy", source);
@@ -144,6 +146,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     }
     read_table(top, "log", k::log_keys(), c.log, source);
     read_table(top, "metrics", k::metrics_keys(), c.metrics, source);
+    read_table(top, "gateway", k::gateway_keys(), c.gateway, source);
     if (const toml::table* t = read_table(top, "alerts", k::alerts_keys(), c.alerts, source)) {
       TableReader r(*t, "alerts", source);
       const auto& url = c.alerts.webhook;
@@ -195,7 +198,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     }
     top.reject_unknown(
         {"run", "policy", "learner", "explorer", "weight_store", "record", "external", "log", "launch", "reward", "tokens", "tls",
-         "autoscale", "node", "metrics", "alerts"});
+         "autoscale", "node", "metrics", "alerts", "gateway"});
 
     // Whole-topology checks.
     auto count_role = [&](const std::string& role) {
@@ -268,6 +271,10 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
         top.fail(Errc::config_range, root.get("reward"), "reward.scorer",
                  "\"workspace\" scores an agent's changed files for a workspace task (docs/workspace.md); " + c.run.env +
                      " episodes are not those");
+      if (c.run.env == "tokens:gateway" && c.tokens.eval_tasks > 0)
+        top.fail(Errc::config_range, root.get("tokens"), "tokens.eval_tasks",
+                 "a gateway run's tasks are its harnesses' (docs/gateway.md): there is no held-out set to draw here; "
+                 "set eval_tasks = 0 and evaluate in the harness");
       if (workspace && c.tokens.turn_tokens > c.tokens.max_new_tokens)
         top.fail(Errc::config_range, root.get("tokens"), "tokens.turn_tokens",
                  "a turn cannot be longer than the episode's budget (max_new_tokens = " +

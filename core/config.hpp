@@ -217,6 +217,18 @@ struct AlertsConfig {
   double timeout_s = 10;             // per post; a webhook slower than this is given up on
 };
 
+// [gateway]: the OpenAI-compatible endpoint agent harnesses call when
+// env = "tokens:gateway" (docs/gateway.md). The head serves it.
+struct GatewayConfig {
+  std::string host = "127.0.0.1";    // loopback: only this machine's harnesses
+  std::int64_t port = 0;             // 0 = a free port, written to <log_dir>/gateway.json
+  std::string token_file;            // the bearer token's file ("": derived from the cluster secret)
+  double session_timeout_s = 600;    // a session idle this long is lost (counted, never trained)
+  double turn_timeout_s = 300;       // a completion not done by then is answered 504
+  std::int64_t max_queued_turns = 1024;  // more waiting: 503
+  std::int64_t threads = 128;        // requests served at once
+};
+
 // [log]
 struct LogConfig {
   std::string level = "info";        // trace | debug | info | warn | error | off
@@ -234,6 +246,7 @@ struct ClusterConfig {
   RecordConfig record;
   MetricsConfig metrics;
   AlertsConfig alerts;
+  GatewayConfig gateway;
   ExternalEnvConfig external;
   LogConfig log;
   LaunchConfig launch;

@@ -177,6 +177,20 @@ const std::vector<Key<AlertsConfig>>& alerts_keys() {
   return keys;
 }
 
+const std::vector<Key<GatewayConfig>>& gateway_keys() {
+  using S = GatewayConfig;
+  static const std::vector<Key<S>> keys = {
+      text("host", &S::host),
+      whole("port", &S::port, 0, 65535),
+      text("token_file", &S::token_file),
+      real("session_timeout_s", &S::session_timeout_s, 0.0, 1e7, true),
+      real("turn_timeout_s", &S::turn_timeout_s, 0.0, 86400.0, true),
+      whole("max_queued_turns", &S::max_queued_turns, 1, 1 << 20),
+      whole("threads", &S::threads, 1, 4096),
+  };
+  return keys;
+}
+
 const std::vector<Key<LaunchConfig>>& launch_keys() {
   using S = LaunchConfig;
   static const std::vector<Key<S>> keys = {
@@ -274,6 +288,7 @@ std::vector<KeyInfo> all_keys() {
   describe(out, "log", log_keys());
   describe(out, "metrics", metrics_keys());
   describe(out, "alerts", alerts_keys());
+  describe(out, "gateway", gateway_keys());
   describe(out, "launch", launch_keys());
   describe(out, "autoscale", autoscale_keys());
   describe(out, "reward", reward_keys());

@@ -118,6 +118,7 @@ const std::vector<Key<ExternalEnvConfig>>& external_keys();
 const std::vector<Key<LogConfig>>& log_keys();
 const std::vector<Key<MetricsConfig>>& metrics_keys();
 const std::vector<Key<AlertsConfig>>& alerts_keys();
+const std::vector<Key<GatewayConfig>>& gateway_keys();
 const std::vector<Key<LaunchConfig>>& launch_keys();
 const std::vector<Key<RewardConfig>>& reward_keys();
 const std::vector<Key<TokensConfig>>& tokens_keys();

@@ -38,6 +38,7 @@ std::string to_toml(const ClusterConfig& c) {
   root.insert("log", k::write_section(k::log_keys(), c.log));
   root.insert("metrics", k::write_section(k::metrics_keys(), c.metrics));
   root.insert("alerts", k::write_section(k::alerts_keys(), c.alerts));
+  root.insert("gateway", k::write_section(k::gateway_keys(), c.gateway));
   toml::array nodes;
   for (const auto& n : c.nodes) nodes.push_back(k::write_section(k::node_keys(), n));
   root.insert("node", nodes);

@@ -12,6 +12,7 @@
 #include "envs/tokens/tokenizer.hpp"
 #include "explorers/agent_batch.hpp"
 #include "explorers/agent_pool.hpp"
+#include "explorers/gateway_rows.hpp"
 #include "explorers/token_eval.hpp"
 #include "policy/token_sampler.hpp"
 #include "policy/token_segment.hpp"
@@ -35,6 +36,10 @@ struct TokenRollout::Impl {
   std::map<std::uint64_t, std::vector<AgentPool::Finished>> open_groups;
   std::deque<std::vector<AgentPool::Finished>> ready;  // complete groups, in the order they completed
   std::optional<Error> bad_task;           // a drawn task that does not fit policy.max_len
+  // Gateway turns: the rows serving them, and the sessions taken for the next segment.
+  std::optional<GatewayRows> gateway;
+  std::vector<GatewayTrajectory> sessions;
+  std::chrono::steady_clock::time_point expired_at;
   std::uint64_t agent_steps = 0, agent_newest = 0;  // since the last segment / the last drop
   SegmentWork work;  // since the last segment taken (or dropped)
   std::shared_ptr<const Tokenizer> tokenizer;
@@ -70,7 +75,7 @@ Result<void> TokenRollout::load_weights(const WeightSetData& w) {
 }
 
 std::uint64_t TokenRollout::steps_in_segment() const {
-  if (options_.kind == "workspace") return impl_->agent_steps;
+  if (options_.kind == "workspace" || options_.kind == "gateway") return impl_->agent_steps;
   const Decoder* d = impl_->decoding();
   return d ? static_cast<std::uint64_t>(d->steps()) : 0;
 }
@@ -88,6 +93,7 @@ std::uint64_t TokenRollout::newest_in_hand() const {
   // outlive segments, so this counts from the step after which nothing was
   // in hand (or the last drop), not from the last segment taken.
   if (options_.kind == "workspace") return episodes_in_hand() ? impl_->agent_newest : 0;
+  if (options_.kind == "gateway") return impl_->agent_newest;
   const Decoder* d = impl_->decoding();
   return d ? d->newest_version() : 0;
 }
@@ -97,6 +103,8 @@ std::uint64_t TokenRollout::drop_segment() {
   im.decoder.reset();
   // Every episode under way goes: its tokens were sampled with the weights being dropped.
   im.agents.reset();
+  if (im.gateway) im.gateway->abandon_all("the explorer dropped what it held (weights from a head that restarted)");
+  im.sessions.clear();
   im.to_start.clear();
   im.group_of.clear();
   im.open_groups.clear();
@@ -165,10 +173,38 @@ Result<bool> TokenRollout::agent_step() {
   return static_cast<std::int64_t>(im.ready.size()) * G >= options_.rows;
 }
 
+Result<bool> TokenRollout::gateway_step() {
+  auto& im = *impl_;
+  if (!options_.gateway) return make_error(Errc::config_missing, "tokens:gateway: this node serves no gateway");
+  if (!im.gateway) {
+    SampleOptions s;
+    s.temperature = options_.tokens.temperature;
+    s.top_p = options_.tokens.top_p;
+    im.gateway.emplace(im.model, options_.rows, s, im.tokenizer, options_.gateway);
+  }
+  if (im.agent_steps == 0 && im.gateway->busy_rows() == 0) im.agent_newest = 0;
+  const auto start = std::chrono::steady_clock::now();
+  // Idle: wait a little for a turn (swaps and drains come between steps).
+  if (im.gateway->step(im.rng, version_, std::chrono::milliseconds(20))) {
+    im.work.decode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++im.agent_steps;
+    im.agent_newest = std::max(im.agent_newest, version_);
+  }
+  if (const auto now = std::chrono::steady_clock::now(); now - im.expired_at > std::chrono::seconds(1)) {
+    options_.gateway->expire(now);  // sessions idle past the timeout are lost
+    im.expired_at = now;
+  }
+  // Whole groups of rewarded sessions, `rows` rows of them (explorers on
+  // this node share the hub: whoever asks first takes them).
+  im.sessions = options_.gateway->take_groups(static_cast<std::size_t>(options_.rows), static_cast<std::size_t>(options_.rows));
+  return !im.sessions.empty();
+}
+
 Result<bool> TokenRollout::step() {
   auto& im = *impl_;
   deferred_.clear();
   if (options_.kind == "workspace") return agent_step();
+  if (options_.kind == "gateway") return gateway_step();
   if (!im.decoder) {
     // A new batch: rows/group tasks, each shown group_size times. Task
     // seeds follow from the rng (so from the run seed and explorer id),
@@ -205,7 +241,8 @@ Result<bool> TokenRollout::step() {
 
 Segment TokenRollout::take_segment() {
   auto& im = *impl_;
-  RLX_REQUIRE(options_.kind == "workspace" ? static_cast<std::int64_t>(im.ready.size()) * options_.tokens.group_size >= options_.rows
+  RLX_REQUIRE(options_.kind == "workspace"  ? static_cast<std::int64_t>(im.ready.size()) * options_.tokens.group_size >= options_.rows
+              : options_.kind == "gateway" ? !im.sessions.empty()
                                            : im.decoding() && im.decoding()->done());
   // What each row hands its scorer: a single-turn row its completion, an
   // agent row its episode's changed files (a row whose episode the
@@ -227,6 +264,25 @@ Segment TokenRollout::take_segment() {
     }
     g = generation_of(sequences, options_.policy.layers, options_.policy.top_k, Tokenizer::pad);
     im.agent_steps = 0;
+  } else if (options_.kind == "gateway") {
+    // The harnesses' sessions, rewarded there: nothing to score here.
+    std::vector<Sequence> sequences;
+    for (auto& t : im.sessions) {
+      ids.push_back(t.task_id);
+      completions.emplace_back();
+      machinery.push_back(t.failure);
+      Sequence s;
+      s.id = t.session;
+      s.prompt_length = t.prompt_length;
+      s.tokens = std::move(t.trace.tokens);
+      s.generated = std::move(t.trace.generated);
+      s.log_probs = std::move(t.trace.log_probs);
+      s.versions = std::move(t.trace.versions);
+      s.routes = std::move(t.trace.routes);
+      sequences.push_back(std::move(s));
+    }
+    g = generation_of(sequences, options_.policy.layers, options_.policy.top_k, Tokenizer::pad);
+    im.agent_steps = 0;
   } else {
     g = im.decoder->finish();
     im.decoder.reset();
@@ -242,6 +298,8 @@ Segment TokenRollout::take_segment() {
   std::vector<std::optional<RewardResultData>> results(B);  // in_process: each row's outcome
   std::vector<InfraFailure> retried;  // failures met by rows scored again
   const auto scoring = std::chrono::steady_clock::now();
+  if (options_.kind == "gateway")
+    for (std::int64_t b = 0; b < B; ++b) rewards[b] = im.sessions[static_cast<std::size_t>(b)].reward;
   for (std::int64_t b = 0; b < B; ++b) {
     if (machinery[b] != InfraFailure::none || !options_.in_process) continue;
     RewardRequestData req{static_cast<std::uint64_t>(b), options_.explorer_id, ids[b], completions[b]};
@@ -273,7 +331,8 @@ Segment TokenRollout::take_segment() {
     else if (results[b] && !results[b]->ok)
       s.mask_episode(0, s.num_steps - 1, static_cast<std::uint32_t>(b), results[b]->failure);
   }
-  if (!options_.in_process)
+  im.sessions.clear();
+  if (!options_.in_process && options_.kind != "gateway")
     for (std::int64_t b = 0; b < B; ++b)
       if (machinery[b] == InfraFailure::none)
         deferred_.push_back({seq, static_cast<std::uint32_t>(g.prompt_width + g.lengths[b] - 1),

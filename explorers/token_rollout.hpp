@@ -9,7 +9,10 @@
 // kind allows (arithmetic); otherwise each row is listed in deferred()
 // with its payload ("TASK\nPROGRAM") for the reward pool. Weights may be
 // swapped between any two steps: each token carries the version that
-// sampled it. CAF-free; one explorer actor owns one.
+// sampled it. Gateway turns (tokens:gateway): the harnesses' requests on
+// continuous-batching rows (gateway_rows.hpp); a segment when the hub
+// holds `rows` rows of rewarded sessions in whole groups, their rewards
+// the harnesses'. CAF-free; one explorer actor owns one.
 #pragma once
 
 #include <memory>
@@ -27,6 +30,7 @@
 namespace rlx {
 
 struct AgentOptions;
+class GatewayHub;
 // The agent episodes [tokens] describes (greedy: the evaluator's).
 AgentOptions agent_options(const TokensConfig& tokens, bool greedy);
 
@@ -39,6 +43,7 @@ struct TokenRolloutOptions {
   std::uint64_t seed = 1;           // the run's seed
   std::shared_ptr<const Scorer> in_process;  // scores rows here (null: deferred to the reward pool)
   int reward_retries = 2;           // in_process: a row its scorer's machinery failed is scored again this often, then masked
+  std::shared_ptr<GatewayHub> gateway;  // kind "gateway": the node's hub (harness turns in, their sessions out)
 };
 
 class TokenRollout : public SegmentSource {
@@ -65,7 +70,8 @@ class TokenRollout : public SegmentSource {
   std::uint64_t drop_segment() override;
 
  private:
-  Result<bool> agent_step();  // tokens:workspace: agent episodes (explorers/agent_batch.hpp)
+  Result<bool> agent_step();    // tokens:workspace: agent episodes (explorers/agent_batch.hpp)
+  Result<bool> gateway_step();  // tokens:gateway: harness turns (explorers/gateway_rows.hpp)
   struct Impl;
   TokenRolloutOptions options_;
   std::unique_ptr<Impl> impl_;

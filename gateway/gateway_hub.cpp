@@ -183,6 +183,7 @@ std::vector<std::shared_ptr<GatewayTurn>> GatewayHub::take_turns(std::size_t max
   queued_.wait_for(lock, wait, [&] { return !queue_.empty() || closed_; });
   std::vector<std::shared_ptr<GatewayTurn>> out;
   while (!queue_.empty() && out.size() < max) {
+    on_rows_.insert(queue_.front());
     out.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
@@ -193,6 +194,7 @@ void GatewayHub::finished(const std::shared_ptr<GatewayTurn>& turn, const TokenT
                           std::string text) {
   {
     std::lock_guard lock(mu_);
+    if (!on_rows_.erase(turn)) return;  // failed by close() already
     const bool cancelled = turn->cancelled();
     ++(cancelled ? counts_.turns_cancelled : counts_.turns_done);
     auto it = sessions_.find(turn->spec().session);
@@ -211,6 +213,7 @@ void GatewayHub::finished(const std::shared_ptr<GatewayTurn>& turn, const TokenT
 void GatewayHub::abandoned(const std::shared_ptr<GatewayTurn>& turn, const std::string& why) {
   {
     std::lock_guard lock(mu_);
+    if (!on_rows_.erase(turn)) return;  // failed by close() already
     ++counts_.turns_failed;
     auto it = sessions_.find(turn->spec().session);
     if (turn->spec().session != 0 && it != sessions_.end()) it->second.turn_under_way = false;
@@ -255,6 +258,8 @@ void GatewayHub::close(const std::string& why) {
     closed_ = true;
     closed_why_ = why;
     queued.swap(queue_);
+    queued.insert(queued.end(), on_rows_.begin(), on_rows_.end());
+    on_rows_.clear();
     counts_.turns_failed += queued.size();
     for (const auto& t : queued)
       if (auto it = sessions_.find(t->spec().session); it != sessions_.end()) it->second.turn_under_way = false;

@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -154,7 +155,8 @@ class GatewayHub {
 
   // Sessions idle since before now - timeout are lost.
   void expire(std::chrono::steady_clock::time_point now);
-  // Fails every queued turn; later submits are refused.
+  // Fails every turn not done (queued, or on a row: a row finishing one
+  // later changes nothing); later submits are refused.
   void close(const std::string& why);
 
   GatewayCounts counts() const;
@@ -181,6 +183,7 @@ class GatewayHub {
   mutable std::mutex mu_;
   std::condition_variable queued_;
   std::deque<std::shared_ptr<GatewayTurn>> queue_;
+  std::set<std::shared_ptr<GatewayTurn>> on_rows_;  // taken, not finished
   std::map<std::uint64_t, Session> sessions_;
   std::map<std::uint64_t, Group> groups_;           // by group number
   std::map<std::string, std::uint64_t> group_of_;   // a group id's group still taking members

@@ -1,6 +1,7 @@
 #include "gateway/gateway_server.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -28,6 +29,7 @@ struct GatewayServer::Impl {
   mutable std::mutex mu;
   GatewayServed served;
   std::atomic<std::uint64_t> next_id{1};
+  int listen_fd = -1;
   std::promise<void> listened;
   std::thread thread;
   void count(std::uint64_t GatewayServed::*field) {
@@ -341,6 +343,21 @@ void reward_session(Impl& impl, const httplib::Request& req, httplib::Response& 
   res.set_content(json{{"session_id", std::to_string(*session)}, {"closed", true}}.dump(), "application/json");
 }
 
+// POST /rlx/v1/tokenize {"text": ...}: the policy's token ids for text
+// (a harness appends tool output to a session's ids without retokenizing
+// what was sampled).
+void tokenize(Impl& impl, const httplib::Request& req, httplib::Response& res) {
+  if (!authorized(impl, req, res)) return;
+  auto body = json_object_body(req.body);
+  if (!body) return reply_error(impl, res, body.error());
+  auto it = body->find("text");
+  if (it == body->end() || !it->is_string())
+    return reply_error(impl, res, make_error(Errc::invalid_field, "`text` must be a string"));
+  const auto ids = impl.options.tokenizer->encode(it->get_ref<const std::string&>());
+  impl.count(&GatewayServed::tokenized);
+  res.set_content(json{{"token_ids", ids}, {"count", ids.size()}}.dump(), "application/json");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<GatewayServer>> GatewayServer::start(GatewayServerOptions options) {
@@ -355,11 +372,17 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::start(GatewayServerOptions
   s.set_write_timeout(t, 0);
   s.set_keep_alive_timeout(t);
   s.set_payload_max_length(impl->options.max_body_bytes);
+  s.set_tcp_nodelay(true);
+  // A harness keeps its connection for a session's many requests (the
+  // library's default closes it after 5, which a client racing its next
+  // request sees as a failed read).
+  s.set_keep_alive_max_count(1000);  // a reply's headers and body leave at once (no 40 ms Nagle and delayed-ACK stall)
   const auto threads = impl->options.threads;
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.set_socket_options([](int fd) {
+  s.set_socket_options([self](int fd) {
     int yes = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    self->listen_fd = fd;  // the listening socket (the only one these options reach)
   });
   s.Get("/v1/models", [self](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(*self, req, res)) return;
@@ -371,6 +394,7 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::start(GatewayServerOptions
   });
   s.Post("/v1/completions", [self](const httplib::Request& req, httplib::Response& res) { complete(*self, req, res, false); });
   s.Post("/v1/chat/completions", [self](const httplib::Request& req, httplib::Response& res) { complete(*self, req, res, true); });
+  s.Post("/rlx/v1/tokenize", [self](const httplib::Request& req, httplib::Response& res) { tokenize(*self, req, res); });
   s.Post("/rlx/v1/sessions", [self](const httplib::Request& req, httplib::Response& res) { open_session(*self, req, res); });
   s.Post(R"(/rlx/v1/sessions/([^/]+)/reward)",
          [self](const httplib::Request& req, httplib::Response& res) { reward_session(*self, req, res); });
@@ -417,6 +441,11 @@ Result<std::unique_ptr<GatewayServer>> GatewayServer::start(GatewayServerOptions
                                               host, impl->options.port));
     impl->port = impl->options.port;
   }
+  // The library listens with a backlog of 5: harnesses that open many
+  // connections at once overflow it, and a connection the kernel drops
+  // there reads as a reset to its client. Listening again on the same
+  // socket sets the backlog (Linux).
+  if (impl->listen_fd >= 0) ::listen(impl->listen_fd, SOMAXCONN);
   impl->thread = std::thread([self] {
     self->server.listen_after_bind();
     self->listened.set_value();

@@ -5,6 +5,7 @@
 //   POST /v1/completions, /v1/chat/completions   (stream: server-sent events)
 //   POST /rlx/v1/sessions                        {task_id, group_id?, metadata?}
 //   POST /rlx/v1/sessions/{id}/reward            {reward, infra_failure?}
+//   POST /rlx/v1/tokenize                        {text}: its token ids
 // Every request needs `Authorization: Bearer <token>` (401 otherwise,
 // counted as a stranger on port "gateway"); a body that is not what the
 // route reads gets 400 naming what was wrong, one over the size bound
@@ -48,7 +49,7 @@ struct GatewayServerOptions {
 
 // What the endpoint answered, by kind.
 struct GatewayServed {
-  std::uint64_t completions = 0, sessions = 0, rewards = 0, models = 0;
+  std::uint64_t completions = 0, sessions = 0, rewards = 0, models = 0, tokenized = 0;
   std::uint64_t unauthorized = 0, bad_request = 0, not_found = 0, conflict = 0, too_large = 0, busy = 0, timeouts = 0;
   std::uint64_t streams_cut = 0;  // a streaming client that went away (its turns cancelled)
 };

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include <httplib.h>
@@ -242,4 +243,25 @@ TEST_CASE("strangers at the gateway are refused and counted: no token, a wrong o
   const auto strangers = p.watch->by_port();
   REQUIRE(strangers.count("gateway") == 1);
   CHECK(strangers.at("gateway")[static_cast<std::size_t>(Stranger::unproven)] == 2);
+}
+
+TEST_CASE("sixty-four harnesses connecting at once are all served: none is dropped at the listen backlog",
+          "[gateway][net]") {
+  ServedPolicy p(std::chrono::seconds(10), 128);
+  std::atomic<int> opened{0};
+  std::vector<std::thread> harnesses;
+  std::promise<void> go;
+  auto start = go.get_future().share();
+  for (int i = 0; i < 64; ++i)
+    harnesses.emplace_back([&, start] {
+      start.wait();
+      httplib::Client c("127.0.0.1", p.server->port());  // a connection of its own
+      c.set_bearer_token_auth(p.token.c_str());
+      auto r = c.Post("/rlx/v1/sessions", R"({"task_id":"t"})", "application/json");
+      if (r && r->status == 200) ++opened;
+    });
+  go.set_value();
+  for (auto& h : harnesses) h.join();
+  CHECK(opened == 64);
+  CHECK(p.hub->open_sessions() == 64);
 }
