@@ -76,6 +76,7 @@ RunCounts run_counts(const CoordinatorState& st) {
   r.eval = st.eval;
   r.segments_unrecorded = st.tally.unrecorded;
   if (st.options.strangers) r.strangers = st.options.strangers->by_port();
+  if (st.options.gateway) r.gateway = st.options.gateway->counts();
   return r;
 }
 

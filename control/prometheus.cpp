@@ -132,6 +132,19 @@ std::string prometheus_text(const MetricsData& m, const RunCounts& r, const std:
   counter("episodes_lost", d(m.episodes_lost), "Episodes cut by environment failures (not in the returns).");
   counter("reward_retries", d(m.reward_retries), "Reward requests asked again.");
   counter("rows_masked", d(m.rows_masked), "Episodes masked out for want of an outcome (an infrastructure failure).");
+  if (r.gateway) {
+    const auto& g = *r.gateway;
+    counter("gateway_turns", d(g.turns), "Gateway: completions queued for the explorers.");
+    counter("gateway_turns_failed", d(g.turns_failed), "Gateway: turns that got no completion (the run ended, an explorer stopped).");
+    counter("gateway_turns_cancelled", d(g.turns_cancelled), "Gateway: turns whose client went away.");
+    counter("gateway_busy", d(g.busy), "Gateway: turns refused for a full queue.");
+    counter("gateway_sessions_opened", d(g.sessions_opened), "Gateway: sessions opened.");
+    counter("gateway_sessions_rewarded", d(g.sessions_rewarded), "Gateway: sessions closed with a reward.");
+    counter("gateway_sessions_failed", d(g.sessions_failed), "Gateway: sessions whose harness reported its machinery failed (masked).");
+    counter("gateway_sessions_lost", d(g.sessions_lost), "Gateway: sessions idle past the timeout (never trained).");
+    counter("gateway_prefix_mismatch", d(g.prefix_mismatch), "Gateway: turns that rewrote their session's history.");
+    counter("gateway_groups_dropped", d(g.groups_dropped), "Gateway: groups dropped for a lost session.");
+  }
   {
     Family f(out, labels, "infra_failures_total", "counter", "Failures of the machinery met, by reason.");
     for (std::size_t code = 1; code < kInfraFailureCodes; ++code)

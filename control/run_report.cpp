@@ -67,7 +67,7 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
       "\"autoscale_changes\":{},\"explorers_rejoined\":{},\"route_mismatch\":{},\"stale_tokens\":{},"
       "\"hint_kl\":{},\"hinted_rows\":{},\"skipped_rows\":{},\"reward_retries\":{},\"rows_masked\":{},"
       "\"infra_failures\":{},\"decode_s\":{},\"tool_s\":{},\"score_s\":{},\"tool_calls\":{},\"policy_tokens\":{},\"segments_unrecorded\":{},\"strangers\":{},\"strangers_total\":{},\"rss_mb\":{},"
-      "\"reward_answers\":{},\"reward_latency_mean_s\":{}{}}}\n",
+      "\"reward_answers\":{},\"reward_latency_mean_s\":{}{}{}}}\n",
       json_number(r.time_s), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
       m.segments_received, m.segments_trained, m.segments_dropped_stale, m.segments_rejected, m.segments_update_failed,
       json_number(m.lag_mean),
@@ -84,7 +84,18 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
       r.eval.any ? fmt::format(",\"eval_version\":{},\"pass_at_1\":{},\"eval_mean_score\":{},\"eval_tasks\":{}",
                                r.eval.version, json_number(r.eval.pass_at_1), json_number(r.eval.mean_score),
                                r.eval.tasks)
-                 : std::string());
+                 : std::string(),
+      r.gateway ? ",\"gateway\":" + gateway_json(*r.gateway) : std::string());
+}
+
+std::string gateway_json(const GatewayCounts& g) {
+  return fmt::format(
+      "{{\"turns\":{},\"turns_done\":{},\"turns_failed\":{},\"turns_cancelled\":{},\"busy\":{},\"sessions_opened\":{},"
+      "\"sessions_rewarded\":{},\"sessions_failed\":{},\"sessions_lost\":{},\"prefix_mismatch\":{},\"eos_dropped\":{},"
+      "\"groups_ready\":{},\"groups_dropped\":{},\"trajectories_taken\":{}}}",
+      g.turns, g.turns_done, g.turns_failed, g.turns_cancelled, g.busy, g.sessions_opened, g.sessions_rewarded,
+      g.sessions_failed, g.sessions_lost, g.prefix_mismatch, g.eos_dropped, g.groups_ready, g.groups_dropped,
+      g.trajectories_taken);
 }
 
 Status make_status(const MetricsData& m, const RunCounts& r, double steps_per_s) {

@@ -11,7 +11,10 @@
 #include <map>
 #include <string>
 
+#include <optional>
+
 #include "control/segment_ledger.hpp"
+#include "gateway/gateway_hub.hpp"
 #include "messages/types.hpp"
 #include "transport/strangers.hpp"
 
@@ -88,7 +91,11 @@ struct RunCounts {
   std::map<std::string, StrangerWatch::ByKind> strangers;  // by port ("head", "bulk"), then kind
   SegmentLedger::Totals segments;
   HeldOutScore eval;
+  std::optional<GatewayCounts> gateway;  // tokens:gateway: the head's hub
 };
+
+// The gateway's counts as a JSON object ({"turns":...,"sessions_lost":...}).
+std::string gateway_json(const GatewayCounts& g);
 
 // A double as JSON: shortest of 6 significant digits, null for NaN or infinity.
 std::string json_number(double x);

@@ -2,7 +2,9 @@
 // a harness (a thread of this test, over HTTP) plays sessions in groups of
 // two and rewards them; the run trains on exactly those sessions, each
 // row carrying the reward the harness posted, until its update budget.
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
@@ -64,6 +66,20 @@ temperature = 1.0
   REQUIRE(refused);
   CHECK(refused->status == 401);
 
+  // Strangers while the run trains: garbage bytes, a half request, idle connections held open.
+  {
+    const int fd = test::connect_local(port);
+    const std::string garbage = "\x16\x03\x01 not a request line\r\n\r\n";
+    ::send(fd, garbage.data(), garbage.size(), MSG_NOSIGNAL);
+    CHECK(test::closed_by_peer(fd));  // answered 400 and closed
+  }
+  std::vector<int> idle;
+  for (int i = 0; i < 16; ++i) idle.push_back(test::connect_local(port));
+  {
+    const std::string half = "POST /v1/completions HTTP/1.1\r\nContent-Length: 500\r\n\r\n{\"pro";
+    ::send(idle[0], half.data(), half.size(), MSG_NOSIGNAL);
+  }
+
   // The harness: groups of two sessions, two turns each; the reward is the
   // share of 'a' in the policy's text. It plays until the run ends.
   const auto chars = Tokenizer::characters();
@@ -109,6 +125,7 @@ temperature = 1.0
       if (group > 10000) FAIL("the run did not end");
     }
   }
+  for (int fd : idle) ::close(fd);
   run.join();
   INFO(result.summary);
   CHECK(result.outcome == RunOutcome::budget);
@@ -119,6 +136,15 @@ temperature = 1.0
   INFO(line);
   CHECK(test::json_number(line, "segments_lost") == 0);
   CHECK(test::json_number(line, "policy_version") >= 4);
+  // The hub's counts in the run's last line: every session the harness finished was rewarded, none lost.
+  const auto g = json::parse(line)["gateway"];
+  CHECK(g["sessions_rewarded"].get<std::size_t>() == sessions_done);
+  CHECK(g["sessions_lost"] == 0);
+  CHECK(g["prefix_mismatch"] == 0);
+  CHECK(g["turns"].get<std::size_t>() >= 2 * sessions_done);
+  const auto strangers = json::parse(line)["strangers"]["gateway"];
+  CHECK(strangers["unproven"] == 1);  // the request without the token
+  CHECK(strangers["garbage"].get<int>() >= 1);  // the bytes that were not HTTP
   // Every row the learner got is a session the harness rewarded, with its reward, in whole groups.
   std::size_t rows = 0;
   auto report = read_log(dir, ReadOptions{}, [&](const LogEntryData& e, const LogPosition&) {
