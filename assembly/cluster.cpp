@@ -171,68 +171,6 @@ Result<Prepared> prepare(const ClusterConfig& config, const EnvRegistry& envs, c
   return p;
 }
 
-// The first line of a small text file ("" when it cannot be read).
-std::string first_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-// The run's id, kept in <log_dir>/run.id across --resume so that member
-// nodes that outlived the head can tell the restarted head is their run's.
-std::string run_identity(const ClusterConfig& config, bool resume, const Logger& log) {
-  const fs::path file = fs::path(config.run.log_dir) / "run.id";
-  if (resume) {
-    if (std::string id = first_line(file); !id.empty()) return id;
-    log->warn("{} is missing: member nodes of the run before cannot rejoin this head", file.string());
-  }
-  std::string id = random_nonce();
-  std::error_code ec;
-  fs::create_directories(config.run.log_dir, ec);
-  if (auto w = write_text_atomically(file, id + "\n"); !w) log->warn("cannot write {}: {}", file.string(), w.error().message);
-  return id;
-}
-
-// Opens the head's port. The gate is published on 127.0.0.1 (a free port)
-// and a front door on the head's address lets through only connections
-// that open with CAF's handshake (TLS's under [tls]); strangers are closed
-// within [launch] stranger_timeout_s and counted. A resumed head whose
-// topology leaves the port to the system listens where its previous run
-// did (head.addr), so that member nodes waiting for it find it; failing
-// that, anywhere.
-std::chrono::milliseconds stranger_timeout(const ClusterConfig& config) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(config.launch.stranger_timeout_s * 1000));
-}
-
-Result<std::unique_ptr<FrontDoor>> open_head_port(const gate_actor& gate, const ClusterConfig& config, bool resume,
-                                                   std::shared_ptr<StrangerWatch> watch, const Logger& log) {
-  const auto& head = config.head();
-  auto inner = publish_gate(gate, config, "127.0.0.1", 0);
-  if (!inner) return inner.error();
-  FrontDoorOptions o;
-  o.name = "head";
-  o.host = head.host;
-  o.port = static_cast<std::uint16_t>(head.port);
-  o.inner_port = *inner;
-  o.opening = config.tls.enabled() ? tls_opening() : basp_opening();
-  o.opening_timeout = stranger_timeout(config);
-  o.watch = std::move(watch);
-  o.log = child_logger(log, "door");
-  if (resume && head.port == 0) {
-    if (auto before = parse_host_port(first_line(fs::path(config.run.log_dir) / "head.addr"))) {
-      auto again = o;
-      again.port = before->second;
-      auto door = FrontDoor::start(again);
-      if (door) return door;
-      log->warn("cannot listen on port {} again, as the run did before ({}): nodes waiting for the head there "
-                "will not find it",
-                before->second, door.error().message);
-    }
-  }
-  return FrontDoor::start(o);
-}
-
 }  // namespace
 
 
@@ -241,30 +179,22 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   configure_compute_threads(static_cast<int>(config.learner.threads));
   RunResult result;
   // Strangers on the head's ports; what watches the run (/metrics,
-  // TensorBoard, the alerts' webhook), before anything is prepared (no log moved, no
-  // learner rank started), so a port it cannot take or a bad URL fails the
+  // TensorBoard, the alerts' webhook) and the harnesses' gateway
+  // (tokens:gateway), before anything is prepared (no log moved, no learner
+  // rank started), so a port either cannot take or a bad URL fails the
   // start with nothing to undo.
-  const bool gateway_run = config.run.env == "tokens:gateway";
   std::shared_ptr<StrangerWatch> strangers;
-  if (options.serve || config.metrics.prometheus || gateway_run)
+  if (options.serve || config.metrics.prometheus || config.run.env == "tokens:gateway")
     strangers = std::make_shared<StrangerWatch>(child_logger(log, "strangers"));
   auto watchers = start_watchers(config, strangers, log);
-  if (!watchers) {
-    result.outcome = watchers.error().code == Errc::config_range ? RunOutcome::bad_input : RunOutcome::failed;
-    result.summary = config.run.name + ": cannot start: " + watchers.error().message;
+  Result<std::unique_ptr<NodeGateway>> gateway = std::unique_ptr<NodeGateway>();  // null: no gateway
+  if (watchers) gateway = start_node_gateway(config, options.secret, strangers, log);
+  if (!watchers || !gateway) {
+    const auto& e = watchers ? gateway.error() : watchers.error();
+    result.outcome = e.code == Errc::config_range ? RunOutcome::bad_input : RunOutcome::failed;
+    result.summary = config.run.name + ": cannot start: " + e.message;
+    if (watchers) watchers->ended(result.outcome, result.summary, true);
     return result;
-  }
-  // The harnesses' endpoint (tokens:gateway), its port taken before anything is prepared.
-  std::unique_ptr<NodeGateway> gateway;
-  if (gateway_run) {
-    auto started = start_node_gateway(config, options.secret, strangers, log);
-    if (!started) {
-      result.outcome = started.error().code == Errc::config_range ? RunOutcome::bad_input : RunOutcome::failed;
-      result.summary = config.run.name + ": cannot start: " + started.error().message;
-      watchers->ended(result.outcome, result.summary, true);
-      return result;
-    }
-    gateway = std::move(*started);
   }
   Result<Prepared> prepared = make_error(Errc::io, "");
   try {
@@ -326,7 +256,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     std::unique_ptr<BulkServer> bulk;  // weights to member nodes beside the middleman
     std::unique_ptr<FrontDoor> door;   // the head's port, in front of CAF's
     co.strangers = strangers;
-    co.gateway = gateway ? gateway->hub : nullptr;
+    co.gateway = *gateway ? (*gateway)->hub : nullptr;
     co.on_report = watchers->on_report(config.run.name, log);
     if (options.serve) {
       co.weight_shelf = std::make_shared<WeightShelf>(static_cast<std::size_t>(config.weight_store.keep_versions),
@@ -441,7 +371,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     if (hooks.on_start) hooks.on_start(nullptr);
     if (gate) self->send_exit(gate, caf::exit_reason::user_shutdown);
     // Harnesses waiting on turns get their answer now, not when the explorers are gone.
-    if (gateway) gateway->hub->close("the run ended");
+    if (*gateway) (*gateway)->hub->close("the run ended");
     if (!start_failed.empty()) {
       result.outcome = RunOutcome::failed;
       result.summary = config.run.name + ": cannot start the cluster: " + start_failed;
@@ -458,7 +388,7 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
   if (prepared->writer) (void)prepared->writer->close();  // idempotent: the recorder closed it when it flushed
   if (prepared->ranks && prepared->ranks->stop() > 0 && result.outcome != RunOutcome::failed)
     log->warn("some learner rank processes did not exit cleanly");
-  if (gateway) gateway->log->info("{}", gateway->summary());
+  if (*gateway) (*gateway)->log->info("{}", (*gateway)->summary());
   watchers->ended(result.outcome, result.summary, true);  // out (or given up on) before the launcher exits
   return result;
 }

@@ -45,6 +45,7 @@ std::string NodeGateway::summary() const {
 
 Result<std::unique_ptr<NodeGateway>> start_node_gateway(const ClusterConfig& config, const std::string& secret,
                                                         std::shared_ptr<StrangerWatch> strangers, const Logger& log) {
+  if (config.run.env != "tokens:gateway") return std::unique_ptr<NodeGateway>();
   const auto& g = config.gateway;
   auto token = gateway_bearer(g, secret);
   if (!token) return token.error();

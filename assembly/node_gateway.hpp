@@ -31,7 +31,8 @@ struct NodeGateway {
 };
 
 // `secret`: the cluster secret the token derives from ("" with no
-// [gateway] token_file: a random token, in gateway.json only).
+// [gateway] token_file: a random token, in gateway.json only). Null when
+// the run is not env = "tokens:gateway".
 Result<std::unique_ptr<NodeGateway>> start_node_gateway(const ClusterConfig& config, const std::string& secret,
                                                         std::shared_ptr<StrangerWatch> strangers, const Logger& log);
 

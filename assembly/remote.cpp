@@ -1,5 +1,11 @@
 #include "assembly/remote.hpp"
 
+#include <filesystem>
+#include <fstream>
+
+#include "core/auth.hpp"
+#include "core/files.hpp"
+
 #include <chrono>
 #include <thread>
 
@@ -78,6 +84,72 @@ std::string error_text(caf::actor_system& system, const caf::error& e) {
 std::string reachable_address(const std::string& host, std::uint16_t port) {
   const std::string h = host.empty() || host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host;
   return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(port);
+}
+
+namespace {
+
+// The first line of a small text file ("" when it cannot be read).
+std::string remote_first_line(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+}  // namespace
+
+// The run's id, kept in <log_dir>/run.id across --resume so that member
+// nodes that outlived the head can tell the restarted head is their run's.
+std::string run_identity(const ClusterConfig& config, bool resume, const Logger& log) {
+  const std::filesystem::path file = std::filesystem::path(config.run.log_dir) / "run.id";
+  if (resume) {
+    if (std::string id = remote_first_line(file); !id.empty()) return id;
+    log->warn("{} is missing: member nodes of the run before cannot rejoin this head", file.string());
+  }
+  std::string id = random_nonce();
+  std::error_code ec;
+  std::filesystem::create_directories(config.run.log_dir, ec);
+  if (auto w = write_text_atomically(file, id + "\n"); !w) log->warn("cannot write {}: {}", file.string(), w.error().message);
+  return id;
+}
+
+// Opens the head's port. The gate is published on 127.0.0.1 (a free port)
+// and a front door on the head's address lets through only connections
+// that open with CAF's handshake (TLS's under [tls]); strangers are closed
+// within [launch] stranger_timeout_s and counted. A resumed head whose
+// topology leaves the port to the system listens where its previous run
+// did (head.addr), so that member nodes waiting for it find it; failing
+// that, anywhere.
+std::chrono::milliseconds stranger_timeout(const ClusterConfig& config) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(config.launch.stranger_timeout_s * 1000));
+}
+
+Result<std::unique_ptr<FrontDoor>> open_head_port(const gate_actor& gate, const ClusterConfig& config, bool resume,
+                                                   std::shared_ptr<StrangerWatch> watch, const Logger& log) {
+  const auto& head = config.head();
+  auto inner = publish_gate(gate, config, "127.0.0.1", 0);
+  if (!inner) return inner.error();
+  FrontDoorOptions o;
+  o.name = "head";
+  o.host = head.host;
+  o.port = static_cast<std::uint16_t>(head.port);
+  o.inner_port = *inner;
+  o.opening = config.tls.enabled() ? tls_opening() : basp_opening();
+  o.opening_timeout = stranger_timeout(config);
+  o.watch = std::move(watch);
+  o.log = child_logger(log, "door");
+  if (resume && head.port == 0) {
+    if (auto before = parse_host_port(remote_first_line(std::filesystem::path(config.run.log_dir) / "head.addr"))) {
+      auto again = o;
+      again.port = before->second;
+      auto door = FrontDoor::start(again);
+      if (door) return door;
+      log->warn("cannot listen on port {} again, as the run did before ({}): nodes waiting for the head there "
+                "will not find it",
+                before->second, door.error().message);
+    }
+  }
+  return FrontDoor::start(o);
 }
 
 }  // namespace rlx

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <memory>
 #include <cstdint>
 #include <string>
 
@@ -11,6 +13,8 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/logging.hpp"
+#include "transport/front_door.hpp"
+#include "transport/strangers.hpp"
 
 namespace rlx {
 
@@ -41,5 +45,18 @@ std::string error_text(caf::actor_system& system, const caf::error& e);
 
 // "HOST:PORT" -> host and port.
 Result<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& s);
+
+// The run's id, kept in <log_dir>/run.id across --resume so that member
+// nodes that outlived the head can tell the restarted head is their run's.
+std::string run_identity(const ClusterConfig& config, bool resume, const Logger& log);
+
+// [launch] stranger_timeout_s.
+std::chrono::milliseconds stranger_timeout(const ClusterConfig& config);
+
+// Opens the head's port: the gate published on 127.0.0.1 behind a front
+// door on the head's address (docs/cluster.md); a resumed head listens
+// where its previous run did when it can.
+Result<std::unique_ptr<FrontDoor>> open_head_port(const gate_actor& gate, const ClusterConfig& config, bool resume,
+                                                   std::shared_ptr<StrangerWatch> watch, const Logger& log);
 
 }  // namespace rlx
