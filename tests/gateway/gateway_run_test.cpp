@@ -18,6 +18,7 @@
 
 #include "assembly/cluster.hpp"
 #include "envs/tokens/tokenizer.hpp"
+#include "gateway/gateway_server.hpp"
 #include "rollout_log/log_reader.hpp"
 #include "tests/actors/token_toml.hpp"
 #include "tests/helpers.hpp"
@@ -165,4 +166,35 @@ temperature = 1.0
   });
   REQUIRE(report.ok());
   CHECK(rows >= 16);
+}
+
+TEST_CASE("a gateway run whose port is taken, or whose token file cannot serve, does not start and says why",
+          "[gateway][net]") {
+  const test::TempDir t("rlx-gateway-start");
+  auto cfg = test::token_config("tokens:gateway", t.path, "max_len = 96\n[tokens]\ngroup_size = 2\neval_tasks = 0\n",
+                                "explorers = 1\nenvs_per_explorer = 2\nrewards = 0\n");
+  // Another gateway holds the port.
+  GatewayServerOptions o;
+  o.token = gateway_token("some secret of enough length");
+  o.hub = std::make_shared<GatewayHub>();
+  o.tokenizer = Tokenizer::characters();
+  auto holder = GatewayServer::start(o);
+  REQUIRE(holder.ok());
+  cfg.gateway.port = (*holder)->port();
+  const auto taken = run_cluster(cfg, builtin_envs(), {}, null_logger());
+  CHECK(taken.outcome == RunOutcome::failed);
+  CHECK(taken.summary.find("cannot listen on 127.0.0.1:" + std::to_string((*holder)->port())) != std::string::npos);
+
+  cfg.gateway.port = 0;
+  cfg.gateway.token_file = (t.path / "no-such-token").string();
+  const auto missing = run_cluster(cfg, builtin_envs(), {}, null_logger());
+  CHECK(missing.outcome == RunOutcome::bad_input);
+  CHECK(missing.summary.find("[gateway] token_file") != std::string::npos);
+
+  std::ofstream(t.path / "short-token") << "abc\n";
+  cfg.gateway.token_file = (t.path / "short-token").string();
+  const auto short_token = run_cluster(cfg, builtin_envs(), {}, null_logger());
+  CHECK(short_token.outcome == RunOutcome::bad_input);
+  CHECK(short_token.summary.find("at least 16 characters") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(t.path / "rollouts"));  // nothing was prepared
 }
