@@ -117,6 +117,8 @@ void finish(Self self) {
   st.end.finish_started = true;
   auto shutdown = [self](std::uint64_t records) {
     auto& st = self->state;
+    // The last line, after the recorder's flush: every record it failed to take is counted in it.
+    if (st.end.final_counts) write_metrics_line(self);
     for (auto& r : st.rewards) self->send_exit(r, caf::exit_reason::user_shutdown);
     if (st.evaluator) self->send_exit(st.evaluator, caf::exit_reason::user_shutdown);
     self->send_exit(st.learner, caf::exit_reason::user_shutdown);
@@ -154,8 +156,7 @@ void finish(Self self) {
                 shutdown(0);
               });
   };
-  // The final counts: the drained explorers' last segments reached the
-  // learner before their goodbyes reached this actor.
+  // The final counts: the drained explorers' last segments reached the learner before their goodbyes reached us.
   const auto wait = st.final_counts_wait();
   self->request(st.learner, wait, metrics_atom::value)
       .then(
@@ -166,7 +167,6 @@ void finish(Self self) {
               st.end.final_counts = true;  // asked after the drained explorers' goodbyes
             }
             warn_vanished(st);
-            write_metrics_line(self);
             flush();
           },
           [self, flush, wait](const caf::error& e) {
