@@ -85,14 +85,12 @@ void GatewayRows::after_sample(std::int64_t row) {
   auto& r = rows_[static_cast<std::size_t>(row)];
   const auto token = decoder_.last_token(row);
   ++sampled_;
-  ++r.sampled;
   if (token == Tokenizer::eos) r.finish_reason = "stop";
   else r.text += tokenizer_->text(token);
+  const auto piece = tokenizer_->text(token).size();
   for (const auto& stop : r.turn->spec().stop) {
     // Only a stop string that ends within this token's text can be new.
-    const auto from = r.text.size() >= stop.size() + tokenizer_->text(token).size()
-                          ? r.text.size() - stop.size() - tokenizer_->text(token).size()
-                          : 0;
+    const auto from = r.text.size() >= stop.size() + piece ? r.text.size() - stop.size() - piece : 0;
     const auto at = r.text.find(stop, from);
     if (at != std::string::npos) {
       r.cut = std::min(r.cut, at);

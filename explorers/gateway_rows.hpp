@@ -48,7 +48,6 @@ class GatewayRows {
   struct Row {
     std::shared_ptr<GatewayTurn> turn;
     std::string text;          // the completion's text so far
-    std::int64_t sampled = 0;  // completion tokens
     std::string finish_reason;
     std::size_t cut = std::string::npos;  // where a stop string begins in `text`
   };
