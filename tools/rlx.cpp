@@ -114,12 +114,18 @@ int main(int argc, char** argv) {
   auto* serve_cmd = app.add_subcommand("serve-env", "serve a built-in env over the external-env protocol on stdin/stdout");
   serve_cmd->add_option("name", serve_name, "built-in env name");
   serve_cmd->add_option("--protocol", serve_protocol, "json | capnp")->check(CLI::IsMember({"json", "capnp"}));
+  int tools_turns = 8;
+  auto* tools_cmd = app.add_subcommand("workspace-tools", "run workspace episodes' tool calls and score them for an agent "
+                                       "harness: JSON lines on stdin/stdout (docs/gateway.md)");
+  tools_cmd->add_option("--max-turns", tools_turns, "turns before an episode ends unsubmitted ([tokens] max_turns)")
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
   // The processes that train or sample give the heap's freed pages back
   // every 2 s (core/free_memory.hpp): without it their resident memory
   // climbs with every update. Not the benchmarks, whose timings it would blur.
   std::optional<rlx::FreeMemoryReturner> returner;
   if (*launch_cmd || *node_cmd || *rank_cmd || *sft_cmd || *replay_cmd) returner.emplace(std::chrono::seconds(2));
+  if (*tools_cmd) return rlx::workspace_tools_command(tools_turns);
   if (*serve_cmd) return rlx::serve_env(serve_name, *rlx::choice_of<rlx::EnvProtocol>(serve_protocol), rlx::builtin_envs());
   if (*launch_cmd) return rlx::launch_command(launch_args);
   if (*node_cmd) return rlx::node_command(node_args);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "envs/vector_env.hpp"
+#include "envs/workspace/tool_service.hpp"
 #include "messages/extenv.capnp.h"
 
 namespace rlx {
@@ -127,6 +128,18 @@ int serve_env(const std::string& name, EnvProtocol protocol, const EnvRegistry& 
       write_all(words.begin(), words.size() * sizeof(capnp::word));
     }
   }
+}
+
+int workspace_tools_command(int max_turns) {
+  auto sandbox = Sandbox::open();
+  if (!sandbox) {
+    std::fprintf(stderr, "rlx workspace-tools: %s\n", sandbox.error().message.c_str());
+    return 1;
+  }
+  EpisodeLimits limits;
+  limits.max_turns = max_turns;
+  WorkspaceToolService service(*sandbox, limits);
+  return serve_workspace_tools(service);
 }
 
 }  // namespace rlx
