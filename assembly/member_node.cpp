@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "assembly/fleet.hpp"
+#include "assembly/node_gateway.hpp"
 #include "assembly/remote.hpp"
 #include "actors/weight_relay.hpp"
 #include "actors/weight_store.hpp"
@@ -61,6 +62,7 @@ struct AgentState {
   std::vector<reward_actor> rewards;
   weight_relay_actor relay;
   weight_store_actor store;              // this node's
+  std::shared_ptr<NodeGateway> gateway;  // tokens:gateway: the harnesses' endpoint for this node's explorers
   bool draining = false;
   // Membership, from the gate: the run and the head process it is in.
   std::string run_id, incarnation;
@@ -79,6 +81,11 @@ void end(NodeSelf self, RunOutcome outcome, const std::string& summary) {
   st.leaving->store(true);
   st.ending->set(outcome, summary);
   (outcome == RunOutcome::failed ? st.log->error("{}", summary) : st.log->info("{}", summary));
+  if (st.gateway) {
+    st.gateway->hub->close("the node left the run");  // every waiting turn answered before the explorers stop
+    st.gateway->log->info("{}", st.gateway->summary());
+    st.gateway.reset();
+  }
   for (auto& a : st.owned) self->send_exit(a, caf::exit_reason::user_shutdown);
   self->quit();
 }
@@ -148,7 +155,11 @@ void start(NodeSelf self, const GateWelcome& w) {
   auto scorer = make_scorer(cfg.reward.scorer);
   if (!scorer) return end(self, RunOutcome::failed, "cannot start reward workers: " + scorer.error().message);
   st.scorer = *scorer;
-  st.targets = FleetTargets{w.learner, store, w.coordinator, {}, nullptr};  // the head alone serves a gateway
+  // A gateway run: this node serves its own harnesses (gateway-NAME.json), decoded by its own explorers.
+  auto gateway = start_node_gateway(cfg, st.options.secret, nullptr, st.log, st.options.node);
+  if (!gateway) return end(self, RunOutcome::failed, "cannot serve the gateway: " + gateway.error().message);
+  st.gateway = std::move(*gateway);
+  st.targets = FleetTargets{w.learner, store, w.coordinator, {}, st.gateway ? st.gateway->hub : nullptr};
   st.config = std::move(*parsed);
   st.log->info("node '{}' joined the cluster; asked for {} explorers ({} envs each), {} reward workers",
                st.options.node, st.options.explorers, st.options.envs_per_explorer, st.options.rewards);

@@ -43,8 +43,11 @@ std::string NodeGateway::summary() const {
                      s.unauthorized, s.bad_request, s.busy, s.timeouts);
 }
 
+std::string gateway_file_name(const std::string& node) { return node.empty() ? "gateway.json" : "gateway-" + node + ".json"; }
+
 Result<std::unique_ptr<NodeGateway>> start_node_gateway(const ClusterConfig& config, const std::string& secret,
-                                                        std::shared_ptr<StrangerWatch> strangers, const Logger& log) {
+                                                        std::shared_ptr<StrangerWatch> strangers, const Logger& log,
+                                                        const std::string& node) {
   if (config.run.env != "tokens:gateway") return std::unique_ptr<NodeGateway>();
   const auto& g = config.gateway;
   auto token = gateway_bearer(g, secret);
@@ -77,7 +80,7 @@ Result<std::unique_ptr<NodeGateway>> start_node_gateway(const ClusterConfig& con
   const nlohmann::json about = {{"url", out->url}, {"token", *token}, {"model", config.run.name},
                                 {"group_size", config.tokens.group_size}, {"max_len", config.policy.max_len},
                                 {"eos_token_id", Tokenizer::eos}};
-  const auto file = std::filesystem::path(config.run.log_dir) / "gateway.json";
+  const auto file = std::filesystem::path(config.run.log_dir) / gateway_file_name(node);
   if (auto w = write_text_atomically(file, about.dump(2) + "\n", 0600); !w) return w.error();
   out->log->info("serving harnesses on {} (OpenAI-style /v1/completions; sessions at /rlx/v1/sessions); its URL and "
                  "bearer token are in {}",

@@ -31,9 +31,15 @@ struct NodeGateway {
 };
 
 // `secret`: the cluster secret the token derives from ("" with no
-// [gateway] token_file: a random token, in gateway.json only). Null when
-// the run is not env = "tokens:gateway".
+// [gateway] token_file: a random token, in gateway.json only). `node`: ""
+// on the head (<log_dir>/gateway.json), a member node's name on a member
+// (<log_dir>/gateway-NAME.json on its host: every node of a gateway run
+// serves its own explorers). Null when the run is not env = "tokens:gateway".
 Result<std::unique_ptr<NodeGateway>> start_node_gateway(const ClusterConfig& config, const std::string& secret,
-                                                        std::shared_ptr<StrangerWatch> strangers, const Logger& log);
+                                                        std::shared_ptr<StrangerWatch> strangers, const Logger& log,
+                                                        const std::string& node = "");
+
+// Where a node's gateway says where it listens.
+std::string gateway_file_name(const std::string& node);
 
 }  // namespace rlx

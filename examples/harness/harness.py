@@ -34,6 +34,7 @@ Two task families (--tasks):
 """
 import argparse
 import json
+import os
 import random
 import sys
 import threading
@@ -49,7 +50,12 @@ class GatewayClosed(Exception):
 
 
 class Gateway:
-    def __init__(self, about_path, timeout_s=120.0):
+    def __init__(self, about_path, timeout_s=120.0, wait_s=0.0):
+        # The run writes the file once it listens (atomically): a harness
+        # started beside the run may wait for it.
+        deadline = time.time() + wait_s
+        while not os.path.exists(about_path) and time.time() < deadline:
+            time.sleep(0.2)
         with open(about_path) as f:
             about = json.load(f)
         self.url = about["url"]
@@ -194,7 +200,9 @@ class Tally:
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--gateway", required=True, help="the run's gateway.json")
+    p.add_argument("--gateway", required=True,
+                   help="the run's gateway.json (a member node's: gateway-NODE.json, on that node's host)")
+    p.add_argument("--wait-s", type=float, default=0, help="wait this long for the file to appear (a run starting)")
     p.add_argument("--tasks", choices=["letters", "workspace"], default="letters")
     p.add_argument("--concurrency", type=int, default=1, help="sessions played at once (one thread each)")
     p.add_argument("--max-sessions", type=int, default=0, help="stop after this many (0: until the gateway closes)")
@@ -211,7 +219,7 @@ def main():
     p.add_argument("--turn-tokens", type=int, default=96, help="workspace: tokens one turn may take")
     a = p.parse_args()
 
-    gw = Gateway(a.gateway)
+    gw = Gateway(a.gateway, wait_s=a.wait_s)
     rng = random.Random(a.seed)
     tally = Tally(a.report_every, a.log)
     lock = threading.Lock()
