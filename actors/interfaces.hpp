@@ -57,6 +57,7 @@ using forget_atom = caf::atom_constant<caf::atom("forget")>;      // node -> its
 using rejoin_atom = caf::atom_constant<caf::atom("rejoin")>;      // reconnect helper -> node: the gate, or why not
 using eval_atom = caf::atom_constant<caf::atom("eval")>;          // evaluator -> coordinator: a version's held-out score
 using unrecorded_atom = caf::atom_constant<caf::atom("unrecord")>;  // recorder -> coordinator: records not written, why
+using gateway_atom = caf::atom_constant<caf::atom("gateway")>;    // coordinator -> node: its gateway's counts
 
 // What a spawn order starts (sent as its byte).
 enum class FleetRole : std::uint8_t { explorer = 0, reward = 1 };
@@ -144,6 +145,8 @@ using recorder_actor =
 // interface names this one), or says why it could not.
 using node_actor = caf::typed_actor<caf::reacts_to<stop_atom, std::string>, caf::reacts_to<drain_atom>,
                                     caf::replies_to<ping_atom>::with<std::uint64_t>,
+                                    // its gateway's counts (gateway_counts_vector), empty without one
+                                    caf::replies_to<gateway_atom>::with<std::vector<std::uint64_t>>,
                                     caf::reacts_to<spawn_atom, std::uint8_t, std::uint32_t, std::uint64_t,
                                                    std::uint32_t, std::uint32_t>,
                                     caf::reacts_to<retire_atom, std::uint32_t>,
@@ -239,6 +242,7 @@ inline void register_handle_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<GateEntry>("rlx.gate_entry");
   cfg.add_message_type<GateWelcome>("rlx.gate_welcome");
   cfg.add_message_type<RecordEntry>("rlx.record_entry");
+  cfg.add_message_type<std::vector<std::uint64_t>>("rlx.u64_vector");
 }
 
 }  // namespace rlx

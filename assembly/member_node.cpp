@@ -288,6 +288,10 @@ node_actor::behavior_type agent_impl(NodeSelf self, AgentState init) {
   return {
       [self](stop_atom, const std::string& why) { end(self, RunOutcome::solved, "stopped by the head: " + why); },
       [self](ping_atom) { return static_cast<std::uint64_t>(self->state.explorers.size()); },
+      [self](gateway_atom) {
+        const auto& g = self->state.gateway;
+        return g ? gateway_counts_vector(g->hub->counts()) : std::vector<std::uint64_t>{};
+      },
       [self](drain_atom) {
         auto& st = self->state;
         if (st.draining) return;

@@ -76,7 +76,7 @@ RunCounts run_counts(const CoordinatorState& st) {
   r.eval = st.eval;
   r.segments_unrecorded = st.tally.unrecorded;
   if (st.options.strangers) r.strangers = st.options.strangers->by_port();
-  if (st.options.gateway) r.gateway = st.options.gateway->counts();
+  r.gateway = st.gateway_counts();
   return r;
 }
 

@@ -33,6 +33,9 @@ struct CoordinatorState {
   std::vector<reward_actor> rewards;
   std::map<std::string, node_actor> nodes;
   std::map<std::string, std::chrono::steady_clock::time_point> last_heard;
+  // tokens:gateway: each member node's gateway counts at its last heartbeat
+  // (cumulative; kept after it leaves: those sessions were served).
+  std::map<std::string, GatewayCounts> node_gateway;
   std::optional<MembershipPlan> plan;         // ids, orders, scaling (made once the options are in)
   double metrics_at_s = 0;                    // when the learner's newest report arrived
   BatchEnvFactory factory;                    // for explorers this process starts later
@@ -79,6 +82,13 @@ struct CoordinatorState {
   // update it is in and the segments queued before the request, so a few
   // of its updates' time (30 s + 3 mean updates, at most 10 min), not a
   // fixed bound an update can outlast.
+  // tokens:gateway: the head's hub's counts and every member node's.
+  std::optional<GatewayCounts> gateway_counts() const {
+    if (!options.gateway) return std::nullopt;
+    auto sum = options.gateway->counts();
+    for (const auto& [node, c] : node_gateway) sum += c;
+    return sum;
+  }
   std::chrono::milliseconds final_counts_wait() const {
     const double update_s = metrics.updates ? metrics.busy_s / static_cast<double>(metrics.updates) : 0;
     return std::chrono::milliseconds(static_cast<std::int64_t>(1e3 * std::clamp(30.0 + 3 * update_s, 30.0, 600.0)));

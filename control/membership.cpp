@@ -217,6 +217,16 @@ void heartbeat(Self self) {
     self->request(agent, std::chrono::duration_cast<std::chrono::milliseconds>(limit), ping_atom::value)
         .then([self, name = name](std::uint64_t) { self->state.last_heard[name] = Clock::now(); },
               [](const caf::error&) {});  // silence is judged by last_heard, not by one lost answer
+    if (st.options.gateway)  // a gateway run: the node's own hub's counts join the run's
+      self->request(agent, std::chrono::duration_cast<std::chrono::milliseconds>(limit), gateway_atom::value)
+          .then(
+              [self, name = name](const std::vector<std::uint64_t>& v) {
+                if (v.empty()) return;  // (it serves none yet)
+                auto c = gateway_counts_from(v);
+                if (c) self->state.node_gateway[name] = *c;
+                else self->state.options.log->warn("node '{}': {}", name, c.error().message);
+              },
+              [](const caf::error&) {});
   }
   for (const auto& [name, quiet] : silent) evict(self, name, quiet);
   if (!st.end.finishing)

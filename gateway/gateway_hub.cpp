@@ -6,6 +6,45 @@
 
 namespace rlx {
 
+namespace {
+
+// Every field of GatewayCounts, in its order: one list for +=, to and from a vector.
+template <class F>
+void each_gateway_count(GatewayCounts& c, F&& f) {
+  for (std::uint64_t* x : {&c.turns, &c.turns_done, &c.turns_failed, &c.turns_cancelled, &c.busy, &c.sessions_opened,
+                           &c.sessions_rewarded, &c.sessions_failed, &c.sessions_lost, &c.prefix_mismatch,
+                           &c.eos_dropped, &c.groups_ready, &c.groups_dropped, &c.trajectories_taken})
+    f(*x);
+}
+constexpr std::size_t kGatewayCountFields = 14;
+static_assert(sizeof(GatewayCounts) == kGatewayCountFields * sizeof(std::uint64_t), "each_gateway_count lists every field");
+
+}  // namespace
+
+GatewayCounts& GatewayCounts::operator+=(const GatewayCounts& o) {
+  auto other = gateway_counts_vector(o);
+  std::size_t i = 0;
+  each_gateway_count(*this, [&](std::uint64_t& x) { x += other[i++]; });
+  return *this;
+}
+
+std::vector<std::uint64_t> gateway_counts_vector(const GatewayCounts& c) {
+  std::vector<std::uint64_t> v;
+  auto copy = c;
+  each_gateway_count(copy, [&](std::uint64_t& x) { v.push_back(x); });
+  return v;
+}
+
+Result<GatewayCounts> gateway_counts_from(const std::vector<std::uint64_t>& v) {
+  if (v.size() != kGatewayCountFields)
+    return make_error(Errc::malformed_message,
+                      fmt::format("gateway counts: {} numbers, not {}", v.size(), kGatewayCountFields));
+  GatewayCounts c;
+  std::size_t i = 0;
+  each_gateway_count(c, [&](std::uint64_t& x) { x = v[i++]; });
+  return c;
+}
+
 void TokenTrace::truncate(std::size_t n) {
   n = std::min(n, tokens.size());
   tokens.resize(n);

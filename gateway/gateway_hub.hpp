@@ -124,7 +124,14 @@ struct GatewayCounts {
   std::uint64_t sessions_opened = 0, sessions_rewarded = 0, sessions_failed = 0, sessions_lost = 0;
   std::uint64_t prefix_mismatch = 0, eos_dropped = 0;
   std::uint64_t groups_ready = 0, groups_dropped = 0, trajectories_taken = 0;
+  GatewayCounts& operator+=(const GatewayCounts& o);
 };
+
+// The counts as they cross nodes (a member node's hub, asked by the
+// head's heartbeat): every field in the order above. A vector of another
+// length is refused (a node of another build).
+std::vector<std::uint64_t> gateway_counts_vector(const GatewayCounts& c);
+Result<GatewayCounts> gateway_counts_from(const std::vector<std::uint64_t>& v);
 
 class GatewayHub {
  public:

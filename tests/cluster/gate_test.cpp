@@ -105,6 +105,7 @@ TEST_CASE("the head refuses nodes without the cluster secret and garbage, and th
         // (An argument: CAF 0.17 binds a null tuple for an argument-less function actor; UBSan reports it.)
         agent = client.spawn([](node_actor::pointer, int) -> node_actor::behavior_type {
           return {[](stop_atom, const std::string&) {}, [](drain_atom) {}, [](ping_atom) { return std::uint64_t{0}; },
+                  [](gateway_atom) { return std::vector<std::uint64_t>{}; },
                   [](spawn_atom, std::uint8_t, std::uint32_t, std::uint64_t, std::uint32_t, std::uint32_t) {},
                   [](retire_atom, std::uint32_t) {}, [](rejoin_atom, caf::actor) {},
                   [](rejoin_atom, const std::string&) {}};

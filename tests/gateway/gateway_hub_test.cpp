@@ -209,3 +209,29 @@ TEST_CASE("a client that gave up on its turn leaves its session as it was", "[ga
   REQUIRE(rows.size() == 1);
   CHECK(rows[0].trace.tokens == std::vector<std::int64_t>{3, 4, 6});
 }
+
+TEST_CASE("gateway counts cross nodes as a vector of every field, a vector of another length is refused, and counts add "
+          "field by field",
+          "[gateway]") {
+  GatewayCounts a;
+  a.turns = 1;
+  a.sessions_rewarded = 7;
+  a.trajectories_taken = 14;
+  const auto v = gateway_counts_vector(a);
+  CHECK(v.size() == sizeof(GatewayCounts) / sizeof(std::uint64_t));
+  auto back = gateway_counts_from(v);
+  REQUIRE(back.ok());
+  CHECK(back->turns == 1);
+  CHECK(back->sessions_rewarded == 7);
+  CHECK(back->trajectories_taken == 14);
+  auto shorter = v;
+  shorter.pop_back();
+  CHECK_FALSE(gateway_counts_from(shorter).ok());
+  CHECK_FALSE(gateway_counts_from({}).ok());
+  GatewayCounts sum = a;
+  sum += *back;
+  CHECK(sum.turns == 2);
+  CHECK(sum.sessions_rewarded == 14);
+  CHECK(sum.trajectories_taken == 28);
+  CHECK(sum.busy == 0);
+}

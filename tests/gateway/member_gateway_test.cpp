@@ -1,7 +1,8 @@
 // A gateway run across nodes: a member node serves its own gateway
 // (gateway-NAME.json), decoded by its own explorers, and the harness that
 // calls it trains the head's learner. The head has no explorer here, so
-// every trained row came through the member's endpoint.
+// every trained row came through the member's endpoint, and the head's
+// metrics count the member's gateway (its heartbeat carries them).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@ TEST_CASE("a member node of a gateway run serves its own harnesses, and the head
   cfg->run.stop.max_updates = 6;
   cfg->run.stop.max_seconds = 300;
   cfg->run.record = true;
+  cfg->launch.heartbeat_s = 0.1;  // the heartbeat brings the member's gateway counts to the head
   const std::string secret = "member-gateway-secret-0123456789";
 
   test::HeadRun head(*cfg, secret);
@@ -94,4 +96,9 @@ TEST_CASE("a member node of a gateway run serves its own harnesses, and the head
   INFO(line);
   CHECK(test::json_number(line, "policy_version") >= 6);
   CHECK(test::json_number(line, "segments_lost") == 0);
+  // The head's metrics count the member's gateway (as of its last heartbeat): the head's own served nothing.
+  const auto g = json::parse(line)["gateway"];
+  CHECK(g["sessions_rewarded"].get<std::size_t>() >= 8);
+  CHECK(g["sessions_rewarded"].get<std::size_t>() <= rewards.size());
+  CHECK(g["prefix_mismatch"] == 0);
 }
