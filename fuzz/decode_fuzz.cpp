@@ -2,7 +2,7 @@
 // message, peek_kind, the rollout log's entries and index entries, the
 // TOML topology, and an external env's replies (JSON lines and Cap'n
 // Proto framing), a workspace episode's changed files and tool calls, and
-// the gateway's OpenAI-style request bodies.
+// the gateway's OpenAI-style request bodies, a Hugging Face tokenizer.json.
 // One source; CMake builds one target per FUZZ_KIND.
 // A decoder may refuse input (that is its job); it must never crash,
 // hang or read out of bounds (ASan/UBSan are on).
@@ -24,6 +24,9 @@
 #endif
 #if FUZZ_KIND == 23
 #include "gateway/openai_request.hpp"
+#endif
+#if FUZZ_KIND == 24
+#include "envs/tokens/hf_tokenizer.hpp"
 #endif
 
 #ifndef FUZZ_KIND
@@ -134,6 +137,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (r && chat) (void)chat_prompt(r->messages);
         if (!r) (void)gateway_error_json(r.error().message, "invalid_request_error");
       }
+      break;
+    }
+#endif
+#if FUZZ_KIND == 24
+    case 24: {  // a tokenizer.json (up to a NUL), then text it encodes; the ids decoded again
+      const std::string_view all(reinterpret_cast<const char*>(data), size);
+      const auto nul = std::min(all.find('\0'), all.size());
+      auto t = HfTokenizer::parse(all.substr(0, nul), "fuzz");
+      if (!t) break;
+      const std::string_view text = all.substr(std::min(nul + 1, all.size()));
+      for (const bool specials : {true, false}) {
+        const auto ids = (*t)->encode(text, specials);
+        for (auto id : ids)
+          if (id < 0 || id >= (*t)->vocab_size()) __builtin_trap();
+        (void)(*t)->decode(ids, true);
+      }
+      std::vector<std::int64_t> any;
+      for (unsigned char c : text) any.push_back(static_cast<std::int64_t>(c) * 7 - 100);  // in and out of range
+      (void)(*t)->decode(any);
       break;
     }
 #endif

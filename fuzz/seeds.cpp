@@ -174,5 +174,21 @@ int main(int argc, char** argv) {
         R"("stream":false,"rlx_session":"a","prompt":[1,2]})";
     put(dir, "gateway_request", body, sizeof body - 1);
   }
+  {  // a byte-level BPE tokenizer.json (the Qwen shape: NFC, Split then ByteLevel), then text
+    std::string json = R"({"model":{"type":"BPE","vocab":{)";
+    int next = 256;
+    for (int b = 0; b < 256; ++b) {  // GPT-2's byte characters, as JSON escapes
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      char key[16];
+      std::snprintf(key, sizeof key, "\\u%04x", printable ? b : next++);
+      json += std::string(b ? "," : "") + "\"" + key + "\":" + std::to_string(b);
+    }
+    json += R"(,"\u0120t":256,"he":257},"merges":["\u0120 t","h e"]},"added_tokens":[{"id":258,"content":"<|im_end|>",)"
+            R"("special":true}],"normalizer":{"type":"NFC"},"pre_tokenizer":{"type":"Sequence","pretokenizers":[)"
+            R"({"type":"Split","pattern":{"Regex":"\\p{L}+|\\s+(?!\\S)|\\s+"},"behavior":"Isolated"},)"
+            R"({"type":"ByteLevel","use_regex":false}]},"decoder":{"type":"ByteLevel"}})";
+    json += std::string(1, '\0') + "the hetten\u00e9 <|im_end|>  x";
+    put(dir, "hf_tokenizer", json.data(), json.size());
+  }
   return 0;
 }

@@ -8,6 +8,7 @@ pkgs=(
   libtorch-dev libopenblas0-pthread libgloo-dev
   libspdlog-dev catch2 libtomlplusplus-dev libcli11-dev
   libzstd-dev libxxhash-dev
+  libicu-dev  # Hugging Face tokenizers: NFC and the pre-tokenizer regexes (envs/tokens/hf_tokenizer)
   libcpp-httplib-dev  # the head's HTTP endpoint ([metrics]: Prometheus, the live page)
   nlohmann-json3-dev  # JSON: the live page's live.json
   chromium-headless-shell  # tests: the live page loaded in a real browser

