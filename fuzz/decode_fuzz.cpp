@@ -2,7 +2,7 @@
 // message, peek_kind, the rollout log's entries and index entries, the
 // TOML topology, and an external env's replies (JSON lines and Cap'n
 // Proto framing), a workspace episode's changed files and tool calls, and
-// the gateway's OpenAI-style request bodies, a Hugging Face tokenizer.json.
+// the gateway's OpenAI-style request bodies, a Hugging Face tokenizer.json and a safetensors file.
 // One source; CMake builds one target per FUZZ_KIND.
 // A decoder may refuse input (that is its job); it must never crash,
 // hang or read out of bounds (ASan/UBSan are on).
@@ -27,6 +27,9 @@
 #endif
 #if FUZZ_KIND == 24
 #include "envs/tokens/hf_tokenizer.hpp"
+#endif
+#if FUZZ_KIND == 25
+#include "core/safetensors.hpp"
 #endif
 
 #ifndef FUZZ_KIND
@@ -156,6 +159,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::vector<std::int64_t> any;
       for (unsigned char c : text) any.push_back(static_cast<std::int64_t>(c) * 7 - 100);  // in and out of range
       (void)(*t)->decode(any);
+      break;
+    }
+#endif
+#if FUZZ_KIND == 25
+    case 25: {  // a safetensors file; every float tensor read
+      auto f = SafetensorsFile::parse(reinterpret_cast<const std::byte*>(data), size, "fuzz");
+      if (!f) break;
+      for (const auto& t : f->tensors()) {
+        if (t.data + t.bytes > reinterpret_cast<const std::byte*>(data) + size) __builtin_trap();
+        (void)st_to_f32(t);
+      }
       break;
     }
 #endif

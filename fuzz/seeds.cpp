@@ -190,5 +190,14 @@ int main(int argc, char** argv) {
     json += std::string(1, '\0') + "the hetten\u00e9 <|im_end|>  x";
     put(dir, "hf_tokenizer", json.data(), json.size());
   }
+  {  // a safetensors file: an F16 pair and a BF16, the header padded to 8 bytes
+    const std::string header =
+        R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+        R"("b":{"dtype":"BF16","shape":[1,1],"data_offsets":[4,6]}}   )";
+    std::string file(8, '\0');
+    file[0] = static_cast<char>(header.size());
+    file += header + std::string("\x00\x3c\x00\xc0\xc0\x3f", 6);
+    put(dir, "safetensors", file.data(), file.size());
+  }
   return 0;
 }
