@@ -16,9 +16,15 @@ std::unique_lock<std::mutex> seeded_init(std::uint64_t seed) {
 
 MoELayerImpl::MoELayerImpl(const MoEOptions& o) : options_(o) {
   RLX_REQUIRE(o.top_k >= 1 && o.top_k <= o.experts, o.top_k, o.experts);
-  router_ = register_module("router", torch::nn::Linear(o.in, o.experts));
+  router_ = register_module("router", torch::nn::Linear(torch::nn::LinearOptions(o.in, o.experts).bias(!o.swiglu)));
   const double s1 = 1.0 / std::sqrt(static_cast<double>(o.in));
   const double s2 = 1.0 / std::sqrt(static_cast<double>(o.hidden));
+  if (o.swiglu) {
+    w_gate_ = register_parameter("w_gate", torch::empty({o.experts, o.in, o.hidden}).uniform_(-s1, s1));
+    w_up_ = register_parameter("w_up", torch::empty({o.experts, o.in, o.hidden}).uniform_(-s1, s1));
+    w_down_ = register_parameter("w_down", torch::empty({o.experts, o.hidden, o.out}).uniform_(-s2, s2));
+    return;
+  }
   w1_ = register_parameter("w1", torch::empty({o.experts, o.in, o.hidden}).uniform_(-s1, s1));
   b1_ = register_parameter("b1", torch::zeros({o.experts, o.hidden}));
   w2_ = register_parameter("w2", torch::empty({o.experts, o.hidden, o.out}).uniform_(-s2, s2));
@@ -26,6 +32,7 @@ MoELayerImpl::MoELayerImpl(const MoEOptions& o) : options_(o) {
 }
 
 torch::Tensor MoELayerImpl::expert(std::int64_t e, const torch::Tensor& x) const {
+  if (options_.swiglu) return torch::matmul(torch::silu(torch::matmul(x, w_gate_[e])) * torch::matmul(x, w_up_[e]), w_down_[e]);
   auto pre = torch::addmm(b1_[e], x, w1_[e]);
   auto h = options_.gelu ? torch::gelu(pre) : torch::tanh(pre);
   return torch::addmm(b2_[e], h, w2_[e]);
@@ -44,7 +51,7 @@ MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& for
   } else {
     std::tie(top_p, top_i) = probs.topk(k, -1);
   }
-  auto gates = top_p / top_p.sum(-1, true);
+  auto gates = options_.renormalise ? top_p / top_p.sum(-1, true) : top_p;
 
   // Group (token, slot) pairs by expert.
   auto flat_expert = top_i.reshape({-1});                  // [N*k]
@@ -92,7 +99,7 @@ MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& for
 torch::Tensor MoELayerImpl::forward_reference(const torch::Tensor& x) {
   auto probs = torch::softmax(router_->forward(x), -1);
   auto [top_p, top_i] = probs.topk(options_.top_k, -1);
-  auto gates = top_p / top_p.sum(-1, true);
+  auto gates = options_.renormalise ? top_p / top_p.sum(-1, true) : top_p;
   std::vector<torch::Tensor> rows;
   for (std::int64_t t = 0; t < x.size(0); ++t) {
     auto acc = torch::zeros({options_.out}, x.options());

@@ -4,7 +4,7 @@
 // is grouped: tokens are sorted by expert and each expert runs one matmul
 // over its tokens. The same layer serves the MLP and transformer policies.
 //
-// Options the transformer uses: a GELU expert activation, an expert
+// Options the transformer uses: a GELU or SwiGLU expert, an expert
 // capacity (capacity_factor * N * k / E pairs per expert; the pairs past
 // it, in token order, are dropped: their slot adds nothing), and router
 // replay (forward with the routes a rollout recorded instead of the
@@ -26,6 +26,11 @@ struct MoEOptions {
   std::int64_t top_k = 2;      // k <= E
   bool gelu = false;           // expert activation: tanh (the MLP policy) or GELU
   double capacity_factor = 0;  // 0 = no capacity: no token is dropped
+  // The field's experts (Qwen3-MoE, OLMoE, Mixtral): down(silu(gate(x)) *
+  // up(x)), no biases, a router without bias; `renormalise` false keeps
+  // the top-k probabilities as they are (norm_topk_prob = false).
+  bool swiglu = false;
+  bool renormalise = true;
 };
 
 struct MoEOutput {
@@ -54,6 +59,16 @@ class MoELayerImpl : public torch::nn::Module {
   MoEOptions options_;
   torch::nn::Linear router_{nullptr};
   torch::Tensor w1_, b1_, w2_, b2_;  // [E,in,hidden] [E,hidden] [E,hidden,out] [E,out]
+  torch::Tensor w_gate_, w_up_, w_down_;  // swiglu: [E,in,hidden] [E,in,hidden] [E,hidden,out]
+
+ public:
+  // swiglu: the router's weight [E, in] and expert e's projections as
+  // Hugging Face lays them out ([out, in] views into this layer's
+  // parameters: copying into one loads it).
+  torch::Tensor router_weight() const { return router_->weight; }
+  torch::Tensor gate_proj(std::int64_t e) const { return w_gate_[e].t(); }
+  torch::Tensor up_proj(std::int64_t e) const { return w_up_[e].t(); }
+  torch::Tensor down_proj(std::int64_t e) const { return w_down_[e].t(); }
 };
 TORCH_MODULE(MoELayer);
 

@@ -8,9 +8,57 @@
 
 namespace rlx {
 
+namespace {
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
+  return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
+}
+
+// Rotary embedding (the rotate-half form of the Llama/Qwen families) of
+// x [B, H, S, hd] at positions [B, S].
+torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, double theta) {
+  const auto hd = x.size(-1);
+  auto inv = 1.0 / torch::pow(theta, torch::arange(0, hd, 2, x.options().dtype(torch::kLong)).to(x.dtype()) /
+                                         static_cast<double>(hd));
+  auto angles = positions.to(x.dtype()).unsqueeze(-1) * inv;  // [B, S, hd/2]
+  auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);     // [B, 1, S, hd]
+  auto half = x.chunk(2, -1);
+  return x * emb.cos() + torch::cat({-half[1], half[0]}, -1) * emb.sin();
+}
+
+}  // namespace
+
 MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o) : options_(o) {
-  RLX_REQUIRE(o.d_model % o.heads == 0, o.d_model, o.heads);
+  RLX_REQUIRE(o.d_model % o.heads == 0 || o.head_dim > 0, o.d_model, o.heads);
   tok_ = register_module("tok_emb", torch::nn::Embedding(o.vocab, o.d_model));
+  if (o.arch == TransformerArch::qwen3_moe) {
+    const auto H = o.heads, KV = o.kv_heads_or_heads(), hd = o.head_width();
+    RLX_REQUIRE(H % KV == 0 && hd % 2 == 0, H, KV, hd);
+    const auto ones = [&](std::int64_t n) { return torch::ones({n}); };
+    const auto linear = [](std::int64_t in, std::int64_t out) {
+      return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+    };
+    for (std::int64_t l = 0; l < o.layers; ++l) {
+      const auto n = std::to_string(l);
+      in_norm_.push_back(register_parameter("in_norm_" + n, ones(o.d_model)));
+      q_.push_back(register_module("q_" + n, linear(o.d_model, H * hd)));
+      k_.push_back(register_module("k_" + n, linear(o.d_model, KV * hd)));
+      v_.push_back(register_module("v_" + n, linear(o.d_model, KV * hd)));
+      o_.push_back(register_module("o_" + n, linear(H * hd, o.d_model)));
+      q_norm_.push_back(register_parameter("q_norm_" + n, ones(hd)));
+      k_norm_.push_back(register_parameter("k_norm_" + n, ones(hd)));
+      post_norm_.push_back(register_parameter("post_norm_" + n, ones(o.d_model)));
+      MoEOptions m{o.d_model, o.expert_hidden, o.d_model, o.experts, o.top_k, false, o.capacity_factor, true,
+                   o.norm_topk_prob};
+      moe_.push_back(register_module("moe_" + n, MoELayer(m)));
+    }
+    final_norm_ = register_parameter("final_norm", ones(o.d_model));
+    if (!o.tie_embeddings) lm_head_ = register_module("lm_head", linear(o.d_model, o.vocab));
+    v_head_ = register_module("v_head", torch::nn::Linear(o.d_model, 1));
+    torch::NoGradGuard guard;
+    tok_->weight.normal_(0, 0.02);
+    return;
+  }
   pos_ = register_module("pos_emb", torch::nn::Embedding(o.max_len, o.d_model));
   for (std::int64_t l = 0; l < o.layers; ++l) {
     const auto n = std::to_string(l);
@@ -44,9 +92,10 @@ KVCache MoETransformerImpl::new_cache(std::int64_t batch, std::int64_t capacity)
   const auto& o = options_;
   auto opts = tok_->weight.options();
   KVCache c;
+  const auto heads = o.arch == TransformerArch::qwen3_moe ? o.kv_heads_or_heads() : o.heads;
   for (std::int64_t l = 0; l < o.layers; ++l) {
-    c.k.push_back(torch::zeros({batch, o.heads, capacity, o.d_model / o.heads}, opts));
-    c.v.push_back(torch::zeros({batch, o.heads, capacity, o.d_model / o.heads}, opts));
+    c.k.push_back(torch::zeros({batch, heads, capacity, o.head_width()}, opts));
+    c.v.push_back(torch::zeros({batch, heads, capacity, o.head_width()}, opts));
   }
   c.valid = torch::zeros({batch, capacity}, opts.dtype(torch::kBool));
   c.next_position = torch::zeros({batch}, opts.dtype(torch::kLong));
@@ -99,42 +148,72 @@ TransformerOutput MoETransformerImpl::step(const torch::Tensor& tokens, const to
   return out;
 }
 
+torch::Tensor MoETransformerImpl::norm(std::int64_t which, std::int64_t l, const torch::Tensor& x) {
+  if (options_.arch == TransformerArch::qwen3_moe) {
+    const auto& w = which == 1 ? in_norm_[l] : which == 2 ? post_norm_[l] : final_norm_;
+    return rms_norm(x, w, options_.rms_eps);
+  }
+  return which == 1 ? ln1_[l]->forward(x) : which == 2 ? ln2_[l]->forward(x) : ln_f_->forward(x);
+}
+
+torch::Tensor MoETransformerImpl::attention(std::int64_t l, const torch::Tensor& x, const torch::Tensor& positions,
+                                            const torch::Tensor& allowed, std::int64_t offset, KVCache* cache) {
+  const auto& o = options_;
+  const auto B = x.size(0), S = x.size(1), L = offset + S, H = o.heads, dh = o.head_width();
+  const bool qwen = o.arch == TransformerArch::qwen3_moe;
+  const auto KV = qwen ? o.kv_heads_or_heads() : H;
+  auto h = norm(1, l, x);
+  torch::Tensor q, k, v;  // [B, heads, S, dh]
+  if (qwen) {
+    q = rms_norm(q_[l]->forward(h).view({B, S, H, dh}), q_norm_[l], o.rms_eps).transpose(1, 2);
+    k = rms_norm(k_[l]->forward(h).view({B, S, KV, dh}), k_norm_[l], o.rms_eps).transpose(1, 2);
+    v = v_[l]->forward(h).view({B, S, KV, dh}).transpose(1, 2);
+    q = rope(q, positions, o.rope_theta);
+    k = rope(k, positions, o.rope_theta);
+  } else {
+    auto qkv = qkv_[l]->forward(h).view({B, S, 3, H, dh}).permute({2, 0, 3, 1, 4});
+    q = qkv[0], k = qkv[1], v = qkv[2];
+  }
+  if (cache) {
+    cache->k[l].narrow(2, offset, S).copy_(k);
+    cache->v[l].narrow(2, offset, S).copy_(v);
+    k = cache->k[l].narrow(2, 0, L);
+    v = cache->v[l].narrow(2, 0, L);
+  }
+  if (KV != H) {  // grouped-query: query head i reads key/value head i / (H / KV)
+    k = k.repeat_interleave(H / KV, 1);
+    v = v.repeat_interleave(H / KV, 1);
+  }
+  auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(dh)));  // [B, H, S, L]
+  scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
+  auto att = torch::matmul(torch::softmax(scores, -1), v).permute({0, 2, 1, 3}).reshape({B, S, H * dh});
+  return qwen ? o_[l]->forward(att) : proj_[l]->forward(att);
+}
+
 TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const torch::Tensor& valid,
                                           const torch::Tensor& positions, const torch::Tensor& key_valid,
                                           std::int64_t offset, KVCache* cache, const torch::Tensor& replay_routes) {
   const auto& o = options_;
-  const auto B = tokens.size(0), S = tokens.size(1), L = offset + S, H = o.heads, dh = o.d_model / o.heads;
+  const auto B = tokens.size(0), S = tokens.size(1), L = offset + S;
+  const bool qwen = o.arch == TransformerArch::qwen3_moe;
   RLX_REQUIRE(positions.numel() == 0 || positions.max().item<std::int64_t>() < o.max_len, o.max_len);
-  auto x = tok_->forward(tokens) + pos_->forward(positions);  // [B, S, d]
+  auto x = qwen ? tok_->forward(tokens) : tok_->forward(tokens) + pos_->forward(positions);  // [B, S, d]
 
   // Query i (absolute offset + i) sees key j when j is real and j <= offset + i;
   // a padded query sees itself (its output is never used, but stays finite).
   auto qpos = torch::arange(offset, L, tokens.options().dtype(torch::kLong)).view({S, 1});
   auto kpos = torch::arange(0, L, tokens.options().dtype(torch::kLong)).view({1, L});
   auto allowed = (key_valid.view({B, 1, 1, L}) & (kpos <= qpos).view({1, 1, S, L})) | (kpos == qpos).view({1, 1, S, L});
-  const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
 
   auto flat_valid = valid.reshape({-1}).to(torch::kBool);
   auto real = flat_valid.nonzero().squeeze(1);  // rows of [B*S] that are tokens
   TransformerOutput out;
   std::vector<torch::Tensor> routes, fractions, lbs, zs;
   for (std::int64_t l = 0; l < o.layers; ++l) {
-    auto qkv = qkv_[l]->forward(ln1_[l]->forward(x)).view({B, S, 3, H, dh}).permute({2, 0, 3, 1, 4});
-    auto q = qkv[0], k = qkv[1], v = qkv[2];  // [B, H, S, dh]
-    if (cache) {
-      cache->k[l].narrow(2, offset, S).copy_(k);
-      cache->v[l].narrow(2, offset, S).copy_(v);
-      k = cache->k[l].narrow(2, 0, L);
-      v = cache->v[l].narrow(2, 0, L);
-    }
-    auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // [B, H, S, L]
-    scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
-    auto att = torch::matmul(torch::softmax(scores, -1), v);      // [B, H, S, dh]
-    x = x + proj_[l]->forward(att.permute({0, 2, 1, 3}).reshape({B, S, o.d_model}));
-
+    x = x + attention(l, x, positions, allowed, offset, cache);
     // The MoE layer sees real tokens only (padding neither takes capacity
     // nor counts in the balance).
-    auto h = ln2_[l]->forward(x).reshape({B * S, o.d_model}).index_select(0, real);
+    auto h = norm(2, l, x).reshape({B * S, o.d_model}).index_select(0, real);
     torch::Tensor forced;
     if (replay_routes.defined()) forced = replay_routes[l].reshape({B * S, o.top_k}).index_select(0, real);
     auto m = moe_[l]->forward(h, forced);
@@ -147,8 +226,8 @@ TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const tor
     zs.push_back(m.router_z);
     out.dropped_fraction += m.dropped_fraction / static_cast<double>(o.layers);
   }
-  auto hf = ln_f_->forward(x);
-  out.logits = lm_head_->forward(hf);
+  auto hf = norm(0, 0, x);
+  out.logits = qwen && o.tie_embeddings ? torch::matmul(hf, tok_->weight.t()) : lm_head_->forward(hf);
   out.values = v_head_->forward(hf).squeeze(-1);
   out.routes = torch::stack(routes);
   out.expert_fraction = torch::stack(fractions);

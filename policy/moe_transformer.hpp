@@ -23,6 +23,14 @@
 
 namespace rlx {
 
+// rlx: the layout above. qwen3_moe: the Qwen3-MoE family's (Hugging Face
+// Qwen3MoeForCausalLM): no position table but rotary embeddings on q and
+// k, RMSNorm everywhere (and on each head's q and k), grouped-query
+// attention without biases, SwiGLU experts under a bias-free softmax
+// top-k router, an optional tied lm_head; RLX's value head beside it
+// (policy/hf_checkpoint.hpp reads and writes the family's checkpoints).
+enum class TransformerArch : std::uint8_t { rlx, qwen3_moe };
+
 // The defaults are the code policy's (envs/tokens: 99 characters).
 struct TransformerOptions {
   std::int64_t vocab = 99;
@@ -34,6 +42,16 @@ struct TransformerOptions {
   std::int64_t top_k = 2;
   std::int64_t expert_hidden = 256;
   double capacity_factor = 0;        // 0: no token dropped
+  TransformerArch arch = TransformerArch::rlx;
+  // qwen3_moe:
+  std::int64_t kv_heads = 0;         // key/value heads (0: heads)
+  std::int64_t head_dim = 0;         // 0: d_model / heads
+  double rope_theta = 1e6;
+  double rms_eps = 1e-6;
+  bool norm_topk_prob = true;        // renormalise the top-k router probabilities
+  bool tie_embeddings = false;       // lm_head shares the token embedding
+  std::int64_t kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
+  std::int64_t head_width() const { return head_dim > 0 ? head_dim : d_model / heads; }
 };
 
 struct TransformerOutput {
@@ -80,14 +98,26 @@ class MoETransformerImpl : public torch::nn::Module {
   TransformerOutput step(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache);
 
   const TransformerOptions& options() const { return options_; }
+  // qwen3_moe: every parameter under its Hugging Face name, as a view
+  // shaped as the checkpoint holds it (policy/hf_checkpoint.cpp); the value
+  // head is not among them.
+  std::vector<std::pair<std::string, torch::Tensor>> hf_tensors() const;
 
  private:
   // One pass: keys/values of the new tokens go to `cache` when given.
   TransformerOutput run(const torch::Tensor& tokens, const torch::Tensor& valid, const torch::Tensor& positions,
                         const torch::Tensor& key_valid, std::int64_t offset, KVCache* cache,
                         const torch::Tensor& replay_routes);
+  // One layer's attention block (its residual not added) for each arch.
+  torch::Tensor attention(std::int64_t l, const torch::Tensor& x, const torch::Tensor& positions,
+                          const torch::Tensor& allowed, std::int64_t offset, KVCache* cache);
+  torch::Tensor norm(std::int64_t which, std::int64_t l, const torch::Tensor& x);  // 1: before attention, 2: before MoE, 0: final
   TransformerOptions options_;
   torch::nn::Embedding tok_{nullptr}, pos_{nullptr};
+  // qwen3_moe
+  std::vector<torch::Tensor> in_norm_, post_norm_, q_norm_, k_norm_;
+  std::vector<torch::nn::Linear> q_, k_, v_, o_;
+  torch::Tensor final_norm_;
   std::vector<torch::nn::LayerNorm> ln1_, ln2_;
   std::vector<torch::nn::Linear> qkv_, proj_;
   std::vector<MoELayer> moe_;

@@ -1,0 +1,208 @@
+#include "policy/hf_checkpoint.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/files.hpp"
+
+namespace rlx {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::string shape_text(c10::IntArrayRef s) { return s.empty() ? "scalar" : fmt::format("{}", fmt::join(s, "x")); }
+
+}  // namespace
+
+std::vector<std::pair<std::string, torch::Tensor>> MoETransformerImpl::hf_tensors() const {
+  RLX_REQUIRE(options_.arch == TransformerArch::qwen3_moe);
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  out.emplace_back("model.embed_tokens.weight", tok_->weight);
+  for (std::int64_t l = 0; l < options_.layers; ++l) {
+    const auto p = fmt::format("model.layers.{}.", l);
+    out.emplace_back(p + "input_layernorm.weight", in_norm_[l]);
+    out.emplace_back(p + "self_attn.q_proj.weight", q_[l]->weight);
+    out.emplace_back(p + "self_attn.k_proj.weight", k_[l]->weight);
+    out.emplace_back(p + "self_attn.v_proj.weight", v_[l]->weight);
+    out.emplace_back(p + "self_attn.o_proj.weight", o_[l]->weight);
+    out.emplace_back(p + "self_attn.q_norm.weight", q_norm_[l]);
+    out.emplace_back(p + "self_attn.k_norm.weight", k_norm_[l]);
+    out.emplace_back(p + "post_attention_layernorm.weight", post_norm_[l]);
+    out.emplace_back(p + "mlp.gate.weight", moe_[l]->router_weight());
+    for (std::int64_t e = 0; e < options_.experts; ++e) {
+      const auto q = fmt::format("{}mlp.experts.{}.", p, e);
+      out.emplace_back(q + "gate_proj.weight", moe_[l]->gate_proj(e));
+      out.emplace_back(q + "up_proj.weight", moe_[l]->up_proj(e));
+      out.emplace_back(q + "down_proj.weight", moe_[l]->down_proj(e));
+    }
+  }
+  out.emplace_back("model.norm.weight", final_norm_);
+  if (!options_.tie_embeddings) out.emplace_back("lm_head.weight", lm_head_->weight);
+  return out;
+}
+
+Result<TransformerOptions> hf_transformer_options(const std::string& config_json, std::int64_t max_len) {
+  const auto fail = [](const std::string& why) { return make_error(Errc::invalid_field, "config.json: " + why); };
+  const json c = json::parse(config_json, nullptr, false);
+  if (c.is_discarded() || !c.is_object()) return fail("not a JSON object");
+  try {
+    if (c.value("model_type", std::string()) != "qwen3_moe")
+      return fail("model_type \"" + c.value("model_type", std::string()) + "\": this policy reads \"qwen3_moe\"");
+    if (c.value("hidden_act", std::string("silu")) != "silu") return fail("hidden_act must be silu");
+    if (c.value("attention_bias", false)) return fail("attention_bias is not supported");
+    if (c.value("use_sliding_window", false)) return fail("use_sliding_window is not supported");
+    if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) return fail("rope_scaling is not supported");
+    if (c.value("decoder_sparse_step", 1) != 1 || !c.value("mlp_only_layers", json::array()).empty())
+      return fail("dense layers among the MoE ones (decoder_sparse_step, mlp_only_layers) are not supported");
+    TransformerOptions o;
+    o.arch = TransformerArch::qwen3_moe;
+    o.vocab = c.at("vocab_size").get<std::int64_t>();
+    o.d_model = c.at("hidden_size").get<std::int64_t>();
+    o.layers = c.at("num_hidden_layers").get<std::int64_t>();
+    o.heads = c.at("num_attention_heads").get<std::int64_t>();
+    o.kv_heads = c.value("num_key_value_heads", o.heads);
+    o.head_dim = c.value("head_dim", o.heads > 0 ? o.d_model / o.heads : 0);
+    o.experts = c.at("num_experts").get<std::int64_t>();
+    o.top_k = c.at("num_experts_per_tok").get<std::int64_t>();
+    o.expert_hidden = c.at("moe_intermediate_size").get<std::int64_t>();
+    o.norm_topk_prob = c.value("norm_topk_prob", false);
+    o.rms_eps = c.value("rms_norm_eps", 1e-6);
+    o.rope_theta = c.value("rope_theta", 1e6);
+    o.tie_embeddings = c.value("tie_word_embeddings", false);
+    o.max_len = max_len > 0 ? max_len : c.value("max_position_embeddings", std::int64_t{4096});
+    const auto positive = [](std::int64_t v) { return v > 0 && v <= (1 << 24); };
+    if (!positive(o.vocab) || !positive(o.d_model) || !positive(o.layers) || !positive(o.heads) || !positive(o.kv_heads) ||
+        !positive(o.head_dim) || !positive(o.experts) || !positive(o.expert_hidden) || !positive(o.max_len))
+      return fail("a size is not a positive integer");
+    if (o.heads % o.kv_heads != 0) return fail(fmt::format("{} heads are not a multiple of {} key/value heads", o.heads, o.kv_heads));
+    if (o.head_dim % 2 != 0) return fail("head_dim must be even (rotary embeddings)");
+    if (o.top_k < 1 || o.top_k > o.experts) return fail("num_experts_per_tok must be 1..num_experts");
+    return o;
+  } catch (const json::exception& e) {
+    return fail(std::string("a field is missing or of the wrong type: ") + e.what());
+  }
+}
+
+std::string hf_config_json(const TransformerOptions& o) {
+  const json c = {{"architectures", {"Qwen3MoeForCausalLM"}},
+                  {"model_type", "qwen3_moe"},
+                  {"vocab_size", o.vocab},
+                  {"hidden_size", o.d_model},
+                  {"num_hidden_layers", o.layers},
+                  {"num_attention_heads", o.heads},
+                  {"num_key_value_heads", o.kv_heads_or_heads()},
+                  {"head_dim", o.head_width()},
+                  {"num_experts", o.experts},
+                  {"num_experts_per_tok", o.top_k},
+                  {"moe_intermediate_size", o.expert_hidden},
+                  {"intermediate_size", o.expert_hidden},
+                  {"decoder_sparse_step", 1},
+                  {"mlp_only_layers", json::array()},
+                  {"norm_topk_prob", o.norm_topk_prob},
+                  {"rms_norm_eps", o.rms_eps},
+                  {"rope_theta", o.rope_theta},
+                  {"rope_scaling", nullptr},
+                  {"tie_word_embeddings", o.tie_embeddings},
+                  {"max_position_embeddings", o.max_len},
+                  {"hidden_act", "silu"},
+                  {"attention_bias", false},
+                  {"use_sliding_window", false},
+                  {"torch_dtype", "float32"}};
+  return c.dump(2) + "\n";
+}
+
+Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint& checkpoint) {
+  torch::NoGradGuard guard;
+  std::set<std::string> wanted;
+  for (auto& [name, view] : model->hf_tensors()) {
+    wanted.insert(name);
+    const StTensor* t = checkpoint.find(name);
+    if (!t) return make_error(Errc::invalid_field, "the checkpoint has no tensor " + name + " (shape " + shape_text(view.sizes()) + ")");
+    if (view.sizes().vec() != t->shape)
+      return make_error(Errc::invalid_field, fmt::format("tensor {}: the checkpoint's shape is {}, the model's {}", name,
+                                                         shape_text(t->shape), shape_text(view.sizes())));
+    auto values = st_to_f32(*t);
+    if (!values) return values.error();
+    view.copy_(torch::from_blob(values->data(), view.sizes(), torch::kFloat32));
+  }
+  for (const auto& name : checkpoint.names())
+    if (!wanted.count(name)) return make_error(Errc::invalid_field, "the checkpoint has a tensor the model does not: " + name);
+  return {};
+}
+
+Result<MoETransformer> load_hf_transformer(const std::string& dir, std::int64_t max_len, std::uint64_t seed) {
+  auto text = read_text_file((std::filesystem::path(dir) / "config.json").string());
+  if (!text) return text.error();
+  auto options = hf_transformer_options(*text, max_len);
+  if (!options) return options.error();
+  auto checkpoint = SafetensorsCheckpoint::open(dir);
+  if (!checkpoint) return checkpoint.error();
+  auto model = make_seeded_transformer(*options, seed);
+  if (auto r = load_hf_weights(model, *checkpoint); !r) return r.error();
+  return model;
+}
+
+Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDtype dtype, std::uint64_t shard_bytes) {
+  namespace fs = std::filesystem;
+  if (dtype != StDtype::f32 && dtype != StDtype::bf16)
+    return make_error(Errc::invalid_field, "export: dtype must be F32 or BF16");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return make_error(Errc::io, "export: cannot make " + dir + ": " + ec.message());
+  // Each tensor's bytes, in the checkpoint's dtype.
+  struct Bytes {
+    std::string name;
+    std::vector<std::int64_t> shape;
+    std::vector<float> f32;
+    std::vector<std::uint16_t> bf16;
+  };
+  std::vector<Bytes> all;
+  for (const auto& [name, view] : model->hf_tensors()) {
+    auto t = view.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    Bytes b{name, t.sizes().vec(), {}, {}};
+    const float* p = t.data_ptr<float>();
+    if (dtype == StDtype::f32) b.f32.assign(p, p + t.numel());
+    else
+      for (std::int64_t i = 0; i < t.numel(); ++i) b.bf16.push_back(f32_to_bf16(p[i]));
+    all.push_back(std::move(b));
+  }
+  // Shards in order, each up to shard_bytes (a tensor larger than that gets one alone).
+  std::vector<std::vector<StTensorOut>> shards(1);
+  std::uint64_t in_shard = 0;
+  for (const auto& b : all) {
+    const void* data = dtype == StDtype::f32 ? static_cast<const void*>(b.f32.data()) : b.bf16.data();
+    const std::size_t bytes = dtype == StDtype::f32 ? b.f32.size() * 4 : b.bf16.size() * 2;
+    if (shard_bytes > 0 && in_shard > 0 && in_shard + bytes > shard_bytes) {
+      shards.emplace_back();
+      in_shard = 0;
+    }
+    shards.back().push_back({b.name, dtype, b.shape, data, bytes});
+    in_shard += bytes;
+  }
+  const std::map<std::string, std::string> meta = {{"format", "pt"}};
+  if (shards.size() == 1) {
+    if (auto r = write_safetensors((fs::path(dir) / "model.safetensors").string(), shards[0], meta); !r) return r;
+  } else {
+    json map = json::object();
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+      const auto file = fmt::format("model-{:05}-of-{:05}.safetensors", i + 1, shards.size());
+      if (auto r = write_safetensors((fs::path(dir) / file).string(), shards[i], meta); !r) return r;
+      for (const auto& t : shards[i]) {
+        map[t.name] = file;
+        total += t.bytes;
+      }
+    }
+    const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
+    if (auto r = write_text_atomically(fs::path(dir) / "model.safetensors.index.json", index.dump(2) + "\n"); !r) return r;
+  }
+  return write_text_atomically(fs::path(dir) / "config.json", hf_config_json(model->options()));
+}
+
+}  // namespace rlx

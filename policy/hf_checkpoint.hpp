@@ -1,0 +1,40 @@
+// Hugging Face checkpoints of the Qwen3-MoE family (issue 26) in and out
+// of the token policy (policy/moe_transformer.hpp, arch qwen3_moe): the
+// model's config.json read into TransformerOptions (and written from
+// them), its safetensors weights loaded by the family's parameter names
+// (core/safetensors.hpp: F32, F16 or BF16, one file or shards), and the
+// policy exported the same way so that the family's loaders read it.
+// A missing or unexpected tensor, or a shape the model does not have, is
+// an error naming the tensor and both shapes. RLX's value head is not
+// part of the checkpoint. CAF-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/safetensors.hpp"
+#include "policy/moe_transformer.hpp"
+
+namespace rlx {
+
+// config.json's text -> the policy's shape; `max_len` bounds the context
+// (max_position_embeddings when 0). What the family's config may ask and
+// this policy does not do (a dense layer among the MoE ones, attention
+// biases, sliding windows, rope scaling, another activation) is refused.
+Result<TransformerOptions> hf_transformer_options(const std::string& config_json, std::int64_t max_len = 0);
+// The config.json that describes `o` (model_type "qwen3_moe").
+std::string hf_config_json(const TransformerOptions& o);
+
+// Loads every parameter but the value head from `checkpoint`.
+Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint& checkpoint);
+// config.json + safetensors from DIR into a new model (the value head from `seed`).
+Result<MoETransformer> load_hf_transformer(const std::string& dir, std::int64_t max_len, std::uint64_t seed);
+
+// Writes DIR/config.json and the weights: model.safetensors, or shards of
+// at most `shard_bytes` with model.safetensors.index.json (0: one file).
+// dtype F32 (exact) or BF16 (rounded to nearest even).
+Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDtype dtype = StDtype::f32,
+                       std::uint64_t shard_bytes = 0);
+
+}  // namespace rlx
