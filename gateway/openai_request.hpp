@@ -63,6 +63,17 @@ Result<CompletionRequest> parse_completion_request(std::string_view body, bool c
 // plain text, tokenized like any other (docs/gateway.md says why).
 std::string chat_prompt(const std::vector<ChatMessage>& messages);
 
+// The Qwen3 family's chat template (its tokenizer_config.json's Jinja,
+// for messages of text: no tools, no tool_calls): "<|im_start|>ROLE\n"
+// ... "<|im_end|>\n" per message, tool results gathered into a user turn
+// as <tool_response> blocks, an assistant's <think> reasoning kept only
+// after the last real user query, and the generation prompt (with an
+// empty think block when `enable_thinking` is false). Held to jinja2's
+// rendering of the real template (tests/data/qwen3-chat-references.json).
+// REQUIRES: messages not empty.
+std::string qwen3_chat_prompt(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true,
+                              bool enable_thinking = true);
+
 // An OpenAI-style error body: {"error":{"message":...,"type":...,"code":...}}.
 std::string gateway_error_json(const std::string& message, const std::string& type, const std::string& code = "");
 
