@@ -49,7 +49,12 @@ TEST_CASE("the Python harness plays workspace episodes through the gateway with 
   const auto line = test::last_metrics_line(t.path);
   INFO(line);
   const auto g = nlohmann::json::parse(line)["gateway"];
-  CHECK(g["sessions_rewarded"].get<std::size_t>() == rewards.size());
+  // The run's last line is written when it stops; the gateway closes after
+  // that, so up to --concurrency (8) sessions in flight may still be
+  // rewarded (accepted, never trained) after the line: none beyond.
+  const auto rewarded = g["sessions_rewarded"].get<std::size_t>();
+  CHECK(rewarded <= rewards.size());
+  CHECK(rewarded + 8 >= rewards.size());
   CHECK(g["sessions_failed"] == 0);
   CHECK(g["sessions_lost"] == 0);
   CHECK(g["prefix_mismatch"] == 0);  // token in, token out: the harness never rewrote what was sampled
