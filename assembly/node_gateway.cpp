@@ -79,7 +79,7 @@ Result<std::unique_ptr<NodeGateway>> start_node_gateway(const ClusterConfig& con
   std::filesystem::create_directories(config.run.log_dir, ec);
   const nlohmann::json about = {{"url", out->url}, {"token", *token}, {"model", config.run.name},
                                 {"group_size", config.tokens.group_size}, {"max_len", config.policy.max_len},
-                                {"eos_token_id", Tokenizer::eos}};
+                                {"eos_token_id", so.tokenizer->eos()}};
   const auto file = std::filesystem::path(config.run.log_dir) / gateway_file_name(node);
   if (auto w = write_text_atomically(file, about.dump(2) + "\n", 0600); !w) return w.error();
   out->log->info("serving harnesses on {} (OpenAI-style /v1/completions; sessions at /rlx/v1/sessions); its URL and "

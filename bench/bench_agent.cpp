@@ -19,6 +19,7 @@
 #include "explorers/agent_pool.hpp"
 #include "explorers/token_eval.hpp"
 #include "explorers/token_rollout.hpp"
+#include "policy/hf_checkpoint.hpp"
 
 namespace rlx {
 
@@ -42,8 +43,8 @@ std::vector<Row> bench_agent() {
   auto config = load_config(path, builtin_envs().names());
   if (!config) return {{"agent rows: continuous vs lockstep", "skipped", "", "", config.error().message}};
   const auto tokenizer = run_tokenizer(config->tokens.tokenizer);
-  auto model = make_seeded_transformer(transformer_options(config->policy, tokenizer->vocab()), 1);
-  if (!config->policy.init.empty()) torch::load(model, config->policy.init);
+  auto model = make_seeded_transformer(run_transformer_options(config->policy, tokenizer->vocab()), 1);
+  if (!config->policy.init.empty()) RLX_REQUIRE(load_policy_init(model, config->policy.init).ok(), "[policy] init");
   auto sandbox = Sandbox::open();
   if (!sandbox) return {{"agent rows: continuous vs lockstep", "skipped", "", "", sandbox.error().message}};
   const auto agent = agent_options(config->tokens, false);

@@ -20,6 +20,7 @@
 #include "envs/tokens/tokenizer.hpp"
 #include "explorers/gateway_rows.hpp"
 #include "gateway/gateway_server.hpp"
+#include "policy/hf_checkpoint.hpp"
 
 namespace rlx {
 
@@ -131,7 +132,7 @@ std::vector<Row> bench_gateway() {
   if (!config) return {{"gateway: tokens/s through HTTP vs in-process", "skipped", "", "", config.error().message}};
   config->policy.max_len = std::max<std::int64_t>(config->policy.max_len, 256);  // three turns with their tool output
   const auto tokenizer = run_tokenizer(config->tokens.tokenizer);
-  auto model = make_seeded_transformer(transformer_options(config->policy, tokenizer->vocab()), 1);
+  auto model = make_seeded_transformer(run_transformer_options(config->policy, tokenizer->vocab()), 1);
   const std::int64_t rows = 16;
   std::vector<Row> out;
   for (const int concurrent : {1, 16, 64}) {

@@ -301,6 +301,14 @@ Result<ClusterConfig> load_config(const std::string& path, const std::vector<std
   if (c && !c->tokens.tokenizer.empty() && std::filesystem::path(c->tokens.tokenizer).is_relative())
     c->tokens.tokenizer =
         (std::filesystem::absolute(path).parent_path() / c->tokens.tokenizer).lexically_normal().string();
+  // A Hugging Face checkpoint brings its own vocabulary: with `[policy]
+  // init = "hf:DIR"` and no [tokens] tokenizer, DIR/tokenizer.json when
+  // there is one (else the characters).
+  if (c && c->tokens.tokenizer.empty() && c->policy.init.starts_with("hf:")) {
+    const auto file = std::filesystem::path(c->policy.init.substr(3)) / "tokenizer.json";
+    if (std::error_code ec; std::filesystem::is_regular_file(file, ec))
+      c->tokens.tokenizer = std::filesystem::absolute(file).lexically_normal().string();
+  }
   return c;
 }
 

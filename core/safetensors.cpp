@@ -83,7 +83,41 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   ::close(fd);
   if (at == MAP_FAILED) return make_error(Errc::io, fmt::format("{}: cannot map: {}", path, std::strerror(errno)));
   std::shared_ptr<const void> owner(at, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
-  return parse(static_cast<const std::byte*>(at), size, path, std::move(owner));
+  auto f = parse(static_cast<const std::byte*>(at), size, path, std::move(owner));
+  if (f)
+    for (auto& t : f->tensors_) t.mapped = true;
+  return f;
+}
+
+namespace {
+
+// The whole pages around part of a mapped tensor's bytes: [begin, end).
+std::pair<std::uintptr_t, std::uintptr_t> page_span(const StTensor& t, std::size_t first_byte, std::size_t bytes) {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto at = reinterpret_cast<std::uintptr_t>(t.data) + first_byte;
+  return {at & ~(page - 1), at + bytes};
+}
+
+}  // namespace
+
+void st_prefetch(const StTensor& t, std::size_t first_byte, std::size_t bytes) {
+#ifdef MADV_POPULATE_READ
+  if (!t.mapped || first_byte >= t.bytes) return;
+  const auto [begin, end] = page_span(t, first_byte, std::min(bytes, t.bytes - first_byte));
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);  // EINVAL before Linux 5.14: faults instead
+#else
+  (void)t, (void)first_byte, (void)bytes;
+#endif
+}
+
+void st_release(const StTensor& t, std::size_t first_byte, std::size_t bytes) {
+  if (!t.mapped || first_byte >= t.bytes) return;
+  bytes = std::min(bytes, t.bytes - first_byte);
+  // Whole pages around the tensor: a neighbour's page dropped too is read
+  // back from the file when it is next touched (the mapping is private
+  // and read-only, never written).
+  const auto [begin, end] = page_span(t, first_byte, bytes);
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 Result<SafetensorsFile> SafetensorsFile::parse(const std::byte* data, std::size_t size, std::string name,
@@ -213,24 +247,29 @@ float f16_to_f32(std::uint16_t h) {
   return x;
 }
 
-Result<std::vector<float>> st_to_f32(const StTensor& t) {
-  const auto n = static_cast<std::size_t>(t.numel());
-  std::vector<float> out(n);
+Result<void> st_to_f32(const StTensor& t, std::size_t first, std::size_t count, float* out) {
+  RLX_REQUIRE(first + count <= static_cast<std::size_t>(t.numel()), t.name, first, count);
   switch (t.dtype) {
     case StDtype::f32:
-      std::memcpy(out.data(), t.data, n * 4);
-      return out;
+      std::memcpy(out, t.data + 4 * first, count * 4);
+      return {};
     case StDtype::f16:
     case StDtype::bf16:
-      for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t i = 0; i < count; ++i) {
         std::uint16_t h;
-        std::memcpy(&h, t.data + 2 * i, 2);
+        std::memcpy(&h, t.data + 2 * (first + i), 2);
         out[i] = t.dtype == StDtype::f16 ? f16_to_f32(h) : bf16_to_f32(h);
       }
-      return out;
+      return {};
     default:
       return make_error(Errc::invalid_field, fmt::format("tensor {}: {} is not a floating dtype", t.name, st_dtype_name(t.dtype)));
   }
+}
+
+Result<std::vector<float>> st_to_f32(const StTensor& t) {
+  std::vector<float> out(static_cast<std::size_t>(t.numel()));
+  if (auto r = st_to_f32(t, 0, out.size(), out.data()); !r) return r.error();
+  return out;
 }
 
 Result<void> write_safetensors(const std::string& path, const std::vector<StTensorOut>& tensors,

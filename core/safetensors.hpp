@@ -37,8 +37,19 @@ struct StTensor {
   std::vector<std::int64_t> shape;
   const std::byte* data = nullptr;  // into the file's mapping (or buffer)
   std::size_t bytes = 0;
+  bool mapped = false;              // data is a file's mapping (SafetensorsFile::open)
   std::int64_t numel() const;
 };
+
+// A mapped tensor's pages handed back to the kernel once its values are
+// copied out (they are read from the file again if touched): a loader's
+// resident memory then grows by the model, not by the model and the
+// file. A no-op for a tensor in a buffer.
+// `first_byte`, `bytes`: only that part of the tensor's bytes.
+void st_release(const StTensor& t, std::size_t first_byte = 0, std::size_t bytes = SIZE_MAX);
+// The part's pages mapped in one call before it is read (far fewer page
+// faults than touching it page by page); a no-op where the kernel cannot.
+void st_prefetch(const StTensor& t, std::size_t first_byte, std::size_t bytes);
 
 class SafetensorsFile {
  public:
@@ -62,6 +73,9 @@ class SafetensorsFile {
 
 // A tensor's values as float (F32, F16 and BF16 exactly; others refused).
 Result<std::vector<float>> st_to_f32(const StTensor& t);
+// Elements [first, first + count) of them into `out` (a loader's chunk).
+// REQUIRES: first + count <= t.numel().
+Result<void> st_to_f32(const StTensor& t, std::size_t first, std::size_t count, float* out);
 // float to BF16 bits, rounding to nearest even (NaN stays NaN).
 std::uint16_t f32_to_bf16(float x);
 float bf16_to_f32(std::uint16_t b);

@@ -23,10 +23,10 @@ std::vector<std::vector<std::int64_t>> prompts_of(const std::vector<WorkspaceEpi
 
 }  // namespace
 
-SampleOptions agent_sampling(SampleOptions s) {
+SampleOptions agent_sampling(SampleOptions s, const Tokenizer& tokenizer) {
   s.end_at_eos = false;  // eos ends a turn's text, not the episode
-  s.eos = Tokenizer::eos;
-  s.pad = Tokenizer::pad;
+  s.eos = tokenizer.eos();
+  s.pad = tokenizer.pad();
   return s;
 }
 
@@ -35,7 +35,7 @@ AgentBatch::AgentBatch(MoETransformer& model, std::vector<WorkspaceTask> tasks, 
     : options_(options),
       sandbox_(&sandbox),
       episodes_(episodes_for(std::move(tasks), options)),
-      decoder_(model, prompts_of(episodes_, *options.tokenizer), agent_sampling(options.sample)),
+      decoder_(model, prompts_of(episodes_, *options.tokenizer), agent_sampling(options.sample, *options.tokenizer)),
       turn_(episodes_.size()),
       turn_len_(episodes_.size(), 0),
       turn_ended_(episodes_.size(), false) {
@@ -68,7 +68,7 @@ bool AgentBatch::step(std::mt19937_64& rng, std::uint64_t version) {
     const auto i = static_cast<std::size_t>(b);
     const auto token = decoder_.last_token(b);
     ++turn_len_[i];
-    if (token == Tokenizer::eos) turn_ended_[i] = true;
+    if (token == options_.tokenizer->eos()) turn_ended_[i] = true;
     else turn_[i] += options_.tokenizer->text(token);
     if (decoder_.queued(b)) continue;  // a scripted turn still being placed
     if (turn_ended_[i] || turn_len_[i] >= options_.turn_tokens || WorkspaceEpisode::turn_complete(turn_[i]))

@@ -37,7 +37,7 @@ struct AgentOptions {
 
 // How agent rows sample: eos ends a turn's text, not the episode (the
 // caller ends rows); the tokenizer's eos and pad.
-SampleOptions agent_sampling(SampleOptions s);
+SampleOptions agent_sampling(SampleOptions s, const Tokenizer& tokenizer);
 
 class AgentBatch {
  public:

@@ -13,7 +13,7 @@ AgentPool::AgentPool(MoETransformer& model, std::int64_t rows, const AgentOption
       sandbox_(&sandbox),
       next_(std::move(next)),
       max_len_(model->options().max_len),
-      decoder_(model, rows, agent_sampling(options.sample), chunk),
+      decoder_(model, rows, agent_sampling(options.sample, *options.tokenizer), chunk),
       rows_(static_cast<std::size_t>(rows)) {
   RLX_REQUIRE(options.turn_tokens > 0 && options.tokenizer && next_);
 }
@@ -46,7 +46,7 @@ bool AgentPool::step(std::mt19937_64& rng, std::uint64_t version) {
     ++sampled_tokens_;
     const auto token = decoder_.last_token(b);
     ++row.turn_len;
-    if (token == Tokenizer::eos) row.turn_ended = true;
+    if (token == options_.tokenizer->eos()) row.turn_ended = true;
     else row.turn += options_.tokenizer->text(token);
     if (decoder_.queued(b)) continue;  // a scripted turn still being placed
     if (row.turn_ended || row.turn_len >= options_.turn_tokens || WorkspaceEpisode::turn_complete(row.turn))

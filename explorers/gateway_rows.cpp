@@ -8,11 +8,11 @@ namespace rlx {
 
 namespace {
 
-SampleOptions gateway_sampling(SampleOptions s) {
+SampleOptions gateway_sampling(SampleOptions s, const Tokenizer& tokenizer) {
   s.max_new_tokens = 1;  // each turn gives its own budget (start's max_new)
   s.end_at_eos = false;  // the rows end turns themselves
-  s.eos = Tokenizer::eos;
-  s.pad = Tokenizer::pad;
+  s.eos = tokenizer.eos();
+  s.pad = tokenizer.pad();
   return s;
 }
 
@@ -21,7 +21,7 @@ SampleOptions gateway_sampling(SampleOptions s) {
 GatewayRows::GatewayRows(MoETransformer& model, std::int64_t rows, SampleOptions sample,
                          std::shared_ptr<const Tokenizer> tokenizer, std::shared_ptr<GatewayHub> hub, std::int64_t chunk)
     : model_(&model),
-      sample_(gateway_sampling(sample)),
+      sample_(gateway_sampling(sample, *tokenizer)),
       tokenizer_(std::move(tokenizer)),
       hub_(std::move(hub)),
       chunk_(chunk),
@@ -85,7 +85,7 @@ void GatewayRows::after_sample(std::int64_t row) {
   auto& r = rows_[static_cast<std::size_t>(row)];
   const auto token = decoder_.last_token(row);
   ++sampled_;
-  if (token == Tokenizer::eos) r.finish_reason = "stop";
+  if (token == tokenizer_->eos()) r.finish_reason = "stop";
   else r.text += tokenizer_->text(token);
   const auto piece = tokenizer_->text(token).size();
   for (const auto& stop : r.turn->spec().stop) {

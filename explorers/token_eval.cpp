@@ -7,6 +7,7 @@
 #include "envs/workspace/workspace_task.hpp"
 #include "explorers/agent_batch.hpp"
 #include "explorers/token_rollout.hpp"
+#include "policy/hf_checkpoint.hpp"
 #include "policy/token_sampler.hpp"
 #include "policy/weights_io.hpp"
 
@@ -131,9 +132,9 @@ TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, con
   SampleOptions s;
   s.greedy = true;
   s.max_new_tokens = o.max_new_tokens;
-  s.eos = Tokenizer::eos;
-  s.pad = Tokenizer::pad;
   const auto tokenizer = run_tokenizer(o.agent.tokenizer);
+  s.eos = tokenizer->eos();
+  s.pad = tokenizer->pad();
   std::mt19937_64 rng(0);  // unused by greedy decoding
   for (int first = 0; first < o.tasks; first += static_cast<int>(o.batch)) {
     const int n = std::min<int>(static_cast<int>(o.batch), o.tasks - first);
@@ -188,7 +189,7 @@ std::string family_summary(const TokenEvaluation& ev) {
 
 HeldOutEvaluator::HeldOutEvaluator(const PolicyConfig& policy, const TokenEvalOptions& options,
                                    std::shared_ptr<const Scorer> scorer)
-    : model_(make_seeded_transformer(transformer_options(policy, run_tokenizer(options.agent.tokenizer)->vocab()), 0)),
+    : model_(make_seeded_transformer(run_transformer_options(policy, run_tokenizer(options.agent.tokenizer)->vocab()), 0)),
       options_(options),
       scorer_(std::move(scorer)) {}
 

@@ -14,6 +14,7 @@
 #include "explorers/agent_pool.hpp"
 #include "explorers/gateway_rows.hpp"
 #include "explorers/token_eval.hpp"
+#include "policy/hf_checkpoint.hpp"
 #include "policy/token_sampler.hpp"
 #include "policy/token_segment.hpp"
 #include "policy/weights_io.hpp"
@@ -49,7 +50,7 @@ struct TokenRollout::Impl {
 TokenRollout::TokenRollout(const TokenRolloutOptions& o) : options_(o), impl_(std::make_unique<Impl>()) {
   RLX_REQUIRE(o.rows > 0 && o.rows % o.tokens.group_size == 0, o.rows, o.tokens.group_size);
   impl_->tokenizer = run_tokenizer(o.tokens.tokenizer);
-  impl_->model = make_seeded_transformer(transformer_options(o.policy, impl_->tokenizer->vocab()),
+  impl_->model = make_seeded_transformer(run_transformer_options(o.policy, impl_->tokenizer->vocab()),
                                          o.seed + 1000003ull * o.explorer_id);
   impl_->rng.seed(o.seed * 6364136223846793005ull + o.explorer_id + 1);
 }
@@ -229,8 +230,8 @@ Result<bool> TokenRollout::step() {
     s.max_new_tokens = options_.tokens.max_new_tokens;
     s.temperature = options_.tokens.temperature;
     s.top_p = options_.tokens.top_p;
-    s.eos = Tokenizer::eos;
-    s.pad = Tokenizer::pad;
+    s.eos = im.tokenizer->eos();
+    s.pad = im.tokenizer->pad();
     im.decoder.emplace(im.model, prompts, s);
   }
   const auto start = std::chrono::steady_clock::now();
@@ -262,7 +263,7 @@ Segment TokenRollout::take_segment() {
       }
       im.ready.pop_front();
     }
-    g = generation_of(sequences, options_.policy.layers, options_.policy.top_k, Tokenizer::pad);
+    g = generation_of(sequences, im.model->options().layers, im.model->options().top_k, im.tokenizer->pad());
     im.agent_steps = 0;
   } else if (options_.kind == "gateway") {
     // The harnesses' sessions, rewarded there: nothing to score here.
@@ -281,7 +282,7 @@ Segment TokenRollout::take_segment() {
       s.routes = std::move(t.trace.routes);
       sequences.push_back(std::move(s));
     }
-    g = generation_of(sequences, options_.policy.layers, options_.policy.top_k, Tokenizer::pad);
+    g = generation_of(sequences, im.model->options().layers, im.model->options().top_k, im.tokenizer->pad());
     im.agent_steps = 0;
   } else {
     g = im.decoder->finish();

@@ -9,10 +9,14 @@ namespace rlx::gateway_http {
 
 namespace {
 
+// A policy with a tokenizer.json speaks its family's template (Qwen3's),
+// whose markers are special tokens; prompt text may name specials too
+// (as vLLM encodes it). The fixed template's markers are plain text.
 std::vector<std::int64_t> prompt_ids(const CompletionRequest& r, const Tokenizer& tok) {
   if (r.prompt_ids) return *r.prompt_ids;
-  if (r.chat) return tok.encode(chat_prompt(r.messages));
-  return tok.encode(*r.prompt);
+  const bool hf = tok.hugging_face() != nullptr;
+  if (r.chat) return hf ? tok.encode(qwen3_chat_prompt(r.messages, true, r.enable_thinking), true) : tok.encode(chat_prompt(r.messages));
+  return tok.encode(*r.prompt, hf);
 }
 
 // The size a held-back stream may show: a stop string cannot yet begin in

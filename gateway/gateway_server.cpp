@@ -134,9 +134,11 @@ void reward_session(Impl& impl, const httplib::Request& req, httplib::Response& 
   res.set_content(json{{"session_id", std::to_string(*session)}, {"closed", true}}.dump(), "application/json");
 }
 
-// POST /rlx/v1/tokenize {"text": ...}: the policy's token ids for text
-// (a harness appends tool output to a session's ids without retokenizing
-// what was sampled).
+// POST /rlx/v1/tokenize {"text": ..., "special_tokens": false}: the
+// policy's token ids for text (a harness appends tool output to a
+// session's ids without retokenizing what was sampled); special tokens
+// written in the text become their ids only when asked (a harness's own
+// template markers, never a tool's output).
 void tokenize(Impl& impl, const httplib::Request& req, httplib::Response& res) {
   if (!authorized(impl, req, res)) return;
   auto body = json_object_body(req.body);
@@ -144,7 +146,12 @@ void tokenize(Impl& impl, const httplib::Request& req, httplib::Response& res) {
   auto it = body->find("text");
   if (it == body->end() || !it->is_string())
     return reply_error(impl, res, make_error(Errc::invalid_field, "`text` must be a string"));
-  const auto ids = impl.options.tokenizer->encode(it->get_ref<const std::string&>());
+  bool specials = false;
+  if (auto s = body->find("special_tokens"); s != body->end() && !s->is_null()) {
+    if (!s->is_boolean()) return reply_error(impl, res, make_error(Errc::invalid_field, "`special_tokens` must be true or false"));
+    specials = s->get<bool>();
+  }
+  const auto ids = impl.options.tokenizer->encode(it->get_ref<const std::string&>(), specials);
   impl.count(&GatewayServed::tokenized);
   res.set_content(json{{"token_ids", ids}, {"count", ids.size()}}.dump(), "application/json");
 }

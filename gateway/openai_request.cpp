@@ -95,6 +95,14 @@ Result<void> read_prompt(const json& body, const GatewayLimits& limits, Completi
       if (!content) return content.error();
       r.messages.push_back({role->get<std::string>(), std::move(*content)});
     }
+    // vLLM's way to pass the template's switches; Qwen3's enable_thinking.
+    if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
+      if (!kw->is_object()) return bad_field("chat_template_kwargs", "an object", *kw);
+      if (auto t = kw->find("enable_thinking"); t != kw->end()) {
+        if (!t->is_boolean()) return bad_field("chat_template_kwargs.enable_thinking", "true or false", *t);
+        r.enable_thinking = t->get<bool>();
+      }
+    }
     return {};
   }
   auto it = body.find("prompt");

@@ -48,6 +48,7 @@ struct CompletionRequest {
   std::optional<std::string> prompt;
   std::optional<std::vector<std::int64_t>> prompt_ids;
   std::vector<ChatMessage> messages;
+  bool enable_thinking = true;  // chat_template_kwargs.enable_thinking (Qwen3's template)
   SamplingRequest sampling;
   std::string session;  // "rlx_session": the session the turn belongs to ("" none)
 };

@@ -6,6 +6,7 @@
 
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
+#include "policy/hf_checkpoint.hpp"
 #include "policy/token_segment.hpp"
 
 namespace rlx {
@@ -32,7 +33,7 @@ std::vector<std::vector<std::int64_t>> teacher_prompts(const Generation& g, cons
 
 TokenTrainerOptions token_trainer_options(const TrainerOptions& o) {
   TokenTrainerOptions t;
-  t.model = transformer_options(o.policy, run_tokenizer(o.tokens.tokenizer)->vocab());
+  t.model = run_transformer_options(o.policy, run_tokenizer(o.tokens.tokenizer)->vocab());
   t.algorithm = o.learner.algorithm;
   t.lr = o.learner.lr;
   t.warmup_updates = o.learner.warmup_updates;

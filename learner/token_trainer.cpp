@@ -10,6 +10,8 @@
 #include "learner/model_optimizer.hpp"
 #include "learner/token_hints.hpp"
 #include "learner/token_losses.hpp"
+#include "envs/tokens/tokenizer.hpp"
+#include "policy/hf_checkpoint.hpp"
 #include "policy/weights_io.hpp"
 
 namespace rlx {
@@ -105,26 +107,15 @@ Result<void> TokenTrainer::load_weights(const WeightSetData& w) { return import_
 void TokenTrainer::save_state(torch::serialize::OutputArchive& a) const { impl_->optimizer.save(a); }
 Result<void> TokenTrainer::load_state(torch::serialize::InputArchive& a) { return impl_->optimizer.load(a); }
 
-Result<void> TokenTrainer::load_model_file(const std::string& path) {
-  try {
-    auto fresh = make_seeded_transformer(options_.model, options_.seed);
-    torch::load(fresh, path);
-    torch::NoGradGuard guard;
-    auto src = fresh->named_parameters(true);
-    for (auto& p : impl_->model->named_parameters(true)) p.value().copy_(src[p.key()]);
-    return {};
-  } catch (const c10::Error& e) {
-    return make_error(Errc::invalid_field, path + ": not weights of this policy shape (" +
-                                               std::string(e.what_without_backtrace()).substr(0, 200) + ")");
-  }
-}
+Result<void> TokenTrainer::load_model_file(const std::string& path) { return load_policy_init(impl_->model, path); }
 
 TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64_t>>& prompts,
                                         const std::vector<std::vector<std::int64_t>>& completions,
                                         const std::vector<std::vector<std::uint8_t>>& observed) {
   const auto& o = options_;
   auto& model = impl_->model;
-  auto r = supervised_rows(prompts, completions, 0, 1, observed);
+  const auto tokenizer = run_tokenizer(o.tokenizer);
+  auto r = supervised_rows(prompts, completions, tokenizer->pad(), tokenizer->eos(), observed);
   // Prompts are left-padded and completions right-padded: a microbatch
   // takes the columns its rows use (positions count real tokens, so
   // nothing else changes).

@@ -126,7 +126,8 @@ class TokenTrainer {
   void save_state(torch::serialize::OutputArchive& archive) const;
   // An error (invalid_field) on a missing or misshapen parameter.
   Result<void> load_state(torch::serialize::InputArchive& archive);
-  // Parameters from `rlx sft --out` (torch::save of the model).
+  // Parameters from `rlx sft --out` (torch::save of the model) or, for
+  // "hf:DIR", a Hugging Face checkpoint (every one but the value head).
   Result<void> load_model_file(const std::string& path);
 
  private:

@@ -8,6 +8,8 @@
 #include "learner/learner_group.hpp"
 #include "learner/mlp_trainer.hpp"
 #include "learner/token_policy_trainer.hpp"
+#include "envs/tokens/tokenizer.hpp"
+#include "policy/hf_checkpoint.hpp"
 
 namespace rlx {
 
@@ -33,6 +35,7 @@ Result<void> check_device(const std::string& device) {
 Result<void> check_policy_init(const PolicyConfig& policy, const TokensConfig& tokens) {
   if (policy.kind != PolicyKind::moe_transformer || policy.init.empty()) return {};
   if (auto t = check_tokenizer(tokens.tokenizer); !t) return t.error();
+  if (auto m = policy_transformer_options(policy, run_tokenizer(tokens.tokenizer)->vocab()); !m) return m.error();
   TrainerOptions o;
   o.policy = policy;
   o.tokens = tokens;

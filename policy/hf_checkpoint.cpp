@@ -1,5 +1,7 @@
 #include "policy/hf_checkpoint.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -127,12 +129,90 @@ Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint&
     if (view.sizes().vec() != t->shape)
       return make_error(Errc::invalid_field, fmt::format("tensor {}: the checkpoint's shape is {}, the model's {}", name,
                                                          shape_text(t->shape), shape_text(view.sizes())));
-    auto values = st_to_f32(*t);
-    if (!values) return values.error();
-    view.copy_(torch::from_blob(values->data(), view.sizes(), torch::kFloat32));
+    if (view.is_contiguous() && view.device().is_cpu() && view.scalar_type() == torch::kFloat32) {
+      // Straight into the parameter, a chunk at a time, each chunk's mapped
+      // pages handed back once copied: resident memory grows by the model.
+      float* to = view.data_ptr<float>();
+      const auto n = static_cast<std::size_t>(view.numel());
+      const std::size_t width = st_dtype_size(t->dtype);
+      constexpr std::size_t kChunk = std::size_t{1} << 22;  // elements
+      for (std::size_t first = 0; first < n; first += kChunk) {
+        const auto count = std::min(kChunk, n - first);
+        st_prefetch(*t, first * width, count * width);
+        if (auto r = st_to_f32(*t, first, count, to + first); !r) return r.error();
+        st_release(*t, first * width, count * width);
+      }
+    } else {
+      auto values = st_to_f32(*t);
+      if (!values) return values.error();
+      view.copy_(torch::from_blob(values->data(), view.sizes(), torch::kFloat32));
+      st_release(*t);
+    }
   }
   for (const auto& name : checkpoint.names())
     if (!wanted.count(name)) return make_error(Errc::invalid_field, "the checkpoint has a tensor the model does not: " + name);
+  return {};
+}
+
+std::string hf_init_dir(const std::string& init) { return init.starts_with("hf:") ? init.substr(3) : std::string(); }
+
+Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy, std::int64_t vocab) {
+  const auto dir = hf_init_dir(policy.init);
+  if (dir.empty()) return transformer_options(policy, vocab);
+  const auto file = (std::filesystem::path(dir) / "config.json").string();
+  auto text = read_text_file(file);
+  if (!text) return make_error(Errc::config_missing, "[policy] init: " + text.error().message);
+  auto o = hf_transformer_options(*text, policy.max_len);
+  if (!o) return make_error(Errc::invalid_field, file + ": " + o.error().message);
+  if (o->vocab < vocab)
+    return make_error(Errc::invalid_field, fmt::format("{}: vocab_size {} is smaller than the tokenizer's {} ids ([tokens] tokenizer)",
+                                                       file, o->vocab, vocab));
+  o->capacity_factor = policy.capacity_factor;
+  return o;
+}
+
+TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int64_t vocab) {
+  auto o = policy_transformer_options(policy, vocab);
+  RLX_REQUIRE(o.ok(), o.error().message);
+  return *o;
+}
+
+Result<void> load_policy_init(MoETransformer& model, const std::string& init) {
+  if (const auto dir = hf_init_dir(init); !dir.empty()) {
+    auto checkpoint = SafetensorsCheckpoint::open(dir);
+    if (!checkpoint) return checkpoint.error();
+    if (auto r = load_hf_weights(model, *checkpoint); !r) return make_error(Errc::invalid_field, dir + ": " + r.error().message);
+    return {};
+  }
+  try {
+    auto fresh = make_seeded_transformer(model->options(), 0);
+    torch::load(fresh, init);
+    torch::NoGradGuard guard;
+    auto src = fresh->named_parameters(true);
+    for (auto& p : model->named_parameters(true)) p.value().copy_(src[p.key()]);
+    return {};
+  } catch (const c10::Error& e) {
+    return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" +
+                                               std::string(e.what_without_backtrace()).substr(0, 200) + ")");
+  }
+}
+
+Result<void> copy_tokenizer_files(const std::string& tokenizer_json, const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (tokenizer_json.empty() || !tokenizer_json.ends_with(".json")) return {};
+  std::error_code ec;
+  const fs::path from(tokenizer_json);
+  for (const std::string name : {"tokenizer.json", "tokenizer_config.json"}) {
+    const auto src = name == "tokenizer.json" ? from : from.parent_path() / name;
+    const auto dst = fs::path(dir) / name;
+    if (!fs::exists(src, ec)) {
+      if (name == "tokenizer.json") return make_error(Errc::io, "no tokenizer file " + src.string());
+      continue;
+    }
+    if (fs::exists(dst, ec) && fs::equivalent(src, dst, ec)) continue;
+    fs::copy_file(src, dst, fs::copy_options::overwrite_existing, ec);
+    if (ec) return make_error(Errc::io, fmt::format("cannot copy {} to {}: {}", src.string(), dir, ec.message()));
+  }
   return {};
 }
 
@@ -155,54 +235,68 @@ Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDt
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return make_error(Errc::io, "export: cannot make " + dir + ": " + ec.message());
-  // Each tensor's bytes, in the checkpoint's dtype.
-  struct Bytes {
-    std::string name;
-    std::vector<std::int64_t> shape;
-    std::vector<float> f32;
-    std::vector<std::uint16_t> bf16;
-  };
-  std::vector<Bytes> all;
-  for (const auto& [name, view] : model->hf_tensors()) {
-    auto t = view.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-    Bytes b{name, t.sizes().vec(), {}, {}};
-    const float* p = t.data_ptr<float>();
-    if (dtype == StDtype::f32) b.f32.assign(p, p + t.numel());
-    else
-      for (std::int64_t i = 0; i < t.numel(); ++i) b.bf16.push_back(f32_to_bf16(p[i]));
-    all.push_back(std::move(b));
-  }
-  // Shards in order, each up to shard_bytes (a tensor larger than that gets one alone).
-  std::vector<std::vector<StTensorOut>> shards(1);
+  // Shards in order, each up to shard_bytes (a tensor larger than that
+  // gets one alone), planned from the sizes; then each shard's bytes made
+  // and written in turn, so that the export holds one shard beside the model.
+  const auto tensors = model->hf_tensors();
+  const std::size_t width = dtype == StDtype::f32 ? 4 : 2;
+  std::vector<std::vector<std::size_t>> plan(1);
   std::uint64_t in_shard = 0;
-  for (const auto& b : all) {
-    const void* data = dtype == StDtype::f32 ? static_cast<const void*>(b.f32.data()) : b.bf16.data();
-    const std::size_t bytes = dtype == StDtype::f32 ? b.f32.size() * 4 : b.bf16.size() * 2;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::uint64_t bytes = static_cast<std::uint64_t>(tensors[i].second.numel()) * width;
     if (shard_bytes > 0 && in_shard > 0 && in_shard + bytes > shard_bytes) {
-      shards.emplace_back();
+      plan.emplace_back();
       in_shard = 0;
     }
-    shards.back().push_back({b.name, dtype, b.shape, data, bytes});
+    plan.back().push_back(i);
     in_shard += bytes;
   }
   const std::map<std::string, std::string> meta = {{"format", "pt"}};
-  if (shards.size() == 1) {
-    if (auto r = write_safetensors((fs::path(dir) / "model.safetensors").string(), shards[0], meta); !r) return r;
-  } else {
-    json map = json::object();
-    std::uint64_t total = 0;
-    for (std::size_t i = 0; i < shards.size(); ++i) {
-      const auto file = fmt::format("model-{:05}-of-{:05}.safetensors", i + 1, shards.size());
-      if (auto r = write_safetensors((fs::path(dir) / file).string(), shards[i], meta); !r) return r;
-      for (const auto& t : shards[i]) {
-        map[t.name] = file;
-        total += t.bytes;
+  json map = json::object();
+  std::uint64_t total = 0;
+  for (std::size_t s = 0; s < plan.size(); ++s) {
+    std::vector<std::vector<std::byte>> bytes;
+    std::vector<StTensorOut> out;
+    for (const auto i : plan[s]) {
+      const auto& [name, view] = tensors[i];
+      auto t = view.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+      const float* p = t.data_ptr<float>();
+      auto& b = bytes.emplace_back(static_cast<std::size_t>(t.numel()) * width);
+      if (dtype == StDtype::f32) {
+        std::memcpy(b.data(), p, b.size());
+      } else {
+        for (std::int64_t k = 0; k < t.numel(); ++k) {
+          const std::uint16_t h = f32_to_bf16(p[k]);
+          std::memcpy(b.data() + 2 * k, &h, 2);
+        }
       }
+      out.push_back({name, dtype, t.sizes().vec(), b.data(), b.size()});
     }
+    const auto file = plan.size() == 1 ? std::string("model.safetensors")
+                                       : fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, plan.size());
+    if (auto r = write_safetensors((fs::path(dir) / file).string(), out, meta); !r) return r;
+    for (const auto& t : out) {
+      map[t.name] = file;
+      total += t.bytes;
+    }
+  }
+  if (plan.size() > 1) {
     const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", map}};
     if (auto r = write_text_atomically(fs::path(dir) / "model.safetensors.index.json", index.dump(2) + "\n"); !r) return r;
   }
-  return write_text_atomically(fs::path(dir) / "config.json", hf_config_json(model->options()));
+  // A folder exported to before with another sharding keeps no stale
+  // weights a loader could prefer (model.safetensors over an index).
+  if (plan.size() == 1) fs::remove(fs::path(dir) / "model.safetensors.index.json", ec);
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const auto name = e.path().filename().string();
+    const bool weights = name == "model.safetensors" || (name.starts_with("model-") && name.ends_with(".safetensors"));
+    if (weights && std::none_of(map.begin(), map.end(), [&](const json& f) { return f == name; })) stale.push_back(e.path());
+  }
+  for (const auto& f : stale) fs::remove(f, ec);
+  auto config = json::parse(hf_config_json(model->options()));
+  config["torch_dtype"] = dtype == StDtype::f32 ? "float32" : "bfloat16";
+  return write_text_atomically(fs::path(dir) / "config.json", config.dump(2) + "\n");
 }
 
 }  // namespace rlx

@@ -23,6 +23,18 @@ namespace rlx {
 // this policy does not do (a dense layer among the MoE ones, attention
 // biases, sliding windows, rope scaling, another activation) is refused.
 Result<TransformerOptions> hf_transformer_options(const std::string& config_json, std::int64_t max_len = 0);
+// `[policy] init = "hf:DIR"` -> DIR ("" when init names no Hugging Face checkpoint).
+std::string hf_init_dir(const std::string& init);
+// The shape of a run's token policy: DIR/config.json's when [policy] init
+// is "hf:DIR" (its context bounded by [policy] max_len; the model's
+// vocabulary must hold the tokenizer's `vocab` ids), else the [policy]
+// table's for a vocabulary of `vocab`.
+Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy, std::int64_t vocab);
+// The same, checked at start (check_policy_init): RLX_REQUIRE on failure.
+TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int64_t vocab);
+// `[policy] init` into `model`: "hf:DIR" (load_hf_weights) or a file of
+// torch::save'd weights (`rlx sft --out`, this shape).
+Result<void> load_policy_init(MoETransformer& model, const std::string& init);
 // The config.json that describes `o` (model_type "qwen3_moe").
 std::string hf_config_json(const TransformerOptions& o);
 
@@ -36,5 +48,11 @@ Result<MoETransformer> load_hf_transformer(const std::string& dir, std::int64_t 
 // dtype F32 (exact) or BF16 (rounded to nearest even).
 Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDtype dtype = StDtype::f32,
                        std::uint64_t shard_bytes = 0);
+
+// The tokenizer's files beside a checkpoint's weights in `dir`:
+// `tokenizer_json` (a [tokens] tokenizer ending in .json; nothing for the
+// other kinds) as tokenizer.json, and the tokenizer_config.json beside it
+// (its chat template) when there is one.
+Result<void> copy_tokenizer_files(const std::string& tokenizer_json, const std::string& dir);
 
 }  // namespace rlx

@@ -9,6 +9,7 @@
 #include "core/free_memory.hpp"
 #include "envs/env.hpp"
 #include "tools/corpus_cmd.hpp"
+#include "tools/hf_cmd.hpp"
 #include "tools/launch_cmd.hpp"
 #include "tools/learner_rank.hpp"
 #include "tools/replay_cmd.hpp"
@@ -69,6 +70,8 @@ int main(int argc, char** argv) {
   sft_cmd->add_option("--config", sft_args.config,
                       "a cluster.toml: the policy's shape and task kind (and workspace episodes' [tokens]; its [policy] init, if set, is where training starts); "
                       "needed for workspace");
+  sft_cmd->add_option("--init", sft_args.init,
+                      "start from these weights instead of the config's [policy] init (a file, or hf:DIR for a Hugging Face checkpoint)");
   sft_cmd->add_option("--steps", sft_args.steps, "optimizer steps")->check(CLI::Range(1, 10000000));
   sft_cmd->add_option("--batch", sft_args.batch, "(task, reference) pairs per step")->check(CLI::Range(1, 65536));
   sft_cmd->add_option("--lr", sft_args.lr, "Adam learning rate")->check(CLI::Range(1e-7, 1.0));
@@ -80,13 +83,48 @@ int main(int argc, char** argv) {
   sft_cmd->add_option("--eval-tasks", sft_args.eval_tasks, "held-out tasks scored")->check(CLI::Range(1, 100000));
   sft_cmd->add_option("--threads", sft_args.threads, "compute threads")->check(CLI::Range(1, 1024));
   sft_cmd->add_option("--device", sft_args.device, "where the model trains: cpu, cuda or cuda:N (a CUDA build)");
-  sft_cmd->add_option("--out", sft_args.out, "where the weights go");
+  sft_cmd->add_option("--out", sft_args.out, "where the weights go (hf:DIR: a Hugging Face checkpoint, for a Qwen3-MoE policy)");
   rlx::CorpusArgs corpus_args;
   auto* corpus_cmd = app.add_subcommand("corpus", "the expert's transcripts of training workspace tasks, as text to "
                                                   "train a subword vocabulary on (tools/train-tokenizer.sh)");
   corpus_cmd->add_option("--tasks", corpus_args.tasks, "transcripts")->check(CLI::Range(1, 1000000));
   corpus_cmd->add_option("--seed", corpus_args.seed, "the task draws");
   corpus_cmd->add_option("--out", corpus_args.out, "the text file to write")->required();
+  rlx::InitModelArgs init_args;
+  auto* init_cmd = app.add_subcommand("init-model", "write a fresh Qwen3-MoE checkpoint of a chosen shape (Hugging Face format) "
+                                                    "to start a run from: [policy] init = \"hf:DIR\" (docs/hf-models.md)");
+  init_cmd->add_option("--hf", init_args.dir, "the checkpoint folder to write")->required();
+  init_cmd->add_option("--tokenizer", init_args.tokenizer, "a tokenizer.json, copied beside the weights (default: the character vocabulary)");
+  init_cmd->add_option("--vocab", init_args.vocab, "vocabulary rows (default: the tokenizer's size)")->check(CLI::Range(1, 1 << 24));
+  init_cmd->add_option("--d-model", init_args.d_model, "hidden size")->check(CLI::Range(8, 65536));
+  init_cmd->add_option("--layers", init_args.layers, "decoder layers")->check(CLI::Range(1, 1024));
+  init_cmd->add_option("--heads", init_args.heads, "attention heads")->check(CLI::Range(1, 1024));
+  init_cmd->add_option("--kv-heads", init_args.kv_heads, "key/value heads (grouped-query attention)")->check(CLI::Range(1, 1024));
+  init_cmd->add_option("--head-dim", init_args.head_dim, "each head's width (default d-model / heads)")->check(CLI::Range(2, 4096));
+  init_cmd->add_option("--experts", init_args.experts, "experts per layer")->check(CLI::Range(1, 1024));
+  init_cmd->add_option("--top-k", init_args.top_k, "experts each token is routed to")->check(CLI::Range(1, 1024));
+  init_cmd->add_option("--expert-hidden", init_args.expert_hidden, "each expert's hidden size")->check(CLI::Range(1, 1 << 20));
+  init_cmd->add_option("--max-len", init_args.max_len, "max_position_embeddings")->check(CLI::Range(8, 1 << 24));
+  init_cmd->add_flag("--tie", init_args.tie, "the output layer shares the token embedding");
+  init_cmd->add_option("--dtype", init_args.dtype, "f32 | bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  init_cmd->add_option("--shard-mb", init_args.shard_mb, "largest shard in MiB (0: one file)")->check(CLI::Range(0.0, 1e6));
+  init_cmd->add_option("--seed", init_args.seed, "the initialisation");
+  rlx::ExportArgs export_args;
+  auto* export_cmd = app.add_subcommand("export", "write a run's token policy as a Hugging Face checkpoint "
+                                                  "(config.json, safetensors, the tokenizer's files)");
+  export_cmd->add_option("--hf", export_args.dir, "the checkpoint folder to write")->required();
+  export_cmd->add_option("--config", export_args.config, "the run's cluster.toml")->required();
+  export_cmd->add_option("--from", export_args.from,
+                         "a learner checkpoint (ckpt-N.bin), a log_dir (its newest), an `rlx sft --out` file or hf:DIR "
+                         "(default: the config's log_dir)");
+  export_cmd->add_option("--dtype", export_args.dtype, "f32 (exact) | bf16")->check(CLI::IsMember({"f32", "bf16"}));
+  export_cmd->add_option("--shard-mb", export_args.shard_mb, "largest shard in MiB (0: one file)")->check(CLI::Range(0.0, 1e6));
+  std::string check_dir;
+  bool check_json = false;
+  auto* check_model_cmd = app.add_subcommand("check-model", "load a Hugging Face checkpoint as a run would: its shape, load "
+                                                            "time and resident memory, and one forward pass");
+  check_model_cmd->add_option("--hf", check_dir, "the checkpoint folder")->required();
+  check_model_cmd->add_flag("--json", check_json, "one JSON line");
   rlx::InspectArgs inspect_args;
   auto* inspect_cmd = app.add_subcommand("inspect", "summarise a rollout log");
   inspect_cmd->add_option("log", inspect_args.log, "a log_dir or its rollouts/ directory")->required();
@@ -136,6 +174,9 @@ int main(int argc, char** argv) {
   if (*rank_cmd) return rlx::learner_rank_command(rank_args);
   if (*sft_cmd) return rlx::sft_command(sft_args);
   if (*corpus_cmd) return rlx::corpus_command(corpus_args);
+  if (*init_cmd) return rlx::init_model_command(init_args);
+  if (*export_cmd) return rlx::export_command(export_args);
+  if (*check_model_cmd) return rlx::check_model_command(check_dir, check_json);
   if (*bench_cmd) return rlx::run_benchmarks(rlx::BenchOptions{bench_filter, bench_seeds, bench_out});
   return 1;
 }

@@ -20,6 +20,7 @@
 #include "learner/token_trainer.hpp"
 #include "learner/trainer.hpp"
 #include "policy/threads.hpp"
+#include "policy/hf_checkpoint.hpp"
 #include "policy/weights_io.hpp"
 
 namespace rlx {
@@ -66,7 +67,15 @@ MoETransformer on_cpu(TokenTrainer& trainer) {
 // Writes the model to `path` through a temporary file, so that the file
 // is always a whole checkpoint (a run stopped while writing keeps the
 // previous one).
-bool save(TokenTrainer& trainer, const std::string& path) {
+bool save(TokenTrainer& trainer, const std::string& path, const std::string& tokenizer) {
+  if (const auto dir = hf_init_dir(path); !dir.empty()) {
+    // A Hugging Face checkpoint (the next run's [policy] init = "hf:DIR").
+    Result<void> r = make_error(Errc::config_range, "an hf: output needs a Qwen3-MoE policy ([policy] init = \"hf:DIR\")");
+    if (trainer.options().model.arch == TransformerArch::qwen3_moe) r = export_hf(on_cpu(trainer), dir);
+    if (r) r = copy_tokenizer_files(tokenizer, dir);
+    if (!r) std::fprintf(stderr, "rlx sft: could not write %s: %s\n", path.c_str(), r.error().message.c_str());
+    return r.ok();
+  }
   try {
     const std::filesystem::path out(path);
     if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
@@ -138,6 +147,10 @@ int sft_command(const SftArgs& a) {
     }
     config = *c;
     kind = token_env_kind(c->run.env);
+    if (!a.init.empty()) config->policy.init = a.init;
+  } else if (!a.init.empty()) {
+    std::fprintf(stderr, "rlx sft: --init needs --config (the run it starts)\n");
+    return 2;
   }
   auto tokenizer = Tokenizer::load(config ? config->tokens.tokenizer : "");
   if (!tokenizer) {
@@ -174,7 +187,15 @@ int sft_command(const SftArgs& a) {
   }
   configure_compute_threads(a.threads);
   TokenTrainerOptions o;
-  if (config) o.model = transformer_options(config->policy, (*tokenizer)->vocab());
+  if (config) {
+    auto model = policy_transformer_options(config->policy, (*tokenizer)->vocab());
+    if (!model) {
+      std::fprintf(stderr, "rlx sft: %s\n", model.error().message.c_str());
+      return 2;
+    }
+    o.model = *model;
+  }
+  o.tokenizer = config ? config->tokens.tokenizer : std::string();
   o.lr = a.lr;
   o.seed = a.seed;
   o.device = a.device;
@@ -186,7 +207,7 @@ int sft_command(const SftArgs& a) {
       std::fprintf(stderr, "rlx sft: [policy] init: %s\n", ok.error().message.c_str());
       return 2;
     }
-    std::printf("starting from %s ([policy] init)\n", config->policy.init.c_str());
+    std::printf("starting from %s (%s)\n", config->policy.init.c_str(), a.init.empty() ? "[policy] init" : "--init");
   }
   TokenEvalOptions eo;
   eo.kind = kind;
@@ -242,12 +263,12 @@ int sft_command(const SftArgs& a) {
     if (a.eval_every > 0 && step % a.eval_every == 0 && step != a.steps) {
       // The checkpoint so far goes with each evaluation: a run stopped
       // early keeps the progress it reported.
-      if (!save(trainer, a.out)) return 2;
+      if (!save(trainer, a.out, config ? config->tokens.tokenizer : std::string())) return 2;
       report("at", step, evaluate());
     }
   }
   report("after training,", a.steps, evaluate());
-  if (!save(trainer, a.out)) return 2;
+  if (!save(trainer, a.out, config ? config->tokens.tokenizer : std::string())) return 2;
   std::printf("weights written to %s\n", a.out.c_str());
   return 0;
 }

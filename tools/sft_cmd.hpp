@@ -18,6 +18,9 @@ struct SftArgs {
   // start from then fits it. Needed for workspace. Its [policy] init, when
   // set, is where training starts (continued supervised training).
   std::string config;
+  // Where training starts instead of the config's [policy] init (a weights
+  // file or "hf:DIR"; with hf:, the policy's shape is that checkpoint's).
+  std::string init;
   int steps = 300;
   int batch = 32;                // (task, reference) pairs per step
   double lr = 1e-3;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/files.hpp"
+#include "envs/tokens/hf_tokenizer.hpp"
 
 namespace rlx {
 
@@ -115,8 +116,35 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::subword(std::string_view voc
   return std::shared_ptr<const Tokenizer>(std::move(t));
 }
 
+Result<std::shared_ptr<const Tokenizer>> Tokenizer::hugging_face(std::shared_ptr<const HfTokenizer> hf) {
+  std::shared_ptr<Tokenizer> t(new Tokenizer());
+  t->name_ = hf->name();
+  t->subword_ = true;
+  const auto first_of = [&](std::initializer_list<std::string_view> names) -> std::int64_t {
+    for (const auto n : names)
+      if (const auto id = hf->id_of(n)) return *id;
+    return -1;
+  };
+  t->eos_ = first_of({"<|im_end|>", "<|endoftext|>", "</s>", "<|end_of_text|>"});
+  if (t->eos_ < 0)
+    return make_error(Errc::config_range, "tokenizer " + t->name_ +
+                                              ": no end-of-sequence token (<|im_end|>, <|endoftext|>, </s> or <|end_of_text|>)");
+  t->pad_ = first_of({"<|endoftext|>", "<pad>", "<|finetune_right_pad_id|>"});
+  if (t->pad_ < 0) t->pad_ = t->eos_;
+  t->pieces_.resize(static_cast<std::size_t>(hf->vocab_size()));
+  for (std::int64_t id = 0; id < hf->vocab_size(); ++id)
+    if (!hf->is_special(id)) t->pieces_[static_cast<std::size_t>(id)] = hf->token_bytes(id);
+  t->hf_ = std::move(hf);
+  return std::shared_ptr<const Tokenizer>(std::move(t));
+}
+
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::load(const std::string& spec) {
   if (spec.empty()) return characters();
+  if (spec.size() > 5 && spec.ends_with(".json")) {
+    auto hf = HfTokenizer::load(spec);
+    if (!hf) return hf.error();
+    return hugging_face(std::move(*hf));
+  }
   auto text = read_text_file(spec);
   if (!text) return make_error(Errc::config_missing, "tokenizer " + spec + ": " + text.error().message);
   return subword(*text, spec);
@@ -127,7 +155,8 @@ const std::string& Tokenizer::text(std::int64_t id) const {
   return id >= 0 && id < vocab() ? pieces_[static_cast<std::size_t>(id)] : none;
 }
 
-std::vector<std::int64_t> Tokenizer::encode(std::string_view text) const {
+std::vector<std::int64_t> Tokenizer::encode(std::string_view text, bool specials) const {
+  if (hf_) return hf_->encode(text, specials);
   std::vector<std::int64_t> ids;
   if (!subword_) {
     ids.reserve(text.size());
@@ -207,7 +236,7 @@ void Tokenizer::encode_line(std::string_view line, std::vector<std::int64_t>& ou
 std::string Tokenizer::decode(const std::vector<std::int64_t>& ids) const {
   std::string s;
   for (const auto id : ids) {
-    if (id == eos) break;
+    if (id == eos_) break;
     s += text(id);
   }
   return s;

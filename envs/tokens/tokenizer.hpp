@@ -1,4 +1,4 @@
-// The token policy's vocabulary. Two kinds, one interface:
+// The token policy's vocabulary. Three kinds, one interface:
 //   - characters (the default): ids 0..2 are the specials (padding, end of
 //     sequence, start of sequence), then printable ASCII and the newline;
 //     a character outside them (a tab, a non-ASCII byte) becomes ' '.
@@ -9,10 +9,20 @@
 //     pieces. Encoding applies the pieces' merges in score order, line by
 //     line (a newline is the piece <0x0A>); a character no piece covers is
 //     spelled as byte pieces, so every text round-trips exactly.
+//   - tokenizer.json (a path ending in .json): a Hugging Face byte-level
+//     BPE tokenizer (envs/tokens/hf_tokenizer.hpp), the vocabulary of a
+//     model brought in with `[policy] init = "hf:DIR"` (docs/hf-models.md).
+//     End of sequence is <|im_end|> (the end of a chat turn; else
+//     <|endoftext|>, else </s>), padding <|endoftext|> (else <pad>, else
+//     the end of sequence); the file's own ids, so a checkpoint's
+//     embeddings line up.
+// The specials' ids belong to the vocabulary: pad(), eos() (characters and
+// SentencePiece: 0 and 1).
 // Text is encoded in parts (a prompt, a turn, an observation each on its
-// own), so a piece never spans two parts, and never a newline. A piece's
-// text is fixed (text(id)), so decoding token by token gives the same text
-// as decoding the whole sequence. CAF-free.
+// own), so a piece never spans two parts (nor, for the first two kinds, a
+// newline). A piece's text is fixed (text(id); a tokenizer.json token's
+// bytes, not always a whole UTF-8 character), so decoding token by token
+// gives the same bytes as decoding the whole sequence. CAF-free.
 //
 // Why our own encoder over libsentencepiece: that library carries its own
 // copy of protobuf-lite and exports its symbols; in a process that also
@@ -33,22 +43,32 @@
 
 namespace rlx {
 
+class HfTokenizer;
+
 class Tokenizer {
  public:
-  static constexpr std::int64_t pad = 0, eos = 1, bos = 2;
-
   // The character vocabulary (one shared instance).
   static std::shared_ptr<const Tokenizer> characters();
   // A subword vocabulary from spm_export_vocab's text.
   static Result<std::shared_ptr<const Tokenizer>> subword(std::string_view vocab_text, std::string name);
-  // `[tokens] tokenizer`: "" for characters, else a vocabulary file's path.
+  // A tokenizer.json's vocabulary.
+  static Result<std::shared_ptr<const Tokenizer>> hugging_face(std::shared_ptr<const HfTokenizer> hf);
+  // `[tokens] tokenizer`: "" for characters, a path ending in .json for a
+  // tokenizer.json, else a SentencePiece vocabulary file's path.
   static Result<std::shared_ptr<const Tokenizer>> load(const std::string& spec);
 
   std::int64_t vocab() const { return static_cast<std::int64_t>(pieces_.size()); }
   const std::string& name() const { return name_; }
   bool is_subword() const { return subword_; }
+  std::int64_t pad() const { return pad_; }
+  std::int64_t eos() const { return eos_; }
+  // The tokenizer.json behind this vocabulary (null for the other kinds).
+  const HfTokenizer* hugging_face() const { return hf_.get(); }
 
-  std::vector<std::int64_t> encode(std::string_view text) const;
+  // `specials` (tokenizer.json only): special tokens written in the text,
+  // such as "<|im_start|>", become their ids (a chat template's rendering);
+  // false: they are plain text (a task's prompt, a tool's output).
+  std::vector<std::int64_t> encode(std::string_view text, bool specials = false) const;
   // Specials are dropped; decoding stops at eos.
   std::string decode(const std::vector<std::int64_t>& ids) const;
   // One token's text ("" for a special or an id outside the vocabulary).
@@ -70,6 +90,8 @@ class Tokenizer {
   std::unordered_map<std::string, std::pair<std::int64_t, float>, TextHash, std::equal_to<>> merges_;
   std::int64_t byte_id_[256] = {};
   std::int64_t newline_ = 0;
+  std::int64_t pad_ = 0, eos_ = 1;
+  std::shared_ptr<const HfTokenizer> hf_;
 };
 
 // The tokenizer a run's [tokens] names, read once per process; RLX_REQUIRE

@@ -104,9 +104,9 @@ TEST_CASE("the shipped subword vocabulary round-trips any bytes, token by token 
   }
   // Decoding stops at eos and drops the other specials.
   auto ids = t.encode("ab");
-  ids.insert(ids.begin(), Tokenizer::bos);
-  ids.push_back(Tokenizer::pad);
-  ids.push_back(Tokenizer::eos);
+  ids.insert(ids.begin(), std::int64_t{2});
+  ids.push_back(t.pad());
+  ids.push_back(t.eos());
   const auto more = t.encode("cd");
   ids.insert(ids.end(), more.begin(), more.end());
   CHECK(t.decode(ids) == "ab");

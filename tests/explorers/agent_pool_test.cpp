@@ -84,7 +84,7 @@ TEST_CASE("a pool of two rows plays five scripted experts' episodes, each row re
   }
   CHECK(ids.size() == 5);
 
-  const auto g = generation_of(sequences, model->options().layers, model->options().top_k, Tokenizer::pad);
+  const auto g = generation_of(sequences, model->options().layers, model->options().top_k, Tokenizer::characters()->pad());
   torch::NoGradGuard guard;
   auto whole = model->forward(g.tokens, g.valid);
   CHECK(test::worst_log_prob_gap(g, whole.logits) < 1e-3);

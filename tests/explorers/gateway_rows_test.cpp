@@ -70,7 +70,7 @@ TEST_CASE("turns queued together are decoded in one batch, and each greedy compl
     REQUIRE(v.done);
     CHECK(v.error.empty());
     CHECK(v.ids == alone[i]);
-    const bool ended_by_eos = !v.ids.empty() && v.ids.back() == Tokenizer::eos;
+    const bool ended_by_eos = !v.ids.empty() && v.ids.back() == Tokenizer::characters()->eos();
     CHECK(v.finish_reason == (ended_by_eos ? "stop" : "length"));
     if (!ended_by_eos) CHECK(static_cast<std::int64_t>(v.ids.size()) == budgets[i]);
     CHECK(v.versions == std::vector<std::int64_t>(v.ids.size(), 7));
@@ -132,7 +132,7 @@ TEST_CASE("a session played through the gateway becomes a trajectory whose every
   }
   CHECK(hub->counts().prefix_mismatch == 0);
   CHECK(hub->counts().eos_dropped == 0);
-  const auto g = generation_of(seqs, model->options().layers, model->options().top_k, Tokenizer::pad);
+  const auto g = generation_of(seqs, model->options().layers, model->options().top_k, Tokenizer::characters()->pad());
   torch::NoGradGuard guard;
   auto whole = model->forward(g.tokens, g.valid);
   CHECK(test::worst_log_prob_gap(g, whole.logits) < 1e-3);

@@ -102,7 +102,7 @@ TEST_CASE("the gateway answers completions and chat completions with each token'
   for (const auto& lp : c["logprobs"]["token_logprobs"]) CHECK(lp.get<double>() <= 0.0);
   CHECK(c["versions"].get<std::vector<std::int64_t>>() == std::vector<std::int64_t>(ids.size(), 3));
   CHECK(c["text"] == p.chars->decode(ids));
-  CHECK(c["finish_reason"] == (ids.back() == Tokenizer::eos ? "stop" : "length"));
+  CHECK(c["finish_reason"] == (ids.back() == Tokenizer::characters()->eos() ? "stop" : "length"));
   CHECK(out["usage"]["completion_tokens"] == ids.size());
 
   const std::vector<ChatMessage> messages = {{"system", "You fix code."}, {"user", "Fix f."}};

@@ -61,7 +61,7 @@ TEST_CASE("the tokenizer round-trips program text", "[envs][token]") {
   CHECK(ids.size() == program.size());
   for (auto id : ids) CHECK((id >= 3 && id < Tokenizer::characters()->vocab()));
   CHECK(Tokenizer::characters()->decode(ids) == program);
-  ids.push_back(Tokenizer::eos);
+  ids.push_back(Tokenizer::characters()->eos());
   ids.push_back(Tokenizer::characters()->encode("x")[0]);
   CHECK(Tokenizer::characters()->decode(ids) == program);  // stops at eos
 }

@@ -1,0 +1,181 @@
+#include "tools/hf_cmd.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/config.hpp"
+#include "core/files.hpp"
+#include "envs/env.hpp"
+#include "envs/tokens/tokenizer.hpp"
+#include "learner/checkpoint.hpp"
+#include "learner/token_policy_trainer.hpp"
+#include "assembly/component_options.hpp"
+#include "policy/hf_checkpoint.hpp"
+#include "policy/weights_io.hpp"
+
+namespace rlx {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int fail(const std::string& why) {
+  std::fprintf(stderr, "rlx: %s\n", why.c_str());
+  return 2;
+}
+
+Result<StDtype> dtype_of(const std::string& name) {
+  if (name == "f32") return StDtype::f32;
+  if (name == "bf16") return StDtype::bf16;
+  return make_error(Errc::config_range, "--dtype must be f32 or bf16, got " + name);
+}
+
+std::uint64_t shard_bytes(double mb) { return mb > 0 ? static_cast<std::uint64_t>(mb * 1024 * 1024) : 0; }
+
+void report(const std::string& dir, const MoETransformer& model) {
+  std::int64_t params = 0;
+  for (const auto& [name, t] : model->hf_tensors()) params += t.numel();
+  std::printf("wrote %s: %.1fM parameters (%ld layers, %ld experts top-%ld, vocab %ld)\n", dir.c_str(), params / 1e6,
+              static_cast<long>(model->options().layers), static_cast<long>(model->options().experts),
+              static_cast<long>(model->options().top_k), static_cast<long>(model->options().vocab));
+}
+
+// VmRSS or VmHWM of this process, in bytes (/proc/self/status).
+std::uint64_t status_bytes(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with(field)) return std::stoull(line.substr(std::strlen(field) + 1)) * 1024;
+  return 0;
+}
+
+}  // namespace
+
+int check_model_command(const std::string& dir, bool as_json) {
+  std::uint64_t file_bytes = 0;
+  {  // unmapped again at the end of this block: the load below maps the files itself
+    auto checkpoint = SafetensorsCheckpoint::open(dir);
+    if (!checkpoint) return fail(checkpoint.error().message);
+    for (const auto& f : checkpoint->files())
+      for (const auto& t : f.tensors()) file_bytes += t.bytes;
+  }
+  const auto rss_before = status_bytes("VmRSS:");
+  std::ofstream("/proc/self/clear_refs") << "5";  // the peak (VmHWM) from here
+  // As a run loads it: the model built (initialised from a seed), then
+  // every tensor copied in from the mapped files.
+  const auto start = std::chrono::steady_clock::now();
+  auto text = read_text_file((fs::path(dir) / "config.json").string());
+  if (!text) return fail(text.error().message);
+  auto shape = hf_transformer_options(*text, 64);
+  if (!shape) return fail(dir + "/config.json: " + shape.error().message);
+  std::optional<MoETransformer> model(make_seeded_transformer(*shape, 0));
+  const auto built = std::chrono::steady_clock::now();
+  auto checkpoint = SafetensorsCheckpoint::open(dir);
+  if (!checkpoint) return fail(checkpoint.error().message);
+  if (auto r = load_hf_weights(*model, *checkpoint); !r) return fail(dir + ": " + r.error().message);
+  const auto end = std::chrono::steady_clock::now();
+  const double build_s = std::chrono::duration<double>(built - start).count();
+  const double load_s = std::chrono::duration<double>(end - start).count();
+  const auto rss_peak = std::max(status_bytes("VmHWM:"), status_bytes("VmRSS:"));
+  std::int64_t params = 0;
+  for (const auto& [name, t] : (*model)->hf_tensors()) params += t.numel();
+  torch::NoGradGuard guard;
+  const auto& o = (*model)->options();
+  const auto tokens = torch::arange(std::min<std::int64_t>(16, o.vocab), torch::kLong).unsqueeze(0);
+  const bool finite = torch::isfinite((*model)->forward(tokens, torch::ones_like(tokens, torch::kBool)).logits).all().item<bool>();
+  if (as_json) {
+    std::printf("{\"parameters\": %lld, \"file_bytes\": %llu, \"load_s\": %.3f, \"rss_before_bytes\": %llu, "
+                "\"rss_peak_bytes\": %llu, \"build_s\": %.3f, \"finite\": %s}\n",
+                static_cast<long long>(params), static_cast<unsigned long long>(file_bytes), load_s,
+                static_cast<unsigned long long>(rss_before), static_cast<unsigned long long>(rss_peak), build_s, finite ? "true" : "false");
+  } else {
+    std::printf("%s: %.1fM parameters (%ld layers, %ld experts top-%ld, vocab %ld), %.0f MB of weights\n", dir.c_str(),
+                params / 1e6, static_cast<long>(o.layers), static_cast<long>(o.experts), static_cast<long>(o.top_k),
+                static_cast<long>(o.vocab), file_bytes / 1e6);
+    std::printf("loaded in %.2f s (%.2f s of it building the model, %.2f s copying the weights in); resident memory "
+                "%.0f MB before, %.0f MB at the peak (+%.2fx the weights' bytes); logits %s\n",
+                load_s, build_s, load_s - build_s, rss_before / 1e6, rss_peak / 1e6, (static_cast<double>(rss_peak) - rss_before) / file_bytes,
+                finite ? "finite" : "NOT finite");
+  }
+  return finite ? 0 : 2;
+}
+
+int init_model_command(const InitModelArgs& a) {
+  auto dtype = dtype_of(a.dtype);
+  if (!dtype) return fail(dtype.error().message);
+  auto tokenizer = Tokenizer::load(a.tokenizer);
+  if (!tokenizer) return fail(tokenizer.error().message);
+  TransformerOptions o;
+  o.arch = TransformerArch::qwen3_moe;
+  o.vocab = a.vocab > 0 ? a.vocab : (*tokenizer)->vocab();
+  if (o.vocab < (*tokenizer)->vocab())
+    return fail(fmt::format("--vocab {} is smaller than the tokenizer's {} ids", o.vocab, (*tokenizer)->vocab()));
+  o.d_model = a.d_model;
+  o.layers = a.layers;
+  o.heads = a.heads;
+  o.kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  o.head_dim = a.head_dim > 0 ? a.head_dim : a.d_model / a.heads;
+  o.experts = a.experts;
+  o.top_k = a.top_k;
+  o.expert_hidden = a.expert_hidden;
+  o.max_len = a.max_len;
+  o.tie_embeddings = a.tie;
+  // The shape through the same checks a config.json read back gets.
+  if (auto checked = hf_transformer_options(hf_config_json(o)); !checked) return fail(checked.error().message);
+  auto model = make_seeded_transformer(o, a.seed);
+  if (auto r = export_hf(model, a.dir, *dtype, shard_bytes(a.shard_mb)); !r) return fail(r.error().message);
+  if (auto r = copy_tokenizer_files(a.tokenizer, a.dir); !r) return fail(r.error().message);
+  report(a.dir, model);
+  return 0;
+}
+
+int export_command(const ExportArgs& a) {
+  auto dtype = dtype_of(a.dtype);
+  if (!dtype) return fail(dtype.error().message);
+  auto config = load_config(a.config, builtin_envs().names());
+  if (!config) return fail(config.error().message);
+  if (config->policy.kind != PolicyKind::moe_transformer) return fail(a.config + ": not a token policy run ([policy] kind)");
+  if (auto t = check_tokenizer(config->tokens.tokenizer); !t) return fail(t.error().message);
+  const auto vocab = run_tokenizer(config->tokens.tokenizer)->vocab();
+  auto shape = policy_transformer_options(config->policy, vocab);
+  if (!shape) return fail(shape.error().message);
+  if (shape->arch != TransformerArch::qwen3_moe)
+    return fail("the policy is RLX's own layout; only a run started from a Hugging Face checkpoint ([policy] init = "
+                "\"hf:DIR\", e.g. made by `rlx init-model --hf`) exports to it");
+  std::string from = a.from.empty() ? config->run.log_dir : a.from;
+  std::error_code ec;
+  if (fs::is_directory(from, ec) && !from.starts_with("hf:")) {
+    const auto all = list_checkpoints(fs::path(from) / "checkpoints");
+    if (all.empty()) return fail(from + ": no learner checkpoint in " + (fs::path(from) / "checkpoints").string());
+    from = all.front().string();
+  }
+  auto model = make_seeded_transformer(*shape, config->run.seed);
+  if (from.ends_with(".bin") && fs::path(from).filename().string().starts_with("ckpt-")) {
+    auto core = learner_core_options(*config, EnvSpec{});
+    core.trainer.learner.device = "cpu";
+    core.trainer.group = nullptr;
+    auto loaded = load_checkpoint(from, core);
+    if (!loaded) return fail(loaded.error().message);
+    auto* trainer = dynamic_cast<TokenPolicyTrainer*>(&loaded->core->trainer());
+    if (!trainer) return fail(from + ": not a token policy's checkpoint");
+    if (auto ok = import_weights(*model, trainer->tokens().weights()); !ok) return fail(ok.error().message);
+    std::printf("from learner checkpoint %s (version %llu)\n", from.c_str(),
+                static_cast<unsigned long long>(loaded->core->trainer().version()));
+  } else {
+    if (auto ok = load_policy_init(model, from); !ok) return fail(ok.error().message);
+    std::printf("from %s\n", from.c_str());
+  }
+  if (auto r = export_hf(model, a.dir, *dtype, shard_bytes(a.shard_mb)); !r) return fail(r.error().message);
+  if (auto r = copy_tokenizer_files(config->tokens.tokenizer, a.dir); !r) return fail(r.error().message);
+  report(a.dir, model);
+  return 0;
+}
+
+}  // namespace rlx
