@@ -32,9 +32,16 @@ std::vector<std::pair<std::string, torch::Tensor>> MoETransformerImpl::hf_tensor
     out.emplace_back(p + "self_attn.q_proj.weight", q_[l]->weight);
     out.emplace_back(p + "self_attn.k_proj.weight", k_[l]->weight);
     out.emplace_back(p + "self_attn.v_proj.weight", v_[l]->weight);
+    if (options_.family == HfFamily::qwen2_moe) {
+      out.emplace_back(p + "self_attn.q_proj.bias", q_[l]->bias);
+      out.emplace_back(p + "self_attn.k_proj.bias", k_[l]->bias);
+      out.emplace_back(p + "self_attn.v_proj.bias", v_[l]->bias);
+    }
     out.emplace_back(p + "self_attn.o_proj.weight", o_[l]->weight);
-    out.emplace_back(p + "self_attn.q_norm.weight", q_norm_[l]);
-    out.emplace_back(p + "self_attn.k_norm.weight", k_norm_[l]);
+    if (!q_norm_.empty()) {
+      out.emplace_back(p + "self_attn.q_norm.weight", q_norm_[l]);
+      out.emplace_back(p + "self_attn.k_norm.weight", k_norm_[l]);
+    }
     out.emplace_back(p + "post_attention_layernorm.weight", post_norm_[l]);
     out.emplace_back(p + "mlp.gate.weight", moe_[l]->router_weight());
     for (std::int64_t e = 0; e < options_.experts; ++e) {
@@ -42,6 +49,12 @@ std::vector<std::pair<std::string, torch::Tensor>> MoETransformerImpl::hf_tensor
       out.emplace_back(q + "gate_proj.weight", moe_[l]->gate_proj(e));
       out.emplace_back(q + "up_proj.weight", moe_[l]->up_proj(e));
       out.emplace_back(q + "down_proj.weight", moe_[l]->down_proj(e));
+    }
+    if (options_.shared_expert_hidden > 0) {
+      out.emplace_back(p + "mlp.shared_expert.gate_proj.weight", moe_[l]->shared_gate_proj());
+      out.emplace_back(p + "mlp.shared_expert.up_proj.weight", moe_[l]->shared_up_proj());
+      out.emplace_back(p + "mlp.shared_expert.down_proj.weight", moe_[l]->shared_down_proj());
+      out.emplace_back(p + "mlp.shared_expert_gate.weight", moe_[l]->shared_expert_gate());
     }
   }
   out.emplace_back("model.norm.weight", final_norm_);
@@ -54,16 +67,20 @@ Result<TransformerOptions> hf_transformer_options(const std::string& config_json
   const json c = json::parse(config_json, nullptr, false);
   if (c.is_discarded() || !c.is_object()) return fail("not a JSON object");
   try {
-    if (c.value("model_type", std::string()) != "qwen3_moe")
-      return fail("model_type \"" + c.value("model_type", std::string()) + "\": this policy reads \"qwen3_moe\"");
+    const auto type = c.value("model_type", std::string());
+    if (type != "qwen3_moe" && type != "qwen2_moe")
+      return fail("model_type \"" + type + "\": this policy reads \"qwen3_moe\" and \"qwen2_moe\"");
+    const bool qwen2 = type == "qwen2_moe";
     if (c.value("hidden_act", std::string("silu")) != "silu") return fail("hidden_act must be silu");
-    if (c.value("attention_bias", false)) return fail("attention_bias is not supported");
+    if (!qwen2 && c.value("attention_bias", false)) return fail("attention_bias is not supported");
+    if (qwen2 && !c.value("qkv_bias", true)) return fail("qkv_bias = false is not supported (Qwen2-MoE's q, k, v have biases)");
     if (c.value("use_sliding_window", false)) return fail("use_sliding_window is not supported");
     if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) return fail("rope_scaling is not supported");
     if (c.value("decoder_sparse_step", 1) != 1 || !c.value("mlp_only_layers", json::array()).empty())
       return fail("dense layers among the MoE ones (decoder_sparse_step, mlp_only_layers) are not supported");
     TransformerOptions o;
     o.arch = TransformerArch::qwen3_moe;
+    o.family = qwen2 ? HfFamily::qwen2_moe : HfFamily::qwen3_moe;
     o.vocab = c.at("vocab_size").get<std::int64_t>();
     o.d_model = c.at("hidden_size").get<std::int64_t>();
     o.layers = c.at("num_hidden_layers").get<std::int64_t>();
@@ -85,6 +102,12 @@ Result<TransformerOptions> hf_transformer_options(const std::string& config_json
     if (o.heads % o.kv_heads != 0) return fail(fmt::format("{} heads are not a multiple of {} key/value heads", o.heads, o.kv_heads));
     if (o.head_dim % 2 != 0) return fail("head_dim must be even (rotary embeddings)");
     if (o.top_k < 1 || o.top_k > o.experts) return fail("num_experts_per_tok must be 1..num_experts");
+    if (qwen2) {
+      if (o.head_dim != o.d_model / o.heads || o.d_model % o.heads != 0)
+        return fail("qwen2_moe: head_dim must be hidden_size / num_attention_heads");
+      o.shared_expert_hidden = c.at("shared_expert_intermediate_size").get<std::int64_t>();
+      if (!positive(o.shared_expert_hidden)) return fail("shared_expert_intermediate_size is not a positive integer");
+    }
     return o;
   } catch (const json::exception& e) {
     return fail(std::string("a field is missing or of the wrong type: ") + e.what());
@@ -92,30 +115,37 @@ Result<TransformerOptions> hf_transformer_options(const std::string& config_json
 }
 
 std::string hf_config_json(const TransformerOptions& o) {
-  const json c = {{"architectures", {"Qwen3MoeForCausalLM"}},
-                  {"model_type", "qwen3_moe"},
-                  {"vocab_size", o.vocab},
-                  {"hidden_size", o.d_model},
-                  {"num_hidden_layers", o.layers},
-                  {"num_attention_heads", o.heads},
-                  {"num_key_value_heads", o.kv_heads_or_heads()},
-                  {"head_dim", o.head_width()},
-                  {"num_experts", o.experts},
-                  {"num_experts_per_tok", o.top_k},
-                  {"moe_intermediate_size", o.expert_hidden},
-                  {"intermediate_size", o.expert_hidden},
-                  {"decoder_sparse_step", 1},
-                  {"mlp_only_layers", json::array()},
-                  {"norm_topk_prob", o.norm_topk_prob},
-                  {"rms_norm_eps", o.rms_eps},
-                  {"rope_theta", o.rope_theta},
-                  {"rope_scaling", nullptr},
-                  {"tie_word_embeddings", o.tie_embeddings},
-                  {"max_position_embeddings", o.max_len},
-                  {"hidden_act", "silu"},
-                  {"attention_bias", false},
-                  {"use_sliding_window", false},
-                  {"torch_dtype", "float32"}};
+  const bool qwen2 = o.family == HfFamily::qwen2_moe;
+  json c = {{"architectures", {qwen2 ? "Qwen2MoeForCausalLM" : "Qwen3MoeForCausalLM"}},
+            {"model_type", qwen2 ? "qwen2_moe" : "qwen3_moe"},
+            {"vocab_size", o.vocab},
+            {"hidden_size", o.d_model},
+            {"num_hidden_layers", o.layers},
+            {"num_attention_heads", o.heads},
+            {"num_key_value_heads", o.kv_heads_or_heads()},
+            {"head_dim", o.head_width()},
+            {"num_experts", o.experts},
+            {"num_experts_per_tok", o.top_k},
+            {"moe_intermediate_size", o.expert_hidden},
+            {"intermediate_size", o.expert_hidden},
+            {"decoder_sparse_step", 1},
+            {"mlp_only_layers", json::array()},
+            {"norm_topk_prob", o.norm_topk_prob},
+            {"rms_norm_eps", o.rms_eps},
+            {"rope_theta", o.rope_theta},
+            {"rope_scaling", nullptr},
+            {"tie_word_embeddings", o.tie_embeddings},
+            {"max_position_embeddings", o.max_len},
+            {"hidden_act", "silu"},
+            {"attention_bias", false},
+            {"use_sliding_window", false},
+            {"torch_dtype", "float32"}};
+  if (qwen2) {
+    c.erase("head_dim");
+    c.erase("attention_bias");
+    c["qkv_bias"] = true;
+    c["shared_expert_intermediate_size"] = o.shared_expert_hidden;
+  }
   return c.dump(2) + "\n";
 }
 

@@ -16,6 +16,7 @@ std::unique_lock<std::mutex> seeded_init(std::uint64_t seed) {
 
 MoELayerImpl::MoELayerImpl(const MoEOptions& o) : options_(o) {
   RLX_REQUIRE(o.top_k >= 1 && o.top_k <= o.experts, o.top_k, o.experts);
+  RLX_REQUIRE(o.shared_hidden == 0 || o.swiglu, o.shared_hidden);
   router_ = register_module("router", torch::nn::Linear(torch::nn::LinearOptions(o.in, o.experts).bias(!o.swiglu)));
   const double s1 = 1.0 / std::sqrt(static_cast<double>(o.in));
   const double s2 = 1.0 / std::sqrt(static_cast<double>(o.hidden));
@@ -23,6 +24,13 @@ MoELayerImpl::MoELayerImpl(const MoEOptions& o) : options_(o) {
     w_gate_ = register_parameter("w_gate", torch::empty({o.experts, o.in, o.hidden}).uniform_(-s1, s1));
     w_up_ = register_parameter("w_up", torch::empty({o.experts, o.in, o.hidden}).uniform_(-s1, s1));
     w_down_ = register_parameter("w_down", torch::empty({o.experts, o.hidden, o.out}).uniform_(-s2, s2));
+    if (o.shared_hidden > 0) {
+      const double s3 = 1.0 / std::sqrt(static_cast<double>(o.shared_hidden));
+      s_gate_ = register_parameter("s_gate", torch::empty({o.in, o.shared_hidden}).uniform_(-s1, s1));
+      s_up_ = register_parameter("s_up", torch::empty({o.in, o.shared_hidden}).uniform_(-s1, s1));
+      s_down_ = register_parameter("s_down", torch::empty({o.shared_hidden, o.out}).uniform_(-s3, s3));
+      s_weight_ = register_parameter("s_weight", torch::empty({o.in}).uniform_(-s1, s1));
+    }
     return;
   }
   w1_ = register_parameter("w1", torch::empty({o.experts, o.in, o.hidden}).uniform_(-s1, s1));
@@ -36,6 +44,11 @@ torch::Tensor MoELayerImpl::expert(std::int64_t e, const torch::Tensor& x) const
   auto pre = torch::addmm(b1_[e], x, w1_[e]);
   auto h = options_.gelu ? torch::gelu(pre) : torch::tanh(pre);
   return torch::addmm(b2_[e], h, w2_[e]);
+}
+
+torch::Tensor MoELayerImpl::shared(const torch::Tensor& x) const {
+  auto h = torch::matmul(torch::silu(torch::matmul(x, s_gate_)) * torch::matmul(x, s_up_), s_down_);
+  return torch::sigmoid(torch::matmul(x, s_weight_)).unsqueeze(-1) * h;
 }
 
 MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& forced_routes) {
@@ -85,6 +98,7 @@ MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& for
     y = y.index_add(0, tokens, ye);
   }
 
+  if (s_gate_.defined()) y = y + shared(x);
   MoEOutput out;
   out.dropped_fraction = N == 0 ? 0.0 : static_cast<double>(dropped) / static_cast<double>(N * k);
   out.y = y;
@@ -109,7 +123,8 @@ torch::Tensor MoELayerImpl::forward_reference(const torch::Tensor& x) {
     }
     rows.push_back(acc);
   }
-  return torch::stack(rows);
+  auto y = torch::stack(rows);
+  return s_gate_.defined() ? y + shared(x) : y;
 }
 
 }  // namespace rlx

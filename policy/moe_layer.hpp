@@ -31,6 +31,10 @@ struct MoEOptions {
   // the top-k probabilities as they are (norm_topk_prob = false).
   bool swiglu = false;
   bool renormalise = true;
+  // swiglu: a shared expert every token goes through as well (Qwen2-MoE),
+  // of this hidden width (0: none), its output scaled by
+  // sigmoid(shared_gate . x).
+  std::int64_t shared_hidden = 0;
 };
 
 struct MoEOutput {
@@ -60,6 +64,8 @@ class MoELayerImpl : public torch::nn::Module {
   torch::nn::Linear router_{nullptr};
   torch::Tensor w1_, b1_, w2_, b2_;  // [E,in,hidden] [E,hidden] [E,hidden,out] [E,out]
   torch::Tensor w_gate_, w_up_, w_down_;  // swiglu: [E,in,hidden] [E,in,hidden] [E,hidden,out]
+  torch::Tensor s_gate_, s_up_, s_down_, s_weight_;  // the shared expert: [in,sh] [in,sh] [sh,out], its gate [in]
+  torch::Tensor shared(const torch::Tensor& x) const;  // its gated output for rows x
 
  public:
   // swiglu: the router's weight [E, in] and expert e's projections as
@@ -69,6 +75,11 @@ class MoELayerImpl : public torch::nn::Module {
   torch::Tensor gate_proj(std::int64_t e) const { return w_gate_[e].t(); }
   torch::Tensor up_proj(std::int64_t e) const { return w_up_[e].t(); }
   torch::Tensor down_proj(std::int64_t e) const { return w_down_[e].t(); }
+  // The shared expert's projections and gate ([1, in]) likewise.
+  torch::Tensor shared_gate_proj() const { return s_gate_.t(); }
+  torch::Tensor shared_up_proj() const { return s_up_.t(); }
+  torch::Tensor shared_down_proj() const { return s_down_.t(); }
+  torch::Tensor shared_expert_gate() const { return s_weight_.unsqueeze(0); }
 };
 TORCH_MODULE(MoELayer);
 

@@ -35,21 +35,25 @@ MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o) : options_(o
     const auto H = o.heads, KV = o.kv_heads_or_heads(), hd = o.head_width();
     RLX_REQUIRE(H % KV == 0 && hd % 2 == 0, H, KV, hd);
     const auto ones = [&](std::int64_t n) { return torch::ones({n}); };
-    const auto linear = [](std::int64_t in, std::int64_t out) {
-      return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(false));
+    const bool qwen2 = o.family == HfFamily::qwen2_moe;
+    RLX_REQUIRE(qwen2 || o.shared_expert_hidden == 0, o.shared_expert_hidden);
+    const auto linear = [](std::int64_t in, std::int64_t out, bool bias = false) {
+      return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
     };
     for (std::int64_t l = 0; l < o.layers; ++l) {
       const auto n = std::to_string(l);
       in_norm_.push_back(register_parameter("in_norm_" + n, ones(o.d_model)));
-      q_.push_back(register_module("q_" + n, linear(o.d_model, H * hd)));
-      k_.push_back(register_module("k_" + n, linear(o.d_model, KV * hd)));
-      v_.push_back(register_module("v_" + n, linear(o.d_model, KV * hd)));
+      q_.push_back(register_module("q_" + n, linear(o.d_model, H * hd, qwen2)));
+      k_.push_back(register_module("k_" + n, linear(o.d_model, KV * hd, qwen2)));
+      v_.push_back(register_module("v_" + n, linear(o.d_model, KV * hd, qwen2)));
       o_.push_back(register_module("o_" + n, linear(H * hd, o.d_model)));
-      q_norm_.push_back(register_parameter("q_norm_" + n, ones(hd)));
-      k_norm_.push_back(register_parameter("k_norm_" + n, ones(hd)));
+      if (!qwen2) {
+        q_norm_.push_back(register_parameter("q_norm_" + n, ones(hd)));
+        k_norm_.push_back(register_parameter("k_norm_" + n, ones(hd)));
+      }
       post_norm_.push_back(register_parameter("post_norm_" + n, ones(o.d_model)));
       MoEOptions m{o.d_model, o.expert_hidden, o.d_model, o.experts, o.top_k, false, o.capacity_factor, true,
-                   o.norm_topk_prob};
+                   o.norm_topk_prob, o.shared_expert_hidden};
       moe_.push_back(register_module("moe_" + n, MoELayer(m)));
     }
     final_norm_ = register_parameter("final_norm", ones(o.d_model));
@@ -165,8 +169,14 @@ torch::Tensor MoETransformerImpl::attention(std::int64_t l, const torch::Tensor&
   auto h = norm(1, l, x);
   torch::Tensor q, k, v;  // [B, heads, S, dh]
   if (qwen) {
-    q = rms_norm(q_[l]->forward(h).view({B, S, H, dh}), q_norm_[l], o.rms_eps).transpose(1, 2);
-    k = rms_norm(k_[l]->forward(h).view({B, S, KV, dh}), k_norm_[l], o.rms_eps).transpose(1, 2);
+    q = q_[l]->forward(h).view({B, S, H, dh});
+    k = k_[l]->forward(h).view({B, S, KV, dh});
+    if (!q_norm_.empty()) {  // Qwen3
+      q = rms_norm(q, q_norm_[l], o.rms_eps);
+      k = rms_norm(k, k_norm_[l], o.rms_eps);
+    }
+    q = q.transpose(1, 2);
+    k = k.transpose(1, 2);
     v = v_[l]->forward(h).view({B, S, KV, dh}).transpose(1, 2);
     q = rope(q, positions, o.rope_theta);
     k = rope(k, positions, o.rope_theta);

@@ -23,13 +23,16 @@
 
 namespace rlx {
 
-// rlx: the layout above. qwen3_moe: the Qwen3-MoE family's (Hugging Face
-// Qwen3MoeForCausalLM): no position table but rotary embeddings on q and
-// k, RMSNorm everywhere (and on each head's q and k), grouped-query
-// attention without biases, SwiGLU experts under a bias-free softmax
-// top-k router, an optional tied lm_head; RLX's value head beside it
-// (policy/hf_checkpoint.hpp reads and writes the family's checkpoints).
+// rlx: the layout above. qwen3_moe: the Qwen MoE families' (Hugging Face
+// Qwen3MoeForCausalLM, and Qwen2MoeForCausalLM with `family` qwen2_moe):
+// no position table but rotary embeddings on q and k, RMSNorm everywhere
+// (Qwen3: on each head's q and k too), grouped-query attention (Qwen2:
+// with biases on q, k and v), SwiGLU experts under a bias-free softmax
+// top-k router (Qwen2: and a gated shared expert), an optional tied
+// lm_head; RLX's value head beside it (policy/hf_checkpoint.hpp reads
+// and writes the families' checkpoints).
 enum class TransformerArch : std::uint8_t { rlx, qwen3_moe };
+enum class HfFamily : std::uint8_t { qwen3_moe, qwen2_moe };
 
 // The defaults are the code policy's (envs/tokens: 99 characters).
 struct TransformerOptions {
@@ -50,6 +53,8 @@ struct TransformerOptions {
   double rms_eps = 1e-6;
   bool norm_topk_prob = true;        // renormalise the top-k router probabilities
   bool tie_embeddings = false;       // lm_head shares the token embedding
+  HfFamily family = HfFamily::qwen3_moe;  // qwen2_moe: q/k/v biases, no q/k norms, the shared expert
+  std::int64_t shared_expert_hidden = 0;  // qwen2_moe: the shared expert's width (0: none)
   std::int64_t kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   std::int64_t head_width() const { return head_dim > 0 ? head_dim : d_model / heads; }
 };
@@ -115,7 +120,7 @@ class MoETransformerImpl : public torch::nn::Module {
   TransformerOptions options_;
   torch::nn::Embedding tok_{nullptr}, pos_{nullptr};
   // qwen3_moe
-  std::vector<torch::Tensor> in_norm_, post_norm_, q_norm_, k_norm_;
+  std::vector<torch::Tensor> in_norm_, post_norm_, q_norm_, k_norm_;  // q_norm_, k_norm_: Qwen3 only
   std::vector<torch::nn::Linear> q_, k_, v_, o_;
   torch::Tensor final_norm_;
   std::vector<torch::nn::LayerNorm> ln1_, ln2_;

@@ -96,7 +96,7 @@ int check_model_command(const std::string& dir, bool as_json) {
                 static_cast<long long>(params), static_cast<unsigned long long>(file_bytes), load_s,
                 static_cast<unsigned long long>(rss_before), static_cast<unsigned long long>(rss_peak), build_s, finite ? "true" : "false");
   } else {
-    std::printf("%s: %.1fM parameters (%ld layers, %ld experts top-%ld, vocab %ld), %.0f MB of weights\n", dir.c_str(),
+    std::printf("%s: %.1fM parameters (%ld layers, %ld experts top-%ld, vocab %ld), %.1f MB of weights\n", dir.c_str(),
                 params / 1e6, static_cast<long>(o.layers), static_cast<long>(o.experts), static_cast<long>(o.top_k),
                 static_cast<long>(o.vocab), file_bytes / 1e6);
     std::printf("loaded in %.2f s (%.2f s of it building the model, %.2f s copying the weights in); resident memory "
@@ -114,6 +114,10 @@ int init_model_command(const InitModelArgs& a) {
   if (!tokenizer) return fail(tokenizer.error().message);
   TransformerOptions o;
   o.arch = TransformerArch::qwen3_moe;
+  if (a.family != "qwen3_moe" && a.family != "qwen2_moe") return fail("--family must be qwen3_moe or qwen2_moe");
+  o.family = a.family == "qwen2_moe" ? HfFamily::qwen2_moe : HfFamily::qwen3_moe;
+  o.shared_expert_hidden = o.family == HfFamily::qwen2_moe ? (a.shared_expert_hidden > 0 ? a.shared_expert_hidden : a.expert_hidden) : 0;
+  if (o.family == HfFamily::qwen3_moe && a.shared_expert_hidden > 0) return fail("--shared-expert-hidden: Qwen3-MoE has no shared expert (--family qwen2_moe)");
   o.vocab = a.vocab > 0 ? a.vocab : (*tokenizer)->vocab();
   if (o.vocab < (*tokenizer)->vocab())
     return fail(fmt::format("--vocab {} is smaller than the tokenizer's {} ids", o.vocab, (*tokenizer)->vocab()));

@@ -17,6 +17,8 @@ struct InitModelArgs {
   std::int64_t d_model = 128, layers = 2, heads = 4, kv_heads = 2, head_dim = 0;
   std::int64_t experts = 8, top_k = 2, expert_hidden = 128, max_len = 4096;
   bool tie = false;
+  std::string family = "qwen3_moe";  // qwen3_moe | qwen2_moe (q/k/v biases, no q/k norms, a shared expert)
+  std::int64_t shared_expert_hidden = 0;  // qwen2_moe: the shared expert's width (0: expert_hidden)
   std::string dtype = "f32";       // f32 | bf16
   double shard_mb = 0;             // 0: one file
   std::uint64_t seed = 1;

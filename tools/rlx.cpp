@@ -106,6 +106,10 @@ int main(int argc, char** argv) {
   init_cmd->add_option("--expert-hidden", init_args.expert_hidden, "each expert's hidden size")->check(CLI::Range(1, 1 << 20));
   init_cmd->add_option("--max-len", init_args.max_len, "max_position_embeddings")->check(CLI::Range(8, 1 << 24));
   init_cmd->add_flag("--tie", init_args.tie, "the output layer shares the token embedding");
+  init_cmd->add_option("--family", init_args.family, "qwen3_moe | qwen2_moe (q/k/v biases, no q/k norms, a gated shared expert)")
+      ->check(CLI::IsMember({"qwen3_moe", "qwen2_moe"}));
+  init_cmd->add_option("--shared-expert-hidden", init_args.shared_expert_hidden, "qwen2_moe: the shared expert's width (default: expert-hidden)")
+      ->check(CLI::Range(1, 1 << 20));
   init_cmd->add_option("--dtype", init_args.dtype, "f32 | bf16")->check(CLI::IsMember({"f32", "bf16"}));
   init_cmd->add_option("--shard-mb", init_args.shard_mb, "largest shard in MiB (0: one file)")->check(CLI::Range(0.0, 1e6));
   init_cmd->add_option("--seed", init_args.seed, "the initialisation");

@@ -43,6 +43,16 @@ TransformerOptions qwen_small(bool tied = false) {
   return o;
 }
 
+// Qwen2-MoE's shape: head_dim d_model / heads, biases on q, k, v, no q/k
+// norms, a shared expert.
+TransformerOptions qwen2_small() {
+  auto o = qwen_small();
+  o.family = HfFamily::qwen2_moe;
+  o.head_dim = 4;
+  o.shared_expert_hidden = 10;
+  return o;
+}
+
 // A seeded model whose norms are not ones (so the test sees them).
 MoETransformer random_qwen(const TransformerOptions& o, std::uint64_t seed) {
   auto m = make_seeded_transformer(o, seed);
@@ -72,12 +82,14 @@ std::pair<torch::Tensor, torch::Tensor> batch_of(const std::vector<std::vector<s
 
 }  // namespace
 
-TEST_CASE("a Qwen3-MoE policy's logits equal a reference forward written from the public model definition, padded "
-          "and through the KV cache",
+TEST_CASE("a Qwen3-MoE or Qwen2-MoE policy's logits equal a reference forward written from the public model definition "
+          "padded and through the KV cache",
           "[policy][hf]") {
   if (::access("/usr/bin/python3", X_OK) != 0) test::skip_test("no python3");
+  const bool qwen2 = GENERATE(false, true);
+  INFO((qwen2 ? "qwen2_moe" : "qwen3_moe"));
   const test::TempDir t("rlx-qwen3-reference");
-  auto model = random_qwen(qwen_small(), 3);
+  auto model = random_qwen(qwen2 ? qwen2_small() : qwen_small(), 3);
   REQUIRE(export_hf(model, t.path.string()).ok());
   std::ofstream(t.path / "tokens.json") << json(kRows).dump();
   const auto out_path = t.path / "reference.json";
@@ -142,6 +154,13 @@ TEST_CASE("a Qwen3-MoE policy exported as a Hugging Face checkpoint imports bit-
       CHECK(torch::equal((*back)->forward(tokens, valid).logits, want));
     }
   }
+  auto q2 = random_qwen(qwen2_small(), 8);
+  REQUIRE(export_hf(q2, (t.path / "qwen2").string()).ok());
+  auto q2_back = load_hf_transformer((t.path / "qwen2").string(), 32, 99);
+  REQUIRE(q2_back.ok());
+  CHECK((*q2_back)->options().family == HfFamily::qwen2_moe);
+  CHECK((*q2_back)->options().shared_expert_hidden == 10);
+  CHECK(torch::equal((*q2_back)->forward(tokens, valid).logits, q2->forward(tokens, valid).logits));
   auto model = random_qwen(qwen_small(), 7);
   REQUIRE(export_hf(model, (t.path / "bf16").string(), StDtype::bf16).ok());
   auto half = load_hf_transformer((t.path / "bf16").string(), 32, 99);

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""A reference forward of the Qwen3-MoE family, in plain Python (floats,
-no libraries), written from the public model definition (Hugging Face
-transformers' modeling_qwen3_moe.py: Qwen3MoeForCausalLM), for
+"""A reference forward of the Qwen3-MoE and Qwen2-MoE families, in plain
+Python (floats, no libraries), written from the public model definitions
+(Hugging Face transformers' modeling_qwen3_moe.py: Qwen3MoeForCausalLM;
+modeling_qwen2_moe.py: Qwen2MoeForCausalLM, whose q, k and v projections
+have biases, whose heads' q and k are not normalised, and whose MoE block
+adds a shared expert scaled by sigmoid(shared_expert_gate(x))), for
 tests/policy/hf_checkpoint_test.cpp. It shares no code with RLX: it reads
 config.json and model.safetensors itself.
 
@@ -36,8 +39,15 @@ def read_safetensors(path):
     return out
 
 
-def matvec(w, x):  # w: [out][in] (a Linear's weight), x: [in]
-    return [sum(a * b for a, b in zip(row, x)) for row in w]
+def matvec(w, x, bias=None):  # w: [out][in] (a Linear's weight), x: [in]
+    y = [sum(a * b for a, b in zip(row, x)) for row in w]
+    return y if bias is None else [v + b for v, b in zip(y, bias)]
+
+
+def mlp(W, q, h):  # a SwiGLU MLP whose weights are named q + "gate_proj.weight", ...
+    a = matvec(W[q + "gate_proj.weight"], h)
+    b = matvec(W[q + "up_proj.weight"], h)
+    return matvec(W[q + "down_proj.weight"], [silu(u) * v for u, v in zip(a, b)])
 
 
 def rms(x, w, eps):
@@ -70,8 +80,12 @@ def silu(v):
 
 
 def forward(cfg, W, ids):
+    qwen2 = cfg["model_type"] == "qwen2_moe"
     d, H = cfg["hidden_size"], cfg["num_attention_heads"]
-    KV, hd = cfg["num_key_value_heads"], cfg["head_dim"]
+    KV = cfg["num_key_value_heads"]
+    hd = d // H if qwen2 else cfg["head_dim"]
+    ident = lambda x, w, e: x  # noqa: E731  (Qwen2: no q/k norms)
+    qk_norm = ident if qwen2 else rms
     E, k, eps = cfg["num_experts"], cfg["num_experts_per_tok"], cfg["rms_norm_eps"]
     theta = cfg["rope_theta"]
     xs = [list(W["model.embed_tokens.weight"][t]) for t in ids]
@@ -81,11 +95,12 @@ def forward(cfg, W, ids):
         hs = [rms(x, W[p + "input_layernorm.weight"], eps) for x in xs]
         qs, ks, vs = [], [], []
         for pos, h in enumerate(hs):
-            q = matvec(W[p + "self_attn.q_proj.weight"], h)
-            kk = matvec(W[p + "self_attn.k_proj.weight"], h)
-            v = matvec(W[p + "self_attn.v_proj.weight"], h)
-            qs.append([rope(rms(q[i * hd : (i + 1) * hd], W[p + "self_attn.q_norm.weight"], eps), pos, theta) for i in range(H)])
-            ks.append([rope(rms(kk[i * hd : (i + 1) * hd], W[p + "self_attn.k_norm.weight"], eps), pos, theta) for i in range(KV)])
+            q = matvec(W[p + "self_attn.q_proj.weight"], h, W.get(p + "self_attn.q_proj.bias"))
+            kk = matvec(W[p + "self_attn.k_proj.weight"], h, W.get(p + "self_attn.k_proj.bias"))
+            v = matvec(W[p + "self_attn.v_proj.weight"], h, W.get(p + "self_attn.v_proj.bias"))
+            qn, kn = W.get(p + "self_attn.q_norm.weight"), W.get(p + "self_attn.k_norm.weight")
+            qs.append([rope(qk_norm(q[i * hd : (i + 1) * hd], qn, eps), pos, theta) for i in range(H)])
+            ks.append([rope(qk_norm(kk[i * hd : (i + 1) * hd], kn, eps), pos, theta) for i in range(KV)])
             vs.append([v[i * hd : (i + 1) * hd] for i in range(KV)])
         for t in range(T):
             att = []
@@ -106,11 +121,12 @@ def forward(cfg, W, ids):
                 gates = [g / z for g in gates]
             y = [0.0] * d
             for e, g in zip(top, gates):
-                q = p + "mlp.experts.%d." % e
-                a = matvec(W[q + "gate_proj.weight"], h)
-                b = matvec(W[q + "up_proj.weight"], h)
-                m = matvec(W[q + "down_proj.weight"], [silu(u) * v for u, v in zip(a, b)])
+                m = mlp(W, p + "mlp.experts.%d." % e, h)
                 y = [yy + g * mm for yy, mm in zip(y, m)]
+            if qwen2:
+                s = mlp(W, p + "mlp.shared_expert.", h)
+                g = 1.0 / (1.0 + math.exp(-matvec(W[p + "mlp.shared_expert_gate.weight"], h)[0]))
+                y = [yy + g * ss for yy, ss in zip(y, s)]
             xs[t] = [a + b for a, b in zip(xs[t], y)]
     head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
     return [matvec(head, rms(x, W["model.norm.weight"], eps)) for x in xs]
@@ -119,7 +135,7 @@ def forward(cfg, W, ids):
 def main():
     folder, tokens = sys.argv[1], sys.argv[2]
     cfg = json.load(open(folder + "/config.json"))
-    assert cfg["model_type"] == "qwen3_moe"
+    assert cfg["model_type"] in ("qwen3_moe", "qwen2_moe"), cfg["model_type"]
     W = read_safetensors(folder + "/model.safetensors")
     rows = json.load(open(tokens))
     json.dump([forward(cfg, W, ids) for ids in rows], sys.stdout)
