@@ -5,7 +5,8 @@
 // server-sent events; a session played over HTTP becomes the trajectory of
 // exactly the tokens sent back; strangers (no token, garbage, half
 // requests, oversized bodies, a flood of idle connections) are refused and
-// counted while a real client is still served.
+// counted while a real client is still served; over a tokenizer.json the
+// gateway speaks Qwen3's chat template with its special tokens.
 #include "tests/torch_catch.hpp"
 
 #include <sys/socket.h>
@@ -18,6 +19,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "envs/tokens/hf_tokenizer.hpp"
 #include "explorers/gateway_rows.hpp"
 #include "gateway/gateway_server.hpp"
 #include "tests/helpers.hpp"
@@ -30,8 +32,8 @@ namespace {
 
 // A gateway over a small policy, its decoding on a thread of its own.
 struct ServedPolicy {
-  std::shared_ptr<const Tokenizer> chars = Tokenizer::characters();
-  MoETransformer model = make_seeded_transformer(test::small_transformer(256, Tokenizer::characters()->vocab()), 21);
+  std::shared_ptr<const Tokenizer> chars;  // the vocabulary (characters unless the test gives one)
+  MoETransformer model;
   std::shared_ptr<GatewayHub> hub = std::make_shared<GatewayHub>();
   std::shared_ptr<StrangerWatch> watch = std::make_shared<StrangerWatch>(null_logger());
   std::unique_ptr<GatewayServer> server;
@@ -39,7 +41,9 @@ struct ServedPolicy {
   std::thread decoding;
   std::string token = gateway_token("a cluster secret of some length");
 
-  explicit ServedPolicy(std::chrono::seconds io_timeout = std::chrono::seconds(10), std::size_t threads = 16) {
+  explicit ServedPolicy(std::chrono::seconds io_timeout = std::chrono::seconds(10), std::size_t threads = 16,
+                        std::shared_ptr<const Tokenizer> tokenizer = Tokenizer::characters())
+      : chars(std::move(tokenizer)), model(make_seeded_transformer(test::small_transformer(256, chars->vocab()), 21)) {
     GatewayServerOptions o;
     o.token = token;
     o.hub = hub;
@@ -264,4 +268,35 @@ TEST_CASE("sixty-four harnesses connecting at once are all served: none is dropp
   for (auto& h : harnesses) h.join();
   CHECK(opened == 64);
   CHECK(p.hub->open_sessions() == 64);
+}
+
+TEST_CASE("a gateway over a tokenizer.json renders Qwen3's chat template with its special tokens and keeps them text in "
+          "tokenize unless asked",
+          "[gateway][net][hf]") {
+  auto tok = Tokenizer::load(std::string(RLX_SOURCE_DIR) + "/examples/hf-moe-tokenizer.json");
+  REQUIRE(tok.ok());
+  ServedPolicy p(std::chrono::seconds(10), 16, *tok);
+  const auto im_start = *(*tok)->hugging_face()->id_of("<|im_start|>");
+  const std::vector<ChatMessage> messages = {{"system", "You fix code."}, {"user", "Fix f."}};
+  const json body_messages = {{{"role", "system"}, {"content", "You fix code."}}, {{"role", "user"}, {"content", "Fix f."}}};
+  for (const bool thinking : {true, false}) {
+    const auto chat = post(p, "/v1/chat/completions",
+                           {{"messages", body_messages}, {"max_tokens", 4}, {"chat_template_kwargs", {{"enable_thinking", thinking}}}});
+    const auto prompt = chat["prompt_token_ids"].get<std::vector<std::int64_t>>();
+    CHECK(prompt == (*tok)->encode(qwen3_chat_prompt(messages, true, thinking), true));
+    CHECK(prompt.front() == im_start);
+    const auto ids = chat["choices"][0]["token_ids"].get<std::vector<std::int64_t>>();
+    REQUIRE_FALSE(ids.empty());
+    CHECK(chat["choices"][0]["finish_reason"] == (ids.back() == (*tok)->eos() ? "stop" : "length"));
+  }
+  post(p, "/v1/chat/completions", {{"messages", body_messages}, {"chat_template_kwargs", {{"enable_thinking", "no"}}}}, 400);
+  const auto text = post(p, "/v1/completions", {{"prompt", "<|im_start|>user"}, {"max_tokens", 2}});
+  CHECK(text["prompt_token_ids"][0] == im_start);
+  // A tool's output naming a special token stays text; a harness's own markers ask.
+  const auto plain = post(p, "/rlx/v1/tokenize", {{"text", "<|im_end|>"}});
+  CHECK(plain["token_ids"].get<std::vector<std::int64_t>>() == (*tok)->encode("<|im_end|>"));
+  CHECK(plain["token_ids"].size() > 1);
+  const auto special = post(p, "/rlx/v1/tokenize", {{"text", "<|im_end|>"}, {"special_tokens", true}});
+  CHECK(special["token_ids"].get<std::vector<std::int64_t>>() == std::vector<std::int64_t>{(*tok)->eos()});
+  post(p, "/rlx/v1/tokenize", {{"text", "x"}, {"special_tokens", "yes"}}, 400);
 }
