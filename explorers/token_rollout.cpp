@@ -76,6 +76,9 @@ Result<void> TokenRollout::load_weights(const WeightSetData& w) {
 }
 
 std::uint64_t TokenRollout::steps_in_segment() const {
+  if (options_.kind == "gateway" && options_.gateway && options_.gateway->closed() &&
+      (!impl_->gateway || impl_->gateway->busy_rows() == 0))
+    return 0;  // the hub is closed: no session can complete a group, nothing in hand can finish (a draining explorer leaves)
   if (options_.kind == "workspace" || options_.kind == "gateway") return impl_->agent_steps;
   const Decoder* d = impl_->decoding();
   return d ? static_cast<std::uint64_t>(d->steps()) : 0;

@@ -307,6 +307,11 @@ void GatewayHub::close(const std::string& why) {
   for (const auto& t : queued) t->fail(why);
 }
 
+bool GatewayHub::closed() const {
+  std::lock_guard lock(mu_);
+  return closed_;
+}
+
 GatewayCounts GatewayHub::counts() const {
   std::lock_guard lock(mu_);
   return counts_;

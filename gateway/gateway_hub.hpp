@@ -165,6 +165,7 @@ class GatewayHub {
   // Fails every turn not done (queued, or on a row: a row finishing one
   // later changes nothing); later submits are refused.
   void close(const std::string& why);
+  bool closed() const;
 
   GatewayCounts counts() const;
   std::size_t open_sessions() const;
