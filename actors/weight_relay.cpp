@@ -170,8 +170,8 @@ void retry(Self self, std::uint32_t index, const std::string& why) {
 void finish(Self self) {
   auto& st = self->state;
   const auto v = st.current->version();
-  // The local store decodes the whole set, checking its checksum, before
-  // any explorer can fetch it.
+  // The local store checks the set's structure before any explorer can
+  // fetch it; its bytes were checked chunk by chunk as they came.
   self->send(st.options.local, publish_atom::value, WireMsg{st.current->take()});
   st.follower.hold(v);
   st.options.log->debug("{}: version {} relayed", st.options.name, v);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -150,15 +151,25 @@ struct Arrivals {
 };
 
 // Stands in for a member node's explorers: on each notice, fetches the set
-// from the node's store and decodes it (what an explorer does to swap).
+// from the node's store, decodes it and copies every tensor into its
+// "parameters" (what an explorer does to swap: import_weights).
 caf::behavior fetching_listener(caf::event_based_actor* self, weight_store_actor store, Arrivals* arrivals) {
+  auto params = std::make_shared<std::vector<float>>();
   return {[=](weights_atom, const WireMsg& m) {
     auto note = decode<WeightsAvailableData>(m.buf);
     if (!note) return;
     const auto v = note->version;
     self->request(store, std::chrono::seconds(60), fetch_atom::value, WireMsg{encode(WeightRequestData{v, false}, "bench")})
         .then([=](const WireMsg& set) {
-          if (!decode<WeightSetData>(set.buf)) return;
+          auto w = decode<WeightSetData>(set.buf);
+          if (!w) return;
+          std::size_t n = 0, at = 0;
+          for (const auto& t : w->tensors) n += t.values.size();
+          params->resize(n);
+          for (const auto& t : w->tensors) {
+            std::memcpy(params->data() + at, t.values.data(), t.values.size() * sizeof(float));
+            at += t.values.size();
+          }
           std::lock_guard<std::mutex> lock(arrivals->mu);
           ++arrivals->nodes_with[v];
           arrivals->cv.notify_all();
@@ -180,6 +191,9 @@ const std::string kBenchSecret = "bench-secret-0123456789abcdef";
 // Seconds from publish until all `members` hold each version (median of
 // `versions`), over the middleman alone or the bulk channel.
 double publish_seconds(const ClusterConfig& c, int members, std::size_t params, int versions, bool bulk) {
+  // Each node would be its own process with its own recycled memory (768
+  // MiB): here they share one, so it gets the head's and every node's.
+  set_recycled_spare_bytes((std::size_t{768} << 20) * static_cast<std::size_t>(members + 1));
   Node head(c);
   WeightStoreOptions so{2, static_cast<std::uint64_t>(c.weight_store.chunk_kb) << 10, null_logger()};
   so.shelf = std::make_shared<WeightShelf>(so.keep_versions, so.chunk_bytes);
@@ -263,8 +277,12 @@ double bulk_bytes_per_s(std::size_t params, std::uint64_t chunk_bytes, int round
 std::vector<Row> bench_nodes(const EnvRegistry& envs) {
   ClusterConfig c = throughput_config(envs);
   std::vector<Row> rows;
+  // RLX_BENCH_NODES=publish: the weight rows alone (experiments).
+  const char* only = std::getenv("RLX_BENCH_NODES");
+  const bool messages = !only || std::string(only) != "publish";
   // Segment throughput: a CartPole segment (64 steps x 16 envs) and 1 MiB messages.
   for (const std::size_t size : {std::size_t{36} << 10, std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {
+    if (!messages) break;
     const std::size_t total = std::size_t{512} << 20;
     std::vector<double> caf_bw, raw_bw;
     for (int round = 0; round < 3; ++round) {

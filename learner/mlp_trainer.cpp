@@ -130,19 +130,22 @@ Batch MlpTrainer::Impl::make_batch(const std::vector<const Segment*>& segments) 
   for (const Segment* s : segments) {
     RLX_REQUIRE(s->obs_dim == options.obs_dim, s->obs_dim, options.obs_dim);
     const std::int64_t T = s->num_steps, B = s->num_envs, D = s->obs_dim;
-    auto clone = [](const auto& v, std::vector<std::int64_t> shape, torch::Dtype dt) {
-      return torch::from_blob(const_cast<void*>(static_cast<const void*>(v.data())), shape, dt).clone();
+    // A tensor over the segment's column (the received message's bytes):
+    // each training tensor below is made from it with one copy (cat, a
+    // dtype conversion or a clone).
+    auto view = [](const auto& v, std::vector<std::int64_t> shape, torch::Dtype dt) {
+      return torch::from_blob(const_cast<void*>(static_cast<const void*>(v.data())), shape, dt);
     };
-    obs.push_back(clone(s->observations, {T * B, D}, torch::kFloat32));
-    act.push_back(clone(s->actions, {T * B}, torch::kInt64));
-    beh.push_back(clone(s->behaviour_log_probs, {T * B}, torch::kFloat32));
-    keep.push_back(s->masked.empty() ? torch::ones({T * B}, f32)
-                                     : 1 - clone(s->masked, {T * B}, torch::kUInt8).to(f32));
+    auto clone = [&](const auto& v, std::vector<std::int64_t> shape, torch::Dtype dt) { return view(v, shape, dt).clone(); };
+    obs.push_back(view(s->observations, {T * B, D}, torch::kFloat32));
+    act.push_back(view(s->actions, {T * B}, torch::kInt64));
+    beh.push_back(view(s->behaviour_log_probs, {T * B}, torch::kFloat32));
+    keep.push_back(s->masked.empty() ? torch::ones({T * B}, f32) : 1 - view(s->masked, {T * B}, torch::kUInt8).to(f32));
     any_masked = any_masked || !s->masked.empty();
     Batch::Part p{offset, T, B,
                   clone(s->rewards, {T, B}, torch::kFloat32),
-                  clone(s->terminated, {T, B}, torch::kUInt8).to(f32),
-                  clone(s->truncated, {T, B}, torch::kUInt8).to(f32),
+                  view(s->terminated, {T, B}, torch::kUInt8).to(f32),
+                  view(s->truncated, {T, B}, torch::kUInt8).to(f32),
                   clone(s->bootstrap_observations, {B, D}, torch::kFloat32), {}, {}};
     if (!s->truncation_observations.empty()) {
       std::vector<std::int64_t> at;

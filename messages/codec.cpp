@@ -1,4 +1,6 @@
 // Framing checks and error classification shared by every decoder.
+#include <cstring>
+
 #include "messages/codec_detail.hpp"
 
 namespace rlx {
@@ -17,6 +19,100 @@ namespace codec_detail {
 MessageKind kind_of(Which w) {
   auto i = static_cast<std::uint16_t>(w);
   return i < static_cast<std::uint16_t>(MessageKind::unknown) ? static_cast<MessageKind>(i) : MessageKind::unknown;
+}
+
+namespace {
+using U32x8 = std::uint32_t __attribute__((vector_size(32)));
+using F32x8 = float __attribute__((vector_size(32)));
+using U8x32 = std::uint8_t __attribute__((vector_size(32)));
+
+// Inlined into each clone (a 32-byte vector passed by value would change
+// the calling convention between the clones).
+template <class V, class T>
+[[gnu::always_inline]] inline const V& load(const T* p, V& v) {
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+}  // namespace
+
+__attribute__((target_clones("avx2", "default"))) bool all_finite(std::span<const float> v) {
+  constexpr std::uint32_t kExp = 0x7f800000u;
+  const U32x8 exp = {kExp, kExp, kExp, kExp, kExp, kExp, kExp, kExp};
+  U32x8 bad0 = {}, bad1 = {};
+  std::size_t i = 0;
+  for (; i + 16 <= v.size(); i += 16) {
+    U32x8 a, b;
+    bad0 |= (U32x8)((load(v.data() + i, a) & exp) == exp);
+    bad1 |= (U32x8)((load(v.data() + i + 8, b) & exp) == exp);
+  }
+  const U32x8 both = bad0 | bad1;
+  bool bad = false;
+  for (int k = 0; k < 8; ++k) bad |= both[k] != 0;
+  for (; i < v.size(); ++i) bad |= (std::bit_cast<std::uint32_t>(v[i]) & kExp) == kExp;
+  return !bad;
+}
+
+__attribute__((target_clones("avx2", "default"))) bool all_non_positive(std::span<const float> v) {
+  const F32x8 zero = {};
+  U32x8 bad0 = {}, bad1 = {};
+  std::size_t i = 0;
+  for (; i + 16 <= v.size(); i += 16) {
+    F32x8 a, b;
+    bad0 |= ~(U32x8)(load(v.data() + i, a) <= zero);
+    bad1 |= ~(U32x8)(load(v.data() + i + 8, b) <= zero);
+  }
+  const U32x8 both = bad0 | bad1;
+  bool bad = false;
+  for (int k = 0; k < 8; ++k) bad |= both[k] != 0;
+  for (; i < v.size(); ++i) bad |= !(v[i] <= 0.0f);
+  return !bad;
+}
+
+__attribute__((target_clones("avx2", "default"))) bool all_flags(std::span<const std::uint8_t> v) {
+  const U8x32 one = U8x32{} + 1;
+  U8x32 bad = {};
+  std::size_t i = 0;
+  for (; i + 32 <= v.size(); i += 32) {
+    U8x32 a;
+    bad |= (U8x32)(load(v.data() + i, a) > one);
+  }
+  bool any = false;
+  for (int k = 0; k < 32; ++k) any |= bad[k] != 0;
+  for (; i < v.size(); ++i) any |= v[i] > 1;
+  return !any;
+}
+
+FlatBuilder::FlatBuilder(std::size_t words, bool recycled)
+    : space_(recycled ? recycled_words(words + 1) : kj::heapArray<capnp::word>(words + 1)) {
+  std::memset(space_.begin(), 0, space_.size() * sizeof(capnp::word));
+}
+
+kj::ArrayPtr<capnp::word> FlatBuilder::allocateSegment(unsigned minimum_size) {
+  if (!gave_first_ && minimum_size <= space_.size() - 1) {
+    gave_first_ = true;
+    return space_.slice(1, space_.size());
+  }
+  gave_first_ = true;
+  auto more = kj::heapArray<capnp::word>(std::max<std::size_t>(minimum_size, capnp::SUGGESTED_FIRST_SEGMENT_WORDS));
+  std::memset(more.begin(), 0, more.size() * sizeof(capnp::word));
+  more_.push_back(std::move(more));
+  return more_.back().asPtr();
+}
+
+WireBuffer FlatBuilder::finish() {
+  auto segments = getSegmentsForOutput();
+  if (segments.size() == 1 && segments[0].begin() == space_.begin() + 1) {
+    // The stream framing of one segment: (count - 1) = 0, then its size in words.
+    const auto used = static_cast<std::uint32_t>(segments[0].size());
+    // Far smaller than the space it was given: a copy of its own, so a
+    // small message does not hold a large array.
+    if (std::size_t{used} * 2 < space_.size()) return WireBuffer(capnp::messageToFlatArray(segments));
+    auto* table = reinterpret_cast<std::uint32_t*>(space_.begin());
+    table[0] = 0;
+    table[1] = used;
+    return WireBuffer(std::move(space_), (std::size_t{used} + 1) * sizeof(capnp::word));
+  }
+  return WireBuffer(capnp::messageToFlatArray(segments));
 }
 
 Error classify(const kj::Exception& e) {

@@ -56,7 +56,9 @@ struct WeightSetInfo {
 
 // Checks a WeightSet envelope as decode<WeightSetData> does (dtypes,
 // shapes against data sizes, the checksum) without copying its tensors:
-// what a weight store does with each set it is handed.
+// what a weight store does with each set it is handed. The checksum pass
+// is skipped for a buffer already checked (WireBuffer::checked) and marks
+// it otherwise. decode<WeightSetData> views the tensors in the buffer.
 Result<WeightSetInfo> check_weight_set(const WireBuffer& buf, const DecodeOptions& options = {});
 
 // A RolloutRecord as read from the rollout log (messages/log_codec.hpp).

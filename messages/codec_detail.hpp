@@ -3,15 +3,19 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
+#include <capnp/any.h>
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
 #include "messages/codec.hpp"
+#include "messages/column.hpp"
 #include "messages/envelope.capnp.h"
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian; add byte swapping");
@@ -30,8 +34,10 @@ template <> constexpr wire::DType dtype_of<float>() { return wire::DType::FLOAT3
 template <> constexpr wire::DType dtype_of<std::int64_t>() { return wire::DType::INT64; }
 template <> constexpr wire::DType dtype_of<std::uint8_t>() { return wire::DType::UINT8; }
 
-template <class T>
-void set_tensor(wire::Tensor::Builder b, std::initializer_list<std::uint32_t> shape, const std::vector<T>& v) {
+// `v`: a vector or a Column of float, int64 or uint8.
+template <class V>
+void set_tensor(wire::Tensor::Builder b, std::initializer_list<std::uint32_t> shape, const V& v) {
+  using T = typename V::value_type;
   b.setDtype(dtype_of<T>());
   auto s = b.initShape(static_cast<unsigned>(shape.size()));
   unsigned i = 0;
@@ -39,20 +45,22 @@ void set_tensor(wire::Tensor::Builder b, std::initializer_list<std::uint32_t> sh
   b.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(v.data()), v.size() * sizeof(T)));
 }
 
-inline void set_tensor_shape(wire::Tensor::Builder b, const std::vector<std::int64_t>& shape, const std::vector<float>& v) {
+inline void set_tensor_shape(wire::Tensor::Builder b, const std::vector<std::int64_t>& shape, std::span<const float> v) {
   b.setDtype(wire::DType::FLOAT32);
   auto s = b.initShape(static_cast<unsigned>(shape.size()));
   for (unsigned i = 0; i < shape.size(); ++i) s.set(i, static_cast<std::uint32_t>(shape[i]));
   b.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(v.data()), v.size() * sizeof(float)));
 }
 
-// Reads a tensor of element type T; `shape` gives the expected dimensions.
+// A tensor's bytes, checked: element type T, `shape` its dimensions,
+// the data exactly their product.
 template <class T>
-std::vector<T> read_tensor(wire::Tensor::Reader r, std::initializer_list<std::uint64_t> shape, const char* field) {
+const T* checked_tensor_data(wire::Tensor::Reader r, std::initializer_list<std::uint64_t> shape, const char* field,
+                             std::uint64_t& n) {
   if (r.getDtype() != dtype_of<T>()) invalid(std::string(field) + ": wrong dtype");
   auto s = r.getShape();
   if (s.size() != shape.size()) invalid(std::string(field) + ": wrong rank");
-  std::uint64_t n = 1;
+  n = 1;
   unsigned i = 0;
   for (auto d : shape) {
     if (s[i++] != d) invalid(std::string(field) + ": wrong shape");
@@ -60,28 +68,101 @@ std::vector<T> read_tensor(wire::Tensor::Reader r, std::initializer_list<std::ui
   }
   auto data = r.getData();
   if (data.size() != n * sizeof(T)) invalid(std::string(field) + ": data size does not match shape");
+  return reinterpret_cast<const T*>(data.begin());
+}
+
+// Reads a tensor of element type T into a vector of its own.
+template <class T>
+std::vector<T> read_tensor(wire::Tensor::Reader r, std::initializer_list<std::uint64_t> shape, const char* field) {
+  std::uint64_t n = 0;
+  const T* first = checked_tensor_data<T>(r, shape, field, n);
   std::vector<T> out(n);
-  if (n) std::memcpy(out.data(), data.begin(), data.size());
+  if (n) std::memcpy(out.data(), first, n * sizeof(T));
   return out;
 }
 
+// The same, viewed where it lies in the message (`keep` holds the message;
+// without one the values are copied). Cap'n Proto places Data at word
+// boundaries of a word-aligned buffer, so the view is aligned for T.
+template <class T>
+Column<T> view_tensor(wire::Tensor::Reader r, std::initializer_list<std::uint64_t> shape, const char* field,
+                      const std::shared_ptr<const void>& keep) {
+  std::uint64_t n = 0;
+  const T* first = checked_tensor_data<T>(r, shape, field, n);
+  if (!keep || reinterpret_cast<std::uintptr_t>(first) % alignof(T) != 0) return Column<T>(first, first + n);
+  return Column<T>::view(first, n, keep);
+}
+
+// A List(UInt64) viewed where it lies (copied when it is not laid out as
+// plain 8-byte elements, as a list of structs read as one may be).
+inline Column<std::uint64_t> view_u64_list(capnp::List<std::uint64_t>::Reader list,
+                                           const std::shared_ptr<const void>& keep) {
+  capnp::AnyList::Reader any(list);
+  if (keep && any.getElementSize() == capnp::ElementSize::EIGHT_BYTES) {
+    auto raw = any.getRawBytes();
+    if (raw.size() == list.size() * 8ull && reinterpret_cast<std::uintptr_t>(raw.begin()) % 8 == 0)
+      return Column<std::uint64_t>::view(reinterpret_cast<const std::uint64_t*>(raw.begin()), list.size(), keep);
+  }
+  std::vector<std::uint64_t> v;
+  v.reserve(list.size());
+  for (auto e : list) v.push_back(e);
+  return v;
+}
+
+// Value checks over whole columns: branch-free, 32 bytes at a time with
+// two accumulators (GCC vector extensions; -O2 does not vectorise these
+// loops by itself), built for AVX2 and for the baseline (messages/codec.cpp).
+// Whether every value is finite (a float is not when its exponent bits are all set).
+bool all_finite(std::span<const float> v);
+// Whether every value is <= 0 (NaN is not).
+bool all_non_positive(std::span<const float> v);
+// Whether every byte is 0 or 1.
+bool all_flags(std::span<const std::uint8_t> v);
+
+// Fills a List(UInt64) from `v` with one copy (the list's elements are
+// plain 8-byte words in the builder's own segment).
+inline void set_u64_list(capnp::List<std::uint64_t>::Builder list, std::span<const std::uint64_t> v) {
+  auto raw = capnp::AnyList::Reader(list.asReader()).getRawBytes();
+  if (raw.size() == v.size() * 8 && !v.empty()) std::memcpy(const_cast<kj::byte*>(raw.begin()), v.data(), raw.size());
+  else
+    for (unsigned i = 0; i < v.size(); ++i) list.set(i, v[i]);
+}
+
 // Reads and validates a segment (shapes, dtypes, finite values).
-Segment read_segment(wire::TrajectorySegment::Reader s);
+// Its tensors are views of the message `keep` holds (copies without one).
+Segment read_segment(wire::TrajectorySegment::Reader s, const std::shared_ptr<const void>& keep = nullptr);
 
 using Which = wire::Envelope::Body::Which;
 MessageKind kind_of(Which w);
 
+// A message builder whose first segment is one zeroed array with a word
+// in front for the segment table: a message that fits is its own flat
+// array (no copy after building); a larger one grows as Cap'n Proto's own
+// builder does and is flattened with a copy.
+class FlatBuilder final : public capnp::MessageBuilder {
+ public:
+  // `recycled`: the space comes from recycled_words (messages cut again
+  // and again at one size: a weight set's chunks).
+  explicit FlatBuilder(std::size_t words, bool recycled = false);
+  kj::ArrayPtr<capnp::word> allocateSegment(unsigned minimum_size) override;
+  WireBuffer finish();
+
+ private:
+  kj::Array<capnp::word> space_;
+  bool gave_first_ = false;
+  std::vector<kj::Array<capnp::word>> more_;
+};
+
 // Builds an Envelope, lets `fill` set its body, and flattens it. A good
-// `size_hint_words` makes the message one segment (no regrowth, one copy).
+// `size_hint_words` makes the message one segment (built in place).
 template <class Fill>
-WireBuffer build(std::string_view sender, Fill&& fill, std::size_t size_hint_words = 0) {
-  capnp::MallocMessageBuilder message(
-      static_cast<unsigned>(std::max<std::size_t>(size_hint_words, capnp::SUGGESTED_FIRST_SEGMENT_WORDS)));
+WireBuffer build(std::string_view sender, Fill&& fill, std::size_t size_hint_words = 0, bool recycled = false) {
+  FlatBuilder message(std::max<std::size_t>(size_hint_words, capnp::SUGGESTED_FIRST_SEGMENT_WORDS), recycled);
   auto env = message.initRoot<wire::Envelope>();
   env.setSchemaVersion(wire::ENVELOPE_SCHEMA_VERSION);
   env.setSender(kj::StringPtr(std::string(sender).c_str()));
   fill(env.initBody());
-  return WireBuffer(capnp::messageToFlatArray(message));
+  return message.finish();
 }
 
 // Validates framing, limits and schema, checks the body holds `expected`,

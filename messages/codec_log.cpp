@@ -138,7 +138,7 @@ Result<LogEntryData> decode_log_entry(const WireBuffer& buf, bool with_segment, 
         rec.lag = r.getLag();
         rec.reason = r.getReason().cStr();
         if (rec.verdict != Verdict::rejected && !r.hasSegment()) invalid("rollout: a kept segment is missing");
-        if (with_segment && r.hasSegment()) out.rollout.segment = read_segment(r.getSegment());
+        if (with_segment && r.hasSegment()) out.rollout.segment = read_segment(r.getSegment(), buf.keepalive());
         break;
       }
       case wire::LogBody::WEIGHTS: {

@@ -1,5 +1,6 @@
 // Segments and rollout records.
 #include <cmath>
+#include <utility>
 
 #include "messages/codec_detail.hpp"
 
@@ -84,8 +85,7 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
   set_tensor(s.initRewards(), {T, B}, x.rewards);
   set_tensor(s.initTerminated(), {T, B}, x.terminated);
   set_tensor(s.initTruncated(), {T, B}, x.truncated);
-  auto v = s.initPolicyVersions(static_cast<unsigned>(x.policy_versions.size()));
-  for (unsigned i = 0; i < x.policy_versions.size(); ++i) v.set(i, x.policy_versions[i]);
+  set_u64_list(s.initPolicyVersions(static_cast<unsigned>(x.policy_versions.size())), x.policy_versions);
   set_tensor(s.initBootstrapObservations(), {B, D}, x.bootstrap_observations);
   auto r = s.initEpisodeReturns(static_cast<unsigned>(x.episode_returns.size()));
   for (unsigned i = 0; i < x.episode_returns.size(); ++i) r.set(i, x.episode_returns[i]);
@@ -126,14 +126,13 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
     }
     if (!x.tokens->observed.empty()) set_tensor(k.initObserved(), {T, B}, x.tokens->observed);
     if (!x.tokens->versions.empty()) {
-      auto v = k.initVersions(static_cast<unsigned>(x.tokens->versions.size()));
-      for (unsigned i = 0; i < v.size(); ++i) v.set(i, x.tokens->versions[i]);
+      set_u64_list(k.initVersions(static_cast<unsigned>(x.tokens->versions.size())), x.tokens->versions.span());
     }
   }
 }
 
 // A token segment's rows, checked against the segment's shape.
-TokenRows read_tokens(wire::TokenRows::Reader k, const Segment& x) {
+TokenRows read_tokens(wire::TokenRows::Reader k, const Segment& x, const std::shared_ptr<const void>& keep) {
   const std::uint64_t T = x.num_steps, B = x.num_envs;
   TokenRows t;
   t.prompt_width = k.getPromptWidth();
@@ -147,7 +146,7 @@ TokenRows read_tokens(wire::TokenRows::Reader k, const Segment& x) {
   if (shape.size() != 3) invalid("tokens: routes must be rank 3");
   t.route_width = shape[2];
   if (t.route_width == 0) invalid("tokens: routes need one entry per layer and slot");
-  t.routes = read_tensor<std::uint8_t>(k.getRoutes(), {T, B, t.route_width}, "routes");
+  t.routes = view_tensor<std::uint8_t>(k.getRoutes(), {T, B, t.route_width}, "routes", keep);
   t.group_size = k.getGroupSize();
   if (t.group_size == 0 || B % t.group_size != 0) invalid("tokens: groupSize must divide the rows");
   if (k.getTaskIds().size() != B) invalid("tokens: need one task id per row");
@@ -160,33 +159,36 @@ TokenRows read_tokens(wire::TokenRows::Reader k, const Segment& x) {
   if (x.episode_lengths.size() != B) invalid("tokens: need one episode (completion) per row");
   for (auto l : x.episode_lengths)
     if (l == 0 || t.prompt_width + l > T) invalid("tokens: a completion is empty or runs past numSteps");
+  const std::uint64_t P = t.prompt_width;
   if (k.hasObserved()) {
-    t.observed = read_tensor<std::uint8_t>(k.getObserved(), {T, B}, "observed");
+    t.observed = view_tensor<std::uint8_t>(k.getObserved(), {T, B}, "observed", keep);
+    if (!all_flags(t.observed.span())) invalid("tokens: observed entries must be 0 or 1");
     // Only completion tokens can be observations: never a prompt's, never past a row's end.
-    for (std::uint64_t s = 0; s < T; ++s)
-      for (std::uint64_t b = 0; b < B; ++b) {
-        const auto o = t.observed[s * B + b];
-        if (o > 1) invalid("tokens: observed entries must be 0 or 1");
-        if (o && (s < t.prompt_width || s >= t.prompt_width + x.episode_lengths[b]))
-          invalid("tokens: an observed token outside its row's completion");
-      }
+    const std::uint8_t* o = std::as_const(t.observed).data();
+    std::uint8_t outside = 0;
+    for (std::uint64_t i = 0; i < P * B; ++i) outside |= o[i];
+    for (std::uint64_t s = P; s < T; ++s)
+      for (std::uint64_t b = 0; b < B; ++b) outside |= o[s * B + b] & static_cast<std::uint8_t>(s >= P + x.episode_lengths[b]);
+    if (outside) invalid("tokens: an observed token outside its row's completion");
   }
   if (k.getVersions().size() != 0) {
     if (k.getVersions().size() != T * B) invalid("tokens: versions need one entry per token, or none");
-    for (auto v : k.getVersions()) t.versions.push_back(v);
+    t.versions = view_u64_list(k.getVersions(), keep);
     // A column's policyVersion is its oldest token's: no token is older.
-    for (std::uint64_t s = t.prompt_width; s < T; ++s)
-      for (std::uint64_t b = 0; b < B; ++b) {
-        const auto v = t.versions[s * B + b];
-        if (v != 0 && v < x.policy_versions[s]) invalid("tokens: a token's version is older than its column's");
-      }
+    const std::uint64_t* v = std::as_const(t.versions).data();
+    bool older = false;
+    for (std::uint64_t s = P; s < T; ++s) {
+      const auto column = x.policy_versions[s];
+      for (std::uint64_t b = 0; b < B; ++b) older |= (v[s * B + b] != 0) & (v[s * B + b] < column);
+    }
+    if (older) invalid("tokens: a token's version is older than its column's");
   }
   return t;
 }
 
 }  // namespace
 
-Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
+Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s, const std::shared_ptr<const void>& keep) {
   Segment x;
   x.explorer_id = s.getExplorerId();
   x.sequence = s.getSequence();
@@ -199,16 +201,16 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
   x.obs_dim = obs_shape[2];
   if (x.obs_dim == 0 && !s.hasTokens()) invalid("observations: obs_dim must be positive");
   if (x.obs_dim != 0 && s.hasTokens()) invalid("tokens: a token segment has no observations");
-  x.observations = read_tensor<float>(s.getObservations(), {T, B, x.obs_dim}, "observations");
-  x.actions = read_tensor<std::int64_t>(s.getActions(), {T, B}, "actions");
-  x.behaviour_log_probs = read_tensor<float>(s.getBehaviourLogProbs(), {T, B}, "behaviourLogProbs");
-  x.rewards = read_tensor<float>(s.getRewards(), {T, B}, "rewards");
-  x.terminated = read_tensor<std::uint8_t>(s.getTerminated(), {T, B}, "terminated");
-  x.truncated = read_tensor<std::uint8_t>(s.getTruncated(), {T, B}, "truncated");
+  x.observations = view_tensor<float>(s.getObservations(), {T, B, x.obs_dim}, "observations", keep);
+  x.actions = view_tensor<std::int64_t>(s.getActions(), {T, B}, "actions", keep);
+  x.behaviour_log_probs = view_tensor<float>(s.getBehaviourLogProbs(), {T, B}, "behaviourLogProbs", keep);
+  x.rewards = view_tensor<float>(s.getRewards(), {T, B}, "rewards", keep);
+  x.terminated = view_tensor<std::uint8_t>(s.getTerminated(), {T, B}, "terminated", keep);
+  x.truncated = view_tensor<std::uint8_t>(s.getTruncated(), {T, B}, "truncated", keep);
   auto v = s.getPolicyVersions();
   if (v.size() != T) invalid("policyVersions: need one version per step");
   for (auto e : v) x.policy_versions.push_back(e);
-  x.bootstrap_observations = read_tensor<float>(s.getBootstrapObservations(), {B, x.obs_dim}, "bootstrapObservations");
+  x.bootstrap_observations = view_tensor<float>(s.getBootstrapObservations(), {B, x.obs_dim}, "bootstrapObservations", keep);
   auto r = s.getEpisodeReturns();
   auto l = s.getEpisodeLengths();
   if (r.size() != l.size()) invalid("episodeReturns and episodeLengths differ in length");
@@ -216,9 +218,8 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
   for (auto e : l) x.episode_lengths.push_back(e);
   x.created_unix_ns = s.getCreatedUnixNs();
   x.lost_episodes = s.getLostEpisodes();
-  if (s.hasMasked()) x.masked = read_tensor<std::uint8_t>(s.getMasked(), {T, B}, "masked");
-  for (auto m : x.masked)
-    if (m > 1) invalid("masked: entries must be 0 or 1");
+  if (s.hasMasked()) x.masked = view_tensor<std::uint8_t>(s.getMasked(), {T, B}, "masked", keep);
+  if (!all_flags(x.masked.span())) invalid("masked: entries must be 0 or 1");
   for (auto r : s.getMaskedRows()) {
     if (r == 0 || r >= kInfraFailureCodes) invalid("maskedRows: not an InfraFailure code");
     x.masked_rows.push_back(r);
@@ -241,17 +242,14 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s) {
   }
   if (s.hasTruncationObservations()) {
     x.truncation_observations =
-        read_tensor<float>(s.getTruncationObservations(), {x.truncations(), x.obs_dim}, "truncationObservations");
-    for (float f : x.truncation_observations)
-      if (!std::isfinite(f)) invalid("truncationObservations: must be finite");
+        view_tensor<float>(s.getTruncationObservations(), {x.truncations(), x.obs_dim}, "truncationObservations", keep);
+    if (!all_finite(x.truncation_observations.span())) invalid("truncationObservations: must be finite");
   }
-  if (s.hasTokens()) x.tokens = read_tokens(s.getTokens(), x);
-  for (float f : x.behaviour_log_probs)
-    if (!(f <= 0.0f)) invalid("behaviourLogProbs: must be finite and <= 0");
-  for (float f : x.observations)
-    if (!std::isfinite(f)) invalid("observations: must be finite");
-  for (float f : x.rewards)
-    if (!std::isfinite(f)) invalid("rewards: must be finite");
+  if (s.hasTokens()) x.tokens = read_tokens(s.getTokens(), x, keep);
+  if (!all_non_positive(x.behaviour_log_probs.span()))
+    invalid("behaviourLogProbs: must be finite and <= 0");
+  if (!all_finite(x.observations.span())) invalid("observations: must be finite");
+  if (!all_finite(x.rewards.span())) invalid("rewards: must be finite");
   return x;
 }
 
@@ -263,12 +261,15 @@ WireBuffer encode(const Segment& x, std::string_view sender) {
                             (x.tokens ? x.tokens->routes.size() + x.tokens->task_ids.size() * 32 + x.tokens->hints.size() * 64 +
                                              x.tokens->observed.size() + x.tokens->versions.size() * 8
                                        : 0);
-  return build(sender, [&](auto body) { fill_segment(body.initSegment(), x); }, bytes / 8 + 128);
+  // Every tensor adds a few words (its struct, shape and rounding): over-
+  // estimate a little so the message is built as one segment, in place.
+  return build(sender, [&](auto body) { fill_segment(body.initSegment(), x); }, bytes / 8 + 512);
 }
 
 template <>
 Result<Segment> decode<Segment>(const WireBuffer& buf, const DecodeOptions& options) {
-  return decode_body<Segment>(buf, options, Which::SEGMENT, [](auto body) { return read_segment(body.getSegment()); });
+  return decode_body<Segment>(buf, options, Which::SEGMENT,
+                              [&](auto body) { return read_segment(body.getSegment(), buf.keepalive()); });
 }
 
 }  // namespace rlx

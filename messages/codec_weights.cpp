@@ -29,13 +29,16 @@ WireBuffer encode(const WeightSetData& x, std::string_view sender) {
       words);
 }
 
+// The tensors are views of `buf`; the checksum is computed over them
+// unless a weight store or relay already checked this very buffer.
 template <>
 Result<WeightSetData> decode<WeightSetData>(const WireBuffer& buf, const DecodeOptions& options) {
-  return decode_body<WeightSetData>(buf, options, Which::WEIGHT_SET, [](auto body) {
+  return decode_body<WeightSetData>(buf, options, Which::WEIGHT_SET, [&](auto body) {
     auto w = body.getWeightSet();
     WeightSetData x;
     x.version = w.getVersion();
     x.policy_kind = w.getPolicyKind().cStr();
+    const auto keep = buf.keepalive();
     for (auto t : w.getTensors()) {
       NamedTensor nt;
       nt.name = t.getName().cStr();
@@ -47,19 +50,24 @@ Result<WeightSetData> decode<WeightSetData>(const WireBuffer& buf, const DecodeO
         n *= d;
       }
       if (tr.getData().size() != n * sizeof(float)) invalid("weights: tensor " + nt.name + " data does not match shape");
-      nt.values.resize(n);
-      if (n) std::memcpy(nt.values.data(), tr.getData().begin(), n * sizeof(float));
+      const auto* first = reinterpret_cast<const float*>(tr.getData().begin());
+      nt.values = reinterpret_cast<std::uintptr_t>(first) % alignof(float) == 0 ? Column<float>::view(first, n, keep)
+                                                                                 : Column<float>(first, first + n);
       x.tensors.push_back(std::move(nt));
     }
     x.checksum = w.getChecksum();
     x.created_unix_ns = w.getCreatedUnixNs();
-    if (x.compute_checksum() != x.checksum) invalid("weights: checksum mismatch");
+    if (!buf.checked()) {
+      if (x.compute_checksum() != x.checksum) invalid("weights: checksum mismatch");
+      buf.mark_checked();
+    }
     return x;
   });
 }
 
 Result<WeightSetInfo> check_weight_set(const WireBuffer& buf, const DecodeOptions& options) {
-  return decode_body<WeightSetInfo>(buf, options, Which::WEIGHT_SET, [](auto body) {
+  const bool hash = !buf.checked();
+  return decode_body<WeightSetInfo>(buf, options, Which::WEIGHT_SET, [&](auto body) {
     auto w = body.getWeightSet();
     WeightSetInfo info;
     info.version = w.getVersion();
@@ -77,10 +85,13 @@ Result<WeightSetInfo> check_weight_set(const WireBuffer& buf, const DecodeOption
       auto data = tr.getData();
       if (data.size() != n * sizeof(float))
         invalid(std::string("weights: tensor ") + t.getName().cStr() + " data does not match shape");
-      XXH64_update(state, data.begin(), data.size());
+      if (hash) XXH64_update(state, data.begin(), data.size());
       info.parameters += n;
     }
-    if (XXH64_digest(state) != w.getChecksum()) invalid("weights: checksum mismatch");
+    if (hash) {
+      if (XXH64_digest(state) != w.getChecksum()) invalid("weights: checksum mismatch");
+      buf.mark_checked();
+    }
     return info;
   });
 }
@@ -157,7 +168,7 @@ Result<WeightChunkData> decode<WeightChunkData>(const WireBuffer& buf, const Dec
     if (x.count == 0 || x.index >= x.count) invalid("weight chunk: index out of range");
     if (x.offset > x.total_bytes || x.data.size() > x.total_bytes - x.offset)
       invalid("weight chunk: data lies outside the set");
-    if (XXH64(x.data.data(), x.data.size(), 0) != x.checksum) invalid("weight chunk: checksum mismatch");
+    if (chunk_checksum(x.data.data(), x.data.size()) != x.checksum) invalid("weight chunk: checksum mismatch");
     return x;
   });
 }

@@ -1,6 +1,7 @@
 // Plain C++ forms of the wire messages (messages/*.capnp). Compute code
 // works on these; messages/codec converts them to and from Envelopes.
-// Tensors are flat row-major vectors with their dimensions alongside.
+// Tensors are flat row-major vectors with their dimensions alongside; a
+// segment's are Columns: a decoded segment views the message's bytes.
 #pragma once
 
 #include <cstdint>
@@ -8,9 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "messages/column.hpp"
+
 namespace rlx {
 
-// A token policy's rows (rollout.capnp TokenRows).
 // Where the time that made a segment went (rollout.capnp SegmentWork).
 struct SegmentWork {
   double decode_s = 0;     // stepping the policy, tool calls excluded
@@ -26,16 +28,17 @@ struct SegmentWork {
   }
 };
 
+// A token policy's rows (rollout.capnp TokenRows).
 struct TokenRows {
   std::uint32_t prompt_width = 0;            // P
   std::vector<std::uint32_t> prompt_lengths; // [B]
   std::uint32_t route_width = 0;             // layers * k
-  std::vector<std::uint8_t> routes;          // [T, B, route_width], 255 = none
+  Column<std::uint8_t> routes;               // [T, B, route_width], 255 = none
   std::uint32_t group_size = 1;
   std::vector<std::string> task_ids;         // [B]
   std::vector<std::string> hints;            // [B] or empty: a failed row's hint ("" none)
-  std::vector<std::uint8_t> observed;        // [T, B] or empty: 1 = a completion token the env wrote (context)
-  std::vector<std::uint64_t> versions;       // [T, B] or empty: each sampled token's version (rows not in
+  Column<std::uint8_t> observed;             // [T, B] or empty: 1 = a completion token the env wrote (context)
+  Column<std::uint64_t> versions;            // [T, B] or empty: each sampled token's version (rows not in
                                              // lockstep); empty: Segment::policy_versions per column
 };
 
@@ -71,19 +74,19 @@ struct Segment {
   std::uint32_t num_steps = 0;   // T
   std::uint32_t num_envs = 0;    // B
   std::uint32_t obs_dim = 0;
-  std::vector<float> observations;           // [T, B, obs_dim]
-  std::vector<std::int64_t> actions;         // [T, B]
-  std::vector<float> behaviour_log_probs;    // [T, B]
-  std::vector<float> rewards;                // [T, B]
-  std::vector<std::uint8_t> terminated;      // [T, B]
-  std::vector<std::uint8_t> truncated;       // [T, B]
+  Column<float> observations;                // [T, B, obs_dim]
+  Column<std::int64_t> actions;              // [T, B]
+  Column<float> behaviour_log_probs;         // [T, B]
+  Column<float> rewards;                     // [T, B]
+  Column<std::uint8_t> terminated;           // [T, B]
+  Column<std::uint8_t> truncated;            // [T, B]
   std::vector<std::uint64_t> policy_versions;  // [T]
-  std::vector<float> bootstrap_observations; // [B, obs_dim]
+  Column<float> bootstrap_observations;      // [B, obs_dim]
   // [K, obs_dim] or empty: for each step a time limit cut (truncated, not
   // terminated; t-major, then env), the observation the episode was cut
   // in: the truncation bootstraps from its value. Empty (segments of older
   // builds): the step's own observation stands in, as it did then.
-  std::vector<float> truncation_observations;
+  Column<float> truncation_observations;
   std::vector<float> episode_returns;        // episodes that ended in the segment
   std::vector<std::uint32_t> episode_lengths;
   std::uint64_t created_unix_ns = 0;
@@ -96,7 +99,7 @@ struct Segment {
   // segment's episodes met, retried ones included, counted by code
   // (kInfraFailureCodes entries, or empty for none); `reward_retries`:
   // reward requests asked again.
-  std::vector<std::uint8_t> masked;
+  Column<std::uint8_t> masked;
   std::vector<std::uint8_t> masked_rows;
   std::vector<std::uint32_t> infra_failures;
   std::uint32_t reward_retries = 0;
@@ -134,7 +137,7 @@ const char* to_string(Verdict v);
 struct NamedTensor {
   std::string name;
   std::vector<std::int64_t> shape;
-  std::vector<float> values;
+  Column<float> values;  // decoded: a view of the set's message
 };
 
 // WeightSet: every parameter of the policy at one version.

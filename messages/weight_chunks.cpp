@@ -9,6 +9,8 @@
 
 namespace rlx {
 
+std::uint64_t chunk_checksum(const void* data, std::size_t size) { return XXH64(data, size, 0); }
+
 std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_bytes) {
   if (chunk_bytes == 0 || total_bytes == 0) return 1;
   return static_cast<std::uint32_t>((total_bytes + chunk_bytes - 1) / chunk_bytes);
@@ -34,9 +36,9 @@ Result<WireBuffer> encode_weight_chunk(const WireBuffer& set, std::uint64_t vers
         c.setTotalBytes(total);
         c.setOffset(offset);
         c.setData(kj::arrayPtr(p, n));
-        c.setChecksum(XXH64(p, n, 0));
+        c.setChecksum(chunk_checksum(p, n));
       },
-      n / 8 + 32);
+      n / 8 + 32, /*recycled=*/true);
 }
 
 Result<WeightChunkData> make_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
@@ -75,7 +77,7 @@ Result<bool> ChunkAssembler::add_encoded(const WireBuffer& buf, std::uint32_t* i
     auto data = c.getData();
     if (c.getOffset() != offset || data.size() != size)
       return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has the wrong offset or size");
-    if (XXH64(data.begin(), data.size(), 0) != c.getChecksum())
+    if (chunk_checksum(data.begin(), data.size()) != c.getChecksum())
       return make_error(Errc::invalid_field, "weight chunk: checksum mismatch");
     if (have_[index]) return false;
     if (size) std::memcpy(reinterpret_cast<std::uint8_t*>(words_.begin()) + offset, data.begin(), size);
@@ -95,7 +97,11 @@ std::vector<std::uint32_t> ChunkAssembler::missing() const {
 WireBuffer ChunkAssembler::take() {
   // A set that is not whole words is malformed; copy_of keeps its size so decoding reports it.
   if (total_ % 8 != 0) return WireBuffer::copy_of(words_.begin(), total_);
-  return WireBuffer(std::move(words_));
+  WireBuffer set(std::move(words_));
+  // Every byte came in a chunk whose checksum matched, cut by a store that
+  // checked the whole set: the node's store and explorers need not hash it again.
+  if (complete()) set.mark_checked();
+  return set;
 }
 
 }  // namespace rlx

@@ -1,8 +1,9 @@
 // Weight sets that cross nodes travel in chunks: slices of the set's
 // serialised Envelope, each with its own xxh64, so a damaged chunk is
 // found and fetched again alone. The store slices (make_weight_chunk);
-// the receiving node assembles (ChunkAssembler), then decodes the whole
-// set, which checks the set's own checksum before anything is applied.
+// the receiving node assembles (ChunkAssembler), checking each chunk as
+// it arrives, and its store then checks the set's structure (the set's own
+// checksum was checked by the head's store before any chunk was cut).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,10 @@
 #include "messages/wire_buffer.hpp"
 
 namespace rlx {
+
+// A chunk's checksum: XXH64 of its bytes (XXH3 measured no faster here:
+// Debian's libxxhash has no AVX2 path).
+std::uint64_t chunk_checksum(const void* data, std::size_t size);
 
 // Chunks of `chunk_bytes` needed for `total_bytes` (at least 1).
 std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_bytes);
@@ -46,7 +51,8 @@ class ChunkAssembler {
   bool complete() const { return received_ == count_; }
   // Indices not received yet, ascending.
   std::vector<std::uint32_t> missing() const;
-  // The whole set (call once, when complete()).
+  // The whole set (call once, when complete()), marked checked
+  // (WireBuffer::mark_checked): each of its chunks was.
   WireBuffer take();
 
  private:

@@ -1,7 +1,10 @@
 #include "messages/wire_buffer.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -13,13 +16,16 @@ namespace {
 // Gives freed arrays back to the pool (or frees them when it is full).
 class RecyclingDisposer final : public kj::ArrayDisposer {
  public:
-  static constexpr std::size_t kSpare = 2;
+  static constexpr std::size_t kSpareCount = 4096;
+  // Spare memory kept: by default enough for a weight set or two and a set's chunks.
+  std::atomic<std::size_t> spare_limit{std::size_t{768} << 20};
 
   void* take(std::size_t words) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = spare_.begin(); it != spare_.end(); ++it)
       if (it->second == words) {
         void* p = it->first;
+        spare_bytes_ -= it->second * sizeof(capnp::word);
         spare_.erase(it);
         return p;
       }
@@ -28,17 +34,23 @@ class RecyclingDisposer final : public kj::ArrayDisposer {
 
  protected:
   void disposeImpl(void* first, std::size_t, std::size_t, std::size_t capacity, void (*)(void*)) const override {
+    const std::size_t bytes = capacity * sizeof(capnp::word);
+    const std::size_t limit = spare_limit.load(std::memory_order_relaxed);
+    if (bytes > limit) return std::free(first);
     std::lock_guard<std::mutex> lock(mu_);
-    if (spare_.size() >= kSpare) {
-      std::free(spare_.front().first);  // the oldest spare goes
+    while (!spare_.empty() && (spare_bytes_ + bytes > limit || spare_.size() >= kSpareCount)) {
+      std::free(spare_.front().first);  // the oldest spares go
+      spare_bytes_ -= spare_.front().second * sizeof(capnp::word);
       spare_.erase(spare_.begin());
     }
     spare_.emplace_back(first, capacity);
+    spare_bytes_ += bytes;
   }
 
  private:
   mutable std::mutex mu_;
-  mutable std::vector<std::pair<void*, std::size_t>> spare_;  // memory, words
+  mutable std::deque<std::pair<void*, std::size_t>> spare_;  // memory, words
+  mutable std::size_t spare_bytes_ = 0;
 };
 
 RecyclingDisposer& recycler() {
@@ -55,9 +67,14 @@ kj::Array<capnp::word> recycled_words(std::size_t words) {
   return kj::Array<capnp::word>(static_cast<capnp::word*>(p), words, recycler());
 }
 
+void set_recycled_spare_bytes(std::size_t bytes) { recycler().spare_limit.store(bytes, std::memory_order_relaxed); }
+
 WireBuffer::WireBuffer(kj::Array<capnp::word> words)
-    : words_(std::make_shared<const kj::Array<capnp::word>>(std::move(words))),
-      size_(words_->size() * sizeof(capnp::word)) {}
+    : words_(std::make_shared<const Storage>(std::move(words))), size_(words_->words.size() * sizeof(capnp::word)) {}
+
+WireBuffer::WireBuffer(kj::Array<capnp::word> words, std::size_t bytes)
+    : words_(std::make_shared<const Storage>(std::move(words))),
+      size_(std::min(bytes, words_->words.size() * sizeof(capnp::word))) {}
 
 WireBuffer WireBuffer::copy_of(const void* data, std::size_t size) {
   auto words = kj::heapArray<capnp::word>((size + sizeof(capnp::word) - 1) / sizeof(capnp::word));
@@ -72,12 +89,12 @@ WireBuffer WireBuffer::copy_of(const void* data, std::size_t size) {
 
 std::span<const std::byte> WireBuffer::bytes() const {
   if (!words_) return {};
-  return {reinterpret_cast<const std::byte*>(words_->begin()), size_};
+  return {reinterpret_cast<const std::byte*>(words_->words.begin()), size_};
 }
 
 kj::ArrayPtr<const capnp::word> WireBuffer::words() const {
   if (!words_) return nullptr;
-  return kj::arrayPtr(words_->begin(), size_ / sizeof(capnp::word));
+  return kj::arrayPtr(words_->words.begin(), size_ / sizeof(capnp::word));
 }
 
 }  // namespace rlx

@@ -4,6 +4,7 @@
 // a message reads the sender's buffer.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -20,6 +21,8 @@ class WireBuffer {
 
   // Takes ownership of a flat array produced by capnp::messageToFlatArray.
   explicit WireBuffer(kj::Array<capnp::word> words);
+  // Takes ownership of `words`, of which the first `bytes` are the message.
+  WireBuffer(kj::Array<capnp::word> words, std::size_t bytes);
 
   // Copies arbitrary bytes (e.g. from the network, or test input) into an
   // aligned buffer. A size that is not a whole number of words is kept, so
@@ -34,20 +37,43 @@ class WireBuffer {
   // Whole words only (what a Cap'n Proto reader consumes).
   kj::ArrayPtr<const capnp::word> words() const;
 
+  // Holds the bytes alive for whoever views them (decoded segments' columns).
+  std::shared_ptr<const void> keepalive() const { return words_; }
+
   // True when `other` shares this buffer's storage (no copy was made).
   bool shares_storage_with(const WireBuffer& other) const { return words_ && words_ == other.words_; }
 
+  // A weight set's bytes are checked once per process: whoever checked
+  // them in full (a weight store: the set's checksum; a node's relay:
+  // every chunk's) marks the buffer, and later readers of the same
+  // storage (explorers swapping from it) skip the pass. The bytes never
+  // change, and a copy (across nodes: CAF's) starts unmarked.
+  void mark_checked() const {
+    if (words_) words_->checked.store(true, std::memory_order_release);
+  }
+  bool checked() const { return words_ && words_->checked.load(std::memory_order_acquire); }
+
  private:
-  std::shared_ptr<const kj::Array<capnp::word>> words_;
+  struct Storage {
+    explicit Storage(kj::Array<capnp::word> w) : words(std::move(w)) {}
+    kj::Array<capnp::word> words;
+    mutable std::atomic<bool> checked{false};
+  };
+  std::shared_ptr<const Storage> words_;
   std::size_t size_ = 0;
 };
 
 // Word arrays for large buffers that arrive again and again at the same
-// size (a node's weight sets, one per version): when one is freed its
-// memory is kept (at most `kSpare` arrays) and handed out again, so the
+// size (a node's weight sets, one per version; the head's chunks of a
+// set): when one is freed its memory is kept (up to 768 MiB of spares,
+// the oldest freed first) and handed out again, so the
 // next set is written into pages already mapped instead of faulting in
 // fresh ones (page faults cost more than the copy itself: docs/BENCHMARKS.md).
 // Thread-safe. The contents of a recycled array are undefined.
 kj::Array<capnp::word> recycled_words(std::size_t words);
+// How much freed memory the recycler keeps (768 MiB unless set): one
+// process per node needs that; a benchmark that plays N nodes in one
+// process gives it N times as much.
+void set_recycled_spare_bytes(std::size_t bytes);
 
 }  // namespace rlx

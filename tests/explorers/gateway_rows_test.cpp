@@ -9,6 +9,7 @@
 
 #include "envs/tokens/tokenizer.hpp"
 #include "explorers/gateway_rows.hpp"
+#include "explorers/token_rollout.hpp"
 #include "tests/policy/transformer_fixture.hpp"
 
 using namespace rlx;
@@ -203,4 +204,38 @@ TEST_CASE("a stop string ends a turn and cuts its text, a client that gives up f
   client.join();
   REQUIRE_FALSE(seen_sizes.empty());
   CHECK(seen_sizes.back() == (*streamed)->wait(0, std::chrono::steady_clock::now()).ids.size());
+}
+
+TEST_CASE("a gateway explorer holding a decoded turn reports nothing in hand once the run has closed its hub",
+          "[gateway][explorers][drain]") {
+  // A draining explorer waits for the segment in hand; a gateway
+  // explorer's turn whose session is never rewarded cannot finish one
+  // after the hub closes, so it must not count (it once kept the actor
+  // system from shutting down).
+  auto hub = std::make_shared<GatewayHub>();
+  TokenRolloutOptions o;
+  o.kind = "gateway";
+  o.rows = 2;
+  o.tokens.group_size = 1;
+  o.policy.kind = PolicyKind::moe_transformer;
+  o.policy.d_model = 16;
+  o.policy.heads = 2;
+  o.policy.layers = 1;
+  o.policy.experts = 2;
+  o.policy.top_k = 1;
+  o.policy.expert_hidden = 16;
+  o.policy.max_len = 128;
+  o.gateway = hub;
+  TokenRollout rollout(o);
+  const auto session = hub->open("task-1", "");
+  REQUIRE(session.ok());
+  auto turn = hub->submit(rows_test_turn("def f(x):", 4, *session));
+  REQUIRE(turn.ok());
+  while (!(*turn)->wait(0, std::chrono::steady_clock::now()).done) REQUIRE(rollout.step().ok());
+  CHECK(rollout.steps_in_segment() > 0);  // the turn's tokens are in hand; its session waits for a reward
+  hub->close("the run ended");
+  CHECK(rollout.steps_in_segment() == 0);
+  auto after = rollout.step();
+  REQUIRE(after.ok());
+  CHECK_FALSE(*after);  // no group can complete
 }
