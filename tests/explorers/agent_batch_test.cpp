@@ -102,14 +102,7 @@ TEST_CASE("a random policy's agent rows make a segment whose rewards the pool sc
   o.tokens.max_new_tokens = 400;
   o.tokens.turn_tokens = 30;
   o.tokens.max_turns = 4;
-  o.policy.kind = PolicyKind::moe_transformer;
-  o.policy.d_model = 16;
-  o.policy.heads = 2;
-  o.policy.layers = 1;
-  o.policy.experts = 2;
-  o.policy.top_k = 1;
-  o.policy.expert_hidden = 16;
-  o.policy.max_len = 1200;
+  o.policy = test::tiny_policy(1200);
   TokenRollout rollout(o);
   auto other = make_seeded_transformer(transformer_options(o.policy, Tokenizer::characters()->vocab()), 5);
   REQUIRE(rollout.load_weights(export_weights(*other, 3, "moe_transformer")).ok());

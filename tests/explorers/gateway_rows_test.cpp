@@ -217,14 +217,7 @@ TEST_CASE("a gateway explorer holding a decoded turn reports nothing in hand onc
   o.kind = "gateway";
   o.rows = 2;
   o.tokens.group_size = 1;
-  o.policy.kind = PolicyKind::moe_transformer;
-  o.policy.d_model = 16;
-  o.policy.heads = 2;
-  o.policy.layers = 1;
-  o.policy.experts = 2;
-  o.policy.top_k = 1;
-  o.policy.expert_hidden = 16;
-  o.policy.max_len = 128;
+  o.policy = test::tiny_policy(128);
   o.gateway = hub;
   TokenRollout rollout(o);
   const auto session = hub->open("task-1", "");

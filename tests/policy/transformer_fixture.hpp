@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/config.hpp"
 #include "policy/moe_transformer.hpp"
 #include "policy/token_sampler.hpp"
 
@@ -20,6 +21,21 @@ inline TransformerOptions small_transformer(std::int64_t max_len = 32, std::int6
   o.top_k = 2;
   o.expert_hidden = 24;
   return o;
+}
+
+// A [policy] section for the smallest transformer an explorer builds
+// (one layer, two experts, top-1): for tests that drive a TokenRollout.
+inline PolicyConfig tiny_policy(std::int64_t max_len) {
+  PolicyConfig p;
+  p.kind = PolicyKind::moe_transformer;
+  p.d_model = 16;
+  p.heads = 2;
+  p.layers = 1;
+  p.experts = 2;
+  p.top_k = 1;
+  p.expert_hidden = 16;
+  p.max_len = max_len;
+  return p;
 }
 
 // The largest gap between a sampled token's log-probability as decoding
