@@ -88,6 +88,7 @@ struct WeightRelayState {
   std::unique_ptr<BulkWorker> bulk;         // null: middleman only
   bool bulk_busy = false;                   // a version is being fetched over the bulk channel
   std::uint32_t bulk_failures = 0;          // consecutive failed connections
+  std::optional<DeltaBase> base;            // the last version relayed: chunks may come as deltas against it
 };
 
 namespace {
@@ -98,12 +99,14 @@ void pump(Self self);
 
 void start(Self self, const WeightsAvailableData& note) {
   auto& st = self->state;
+  ChunkAssembler set(note.version, note.total_bytes, note.chunk_bytes);
+  if (st.base && st.base->version < note.version) set.set_base(*st.base);
   if (st.bulk) {
     st.bulk_busy = true;
-    st.bulk->begin(ChunkAssembler(note.version, note.total_bytes, note.chunk_bytes));
+    st.bulk->begin(std::move(set));
     return;
   }
-  st.current.emplace(note.version, note.total_bytes, note.chunk_bytes);
+  st.current.emplace(std::move(set));
   for (std::uint32_t i = 0; i < st.current->count(); ++i) st.queue.push_back(i);
   st.tries.assign(st.current->count(), 0);
   pump(self);
@@ -172,9 +175,14 @@ void finish(Self self) {
   const auto v = st.current->version();
   // The local store checks the set's structure before any explorer can
   // fetch it; its bytes were checked chunk by chunk as they came.
-  self->send(st.options.local, publish_atom::value, WireMsg{st.current->take()});
+  const std::uint64_t wire_bytes = st.current->wire_bytes();
+  const std::uint32_t deltas = st.current->delta_chunks(), count = st.current->count();
+  WireBuffer set = st.current->take();
+  st.base = DeltaBase{v, set};
+  self->send(st.options.local, publish_atom::value, WireMsg{std::move(set)});
   st.follower.hold(v);
-  st.options.log->debug("{}: version {} relayed", st.options.name, v);
+  st.options.log->debug("{}: version {} relayed: {} bytes of chunk data on the wire, {} of {} chunks as deltas",
+                        st.options.name, v, wire_bytes, deltas, count);
   next(self);
 }
 
@@ -185,7 +193,7 @@ void pump(Self self) {
     st.queue.pop_front();
     const std::uint64_t version = st.current->version();
     ++st.in_flight;
-    WireMsg req{encode(WeightRequestData{version, false, true, index}, st.options.name)};
+    WireMsg req{encode(WeightRequestData{version, false, true, index, st.current->base_for(index)}, st.options.name)};
     self->request(st.options.upstream, st.options.request_timeout, fetch_atom::value, req)
         .then(
             [self, version, index, epoch = st.follower.epoch()](const WireMsg& msg) {
@@ -243,6 +251,7 @@ weight_relay_actor::behavior_type weight_relay_impl(Self self, WeightRelayOption
         st.current.reset();
         st.queue.clear();
         st.failed.reset();
+        st.base.reset();
         st.newest = WeightsAvailableData{};
         st.options.upstream = upstream;
         if (st.options.bulk && bulk_port != 0) {

@@ -5,6 +5,10 @@
 // store, from which the node's explorers fetch in-process. One transfer
 // per node, however many explorers it runs; nothing unchecked is applied.
 //
+// Each request names the last version relayed as a base: a head with
+// deltas on may answer a chunk as a delta against it (checked after it is
+// applied, chunk by chunk, and the whole set again by the node's store).
+//
 // With a bulk channel (the head's plain-TCP chunk server), each version is
 // fetched there first, from a thread of the relay's own; whatever that
 // fetch misses (channel down, refused, timed out) comes through the

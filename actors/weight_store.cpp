@@ -29,7 +29,7 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
   auto& st = self->state;
   st.shelf = st.options.shelf ? st.options.shelf
                               : std::make_shared<WeightShelf>(st.options.keep_versions, st.options.chunk_bytes,
-                                                              st.options.corrupt_chunks);
+                                                              st.options.corrupt_chunks, st.options.deltas);
   self->set_down_handler([self](const caf::down_msg& dm) {
     auto& subs = self->state.subscribers;
     subs.erase(std::remove_if(subs.begin(), subs.end(), [&](const weights_listener& a) { return a.address() == dm.source; }),
@@ -60,7 +60,7 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
         if (!found && req->latest) return to_caf(make_error(Errc::not_found, "no version published yet"));
         if (!found) return to_caf(make_error(Errc::not_found, "version " + std::to_string(req->version) + " is not held"));
         if (!req->chunked) return WireMsg{found->set};
-        auto chunk = st.shelf->chunk(found->version, req->chunk);
+        auto chunk = st.shelf->chunk(found->version, req->chunk, req->base);
         if (!chunk) return to_caf(chunk.error());
         return WireMsg{*chunk};
       },

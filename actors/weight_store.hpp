@@ -20,6 +20,7 @@ struct WeightStoreOptions {
   // Where the sets are kept; shared with the bulk channel's server on the
   // head. Made from the fields above when not given.
   std::shared_ptr<WeightShelf> shelf = nullptr;
+  bool deltas = false;                  // chunks may travel as deltas (WeightShelf); with `shelf`, the shelf's own
 };
 
 // Spawns the actor in `system` (the state type stays private to the .cpp).

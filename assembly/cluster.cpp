@@ -260,7 +260,8 @@ RunResult run_cluster(const ClusterConfig& config, const EnvRegistry& envs, cons
     co.on_report = watchers->on_report(config.run.name, log);
     if (options.serve) {
       co.weight_shelf = std::make_shared<WeightShelf>(static_cast<std::size_t>(config.weight_store.keep_versions),
-                                                      static_cast<std::uint64_t>(config.weight_store.chunk_kb) << 10);
+                                                      static_cast<std::uint64_t>(config.weight_store.chunk_kb) << 10,
+                                                      0, config.weight_store.deltas);
       co.spawn_nodes = {config.head().name};
       co.on_core = [core_promise](learner_actor l, weight_store_actor w) { core_promise->set_value({l, w}); };
     }

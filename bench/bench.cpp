@@ -334,6 +334,7 @@ int run_benchmarks(const BenchOptions& o) {
       {"replay", [&] { return bench_replay(envs); }},
       {"data-parallel", [&] { return bench_data_parallel(envs); }},
       {"nodes", [&] { return bench_nodes(envs); }},
+      {"deltas", [&] { return bench_deltas(envs); }},
       {"sandbox", [] { return bench_sandbox(); }},
       {"tokens", [] { return bench_tokens(); }},
       {"agent", [] { return bench_agent(); }},

@@ -11,7 +11,9 @@
 
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <random>
 #include <mutex>
 #include <thread>
 
@@ -188,15 +190,43 @@ WireMsg weight_set(std::uint64_t version, std::size_t params) {
 
 const std::string kBenchSecret = "bench-secret-0123456789abcdef";
 
-// Seconds from publish until all `members` hold each version (median of
-// `versions`), over the middleman alone or the bulk channel.
-double publish_seconds(const ClusterConfig& c, int members, std::size_t params, int versions, bool bulk) {
+// Versions of `params` weights as training makes them: from N(0, 0.05),
+// every weight moves by up to `lr` (uniformly) per version, as Adam's
+// steps do at that rate (docs/BENCHMARKS.md "Weight deltas").
+std::function<WireMsg(std::uint64_t)> trained_sets(std::size_t params, float lr) {
+  auto values = std::make_shared<std::vector<float>>(params);
+  auto rng = std::make_shared<std::mt19937>(5);
+  std::normal_distribution<float> start(0.0f, 0.05f);
+  for (auto& v : *values) v = start(*rng);
+  return [=](std::uint64_t version) {
+    std::uniform_real_distribution<float> step(-lr, lr);
+    for (auto& v : *values) v += step(*rng);
+    WeightSetData w;
+    w.version = version;
+    w.policy_kind = "moe_mlp";
+    w.tensors.push_back(NamedTensor{"w", {static_cast<std::int64_t>(params)}, *values});
+    w.checksum = w.compute_checksum();
+    return WireMsg{encode(w, "bench")};
+  };
+}
+
+struct Publish {
+  double seconds = 0;          // median, from publish until every node's fetch decoded it
+  double bytes_per_node = 0;   // bulk channel: frame bytes served per version per node
+};
+
+// Publishes `versions` sets from `make` until all `members` hold each, over
+// the middleman alone or the bulk channel, the head cutting deltas or not;
+// the figures are over the versions from `first_timed` on.
+Publish publish_times(const ClusterConfig& c, int members, const std::function<WireMsg(std::uint64_t)>& make,
+                      int versions, bool bulk, bool deltas, int first_timed, double link_bytes_per_s = 0) {
+  Publish out;
   // Each node would be its own process with its own recycled memory (768
   // MiB): here they share one, so it gets the head's and every node's.
   set_recycled_spare_bytes((std::size_t{768} << 20) * static_cast<std::size_t>(members + 1));
   Node head(c);
   WeightStoreOptions so{2, static_cast<std::uint64_t>(c.weight_store.chunk_kb) << 10, null_logger()};
-  so.shelf = std::make_shared<WeightShelf>(so.keep_versions, so.chunk_bytes);
+  so.shelf = std::make_shared<WeightShelf>(so.keep_versions, so.chunk_bytes, 0, deltas);
   auto store = spawn_weight_store(*head.sys, so);
   head.actors.push_back(caf::actor_cast<caf::actor>(store));
   std::unique_ptr<BulkServer> server;
@@ -204,19 +234,20 @@ double publish_seconds(const ClusterConfig& c, int members, std::size_t params, 
     BulkServerOptions bo;
     bo.host = "127.0.0.1";
     bo.secret = kBenchSecret;
+    bo.max_bytes_per_s = link_bytes_per_s;
     auto s = BulkServer::start(bo, so.shelf);
-    if (!s) return 0;
+    if (!s) return out;
     server = std::move(*s);
   }
   auto port = head.sys->middleman().publish(store, 0, "127.0.0.1", true);
-  if (!port) return 0;
+  if (!port) return out;
   Arrivals arrivals;
   std::vector<std::unique_ptr<Node>> nodes;
   for (int i = 0; i < members; ++i) {
     nodes.push_back(std::make_unique<Node>(c));
     auto& sys = *nodes.back()->sys;
     auto upstream = sys.middleman().remote_actor<weight_store_actor>("127.0.0.1", *port);
-    if (!upstream) return 0;
+    if (!upstream) return out;
     auto local = spawn_weight_store(sys, WeightStoreOptions{2, 1 << 20, null_logger()});
     WeightRelayOptions ro;
     ro.upstream = *upstream;
@@ -236,17 +267,23 @@ double publish_seconds(const ClusterConfig& c, int members, std::size_t params, 
     caf::anon_send(local, subscribe_atom::value, caf::actor_cast<weights_listener>(listener));
   }
   std::vector<double> times;
+  std::uint64_t bytes_before = 0;
   for (int v = 1; v <= versions; ++v) {
-    const WireMsg set = weight_set(static_cast<std::uint64_t>(v), params);
+    const WireMsg set = make(static_cast<std::uint64_t>(v));
+    if (v == first_timed && server) bytes_before = server->counts().bytes;
     const auto t0 = Clock::now();
     caf::anon_send(store, publish_atom::value, set);
     std::unique_lock<std::mutex> lock(arrivals.mu);
     const bool all = arrivals.cv.wait_for(lock, std::chrono::seconds(120),
                                           [&] { return arrivals.nodes_with[static_cast<std::uint64_t>(v)] == members; });
-    if (!all) return 0;
-    times.push_back(seconds_since(t0));
+    if (!all) return out;
+    if (v >= first_timed) times.push_back(seconds_since(t0));
   }
-  return median(times);  // the member nodes' systems go first (declared after the head's)
+  out.seconds = median(times);
+  if (server)
+    out.bytes_per_node = static_cast<double>(server->counts().bytes - bytes_before) /
+                         static_cast<double>((versions - first_timed + 1) * members);
+  return out;  // the member nodes' systems go first (declared after the head's)
 }
 
 // One node fetching a whole set over the bulk channel (client and server
@@ -272,14 +309,48 @@ double bulk_bytes_per_s(std::size_t params, std::uint64_t chunk_bytes, int round
   return median(rates);
 }
 
+Row delta_row(const std::string& what, int members, const Publish& with, const Publish& without, const std::string& note) {
+  return {fmt::format("weight publish with deltas, {}, {} member node(s)", what, members),
+          fmt::format("{:.1f} ms, {:.2f} MB/node/version", with.seconds * 1e3, with.bytes_per_node / 1e6),
+          fmt::format("{:.1f} ms, {:.2f} MB without deltas", without.seconds * 1e3, without.bytes_per_node / 1e6),
+          fmt::format("{:.2f}", without.seconds / with.seconds), note};
+}
+
 }  // namespace
+
+std::vector<Row> bench_publish_deltas(const EnvRegistry& envs, const std::string& what,
+                                      const std::vector<WireBuffer>& sets, std::vector<int> members_list) {
+  const ClusterConfig c = throughput_config(envs);
+  auto from = [&](std::uint64_t v) {
+    // The same bytes under the version asked for: a version is stamped in the set.
+    auto w = decode<WeightSetData>(sets[v - 1]);
+    RLX_REQUIRE(w.ok(), "bench set");
+    w->version = v;
+    return WireMsg{encode(*w, "bench")};
+  };
+  std::vector<Row> rows;
+  const int n = static_cast<int>(sets.size());
+  for (const int members : members_list) {
+    const Publish without = publish_times(c, members, from, n, true, false, 2);
+    const Publish with = publish_times(c, members, from, n, true, true, 2);
+    std::fprintf(stderr, "  %s to %d node(s): %.1f ms / %.2f MB with deltas, %.1f ms / %.2f MB without\n", what.c_str(),
+                 members, with.seconds * 1e3, with.bytes_per_node / 1e6, without.seconds * 1e3,
+                 without.bytes_per_node / 1e6);
+    rows.push_back(delta_row(what, members, with, without,
+                             fmt::format("bulk channel, chunks of {} KiB; versions 2-{} (1 has no base), median; "
+                                         "ratio: time without / with",
+                                         c.weight_store.chunk_kb, n)));
+  }
+  return rows;
+}
 
 std::vector<Row> bench_nodes(const EnvRegistry& envs) {
   ClusterConfig c = throughput_config(envs);
   std::vector<Row> rows;
   // RLX_BENCH_NODES=publish: the weight rows alone (experiments).
   const char* only = std::getenv("RLX_BENCH_NODES");
-  const bool messages = !only || std::string(only) != "publish";
+  const bool messages = !only || (std::string(only) != "publish" && std::string(only) != "deltas");
+  const bool whole_sets = !only || std::string(only) != "deltas";
   // Segment throughput: a CartPole segment (64 steps x 16 envs) and 1 MiB messages.
   for (const std::size_t size : {std::size_t{36} << 10, std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {
     if (!messages) break;
@@ -314,7 +385,7 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
   const double raw = raw_tcp_bytes_per_s(std::size_t{1} << 20, std::size_t{1} << 30);
   if (const char* kb = std::getenv("RLX_BENCH_CHUNK_KB")) c.weight_store.chunk_kb = std::atoi(kb);  // experiments
   const std::uint64_t chunk_bytes = static_cast<std::uint64_t>(c.weight_store.chunk_kb) << 10;
-  {
+  if (whole_sets) {
     const double bulk_bw = bulk_bytes_per_s(25'000'000, chunk_bytes, 5);
     std::fprintf(stderr, "  bulk channel, 100 MB set: %.2f GB/s, raw %.2f GB/s\n", bulk_bw / 1e9, raw / 1e9);
     rows.push_back({"bulk channel: one node fetches a 25M-param set (100 MB)", fmt::format("{:.2f} GB/s", bulk_bw / 1e9),
@@ -323,9 +394,11 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
                                 c.weight_store.chunk_kb)});
   }
   for (const bool bulk : {false, true}) {
+    if (!whole_sets) break;
     for (const std::size_t params : {std::size_t{1'000'000}, std::size_t{25'000'000}}) {
       for (const int members : {1, 2, 4}) {
-        const double s = publish_seconds(c, members, params, params > 5'000'000 ? 3 : 5, bulk);
+        const auto make = [params](std::uint64_t v) { return weight_set(v, params); };
+        const double s = publish_times(c, members, make, params > 5'000'000 ? 3 : 5, bulk, false, 1).seconds;
         const double bound = static_cast<double>(members) * static_cast<double>(params) * 4.0 / raw;
         std::fprintf(stderr, "  publish %zuM params to %d node(s) over the %s: %.1f ms (bound %.1f ms)\n",
                      params / 1'000'000, members, bulk ? "bulk channel" : "middleman", s * 1e3, bound * 1e3);
@@ -336,6 +409,23 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
                         fmt::format("chunks of {} KiB, {} in flight per node; until every node's fetch decoded it",
                                     c.weight_store.chunk_kb, bulk ? 16 : 4)});
       }
+    }
+  }
+  // Deltas: 25M parameters as Adam at lr 1e-4 moves them, with and without,
+  // over loopback and over a head link paced to 10 or 1 Gb/s (what the
+  // head's NIC gives all its nodes together).
+  for (const double link : {0.0, 1.25e9, 1.25e8}) {
+    for (const int members : {1, 2, 4}) {
+      const Publish without = publish_times(c, members, trained_sets(25'000'000, 1e-4f), 6, true, false, 3, link);
+      const Publish with = publish_times(c, members, trained_sets(25'000'000, 1e-4f), 6, true, true, 3, link);
+      const std::string where = link > 0 ? fmt::format("{:.0f} Gb/s head link", link * 8 / 1e9) : "loopback";
+      std::fprintf(stderr, "  25M trained params to %d node(s), %s: %.1f ms / %.2f MB with deltas, %.1f ms / %.2f MB without\n",
+                   members, where.c_str(), with.seconds * 1e3, with.bytes_per_node / 1e6, without.seconds * 1e3,
+                   without.bytes_per_node / 1e6);
+      rows.push_back(delta_row("25M params moved by lr 1e-4, " + where, members, with, without,
+                               fmt::format("bulk channel, chunks of {} KiB; versions 3-6, median; from N(0, 0.05), "
+                                           "each weight moved by up to 1e-4 a version; ratio: time without / with",
+                                           c.weight_store.chunk_kb)));
     }
   }
   return rows;

@@ -8,6 +8,7 @@
 
 #include "core/config.hpp"
 #include "envs/env.hpp"
+#include "messages/wire_buffer.hpp"
 #include "bench/timing.hpp"
 
 namespace rlx {
@@ -32,6 +33,11 @@ std::vector<Row> bench_replay(const EnvRegistry& envs);
 std::vector<Row> bench_data_parallel(const EnvRegistry& envs);
 // bench_nodes.cpp: segment throughput across nodes; weight publish to member nodes.
 std::vector<Row> bench_nodes(const EnvRegistry& envs);
+// The same publish, with and without deltas, of the given consecutive sets.
+std::vector<Row> bench_publish_deltas(const EnvRegistry& envs, const std::string& what,
+                                      const std::vector<WireBuffer>& sets, std::vector<int> members);
+// bench_deltas.cpp: weight deltas' bytes against raw, for real policies' consecutive versions.
+std::vector<Row> bench_deltas(const EnvRegistry& envs);
 // bench_sandbox.cpp: sandboxed program evaluations against the bare interpreter.
 std::vector<Row> bench_sandbox();
 // bench_tokens.cpp: token sampling with and without the KV cache; MoE vs dense layer.

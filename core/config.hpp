@@ -114,6 +114,7 @@ struct WeightStoreConfig {
   std::int64_t keep_versions = 4;    // N: versions held
   std::int64_t chunk_kb = 1024;      // weight sets cross nodes in chunks of this size (KiB)
   bool bulk = true;                  // across nodes, over the head's bulk channel (plain TCP; not with [tls])
+  bool deltas = false;               // a chunk may cross as a delta against the version the node holds
 };
 
 // [autoscale]: the coordinator adds or removes explorers within

@@ -119,6 +119,7 @@ const std::vector<Key<WeightStoreConfig>>& weight_store_keys() {
       whole("keep_versions", &S::keep_versions, 1, 1 << 16),
       whole("chunk_kb", &S::chunk_kb, 4, 1 << 20),
       flag("bulk", &S::bulk),
+      flag("deltas", &S::deltas),
   };
   return keys;
 }

@@ -82,6 +82,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 18: {  // what a weight relay does with a chunk: decode it, or check and place it in one pass
       (void)decode<WeightChunkData>(buf, small);
       ChunkAssembler a(7, 1000, 256);
+      static const std::vector<std::uint8_t> zeros(1000, 0);  // the base of the seeds' deltas
+      a.set_base(DeltaBase{6, WireBuffer::copy_of(zeros.data(), zeros.size())});
       (void)a.add_encoded(buf);
       break;
     }

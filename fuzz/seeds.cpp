@@ -98,6 +98,14 @@ int main(int argc, char** argv) {
   put(dir, "weights_available", encode(WeightsAvailableData{7, 100, 1}, "seed"));
   put(dir, "weight_request", encode(WeightRequestData{7, false, true, 2}, "seed"));
   put(dir, "weight_chunk", encode(*make_weight_chunk(encode(w, "seed"), 7, 1, 64), "seed"));
+  {  // a delta in the fuzz target's geometry (version 7 of 1000 bytes in chunks of 256, against zeros as version 6)
+    std::vector<std::uint8_t> set(1000, 0), zeros(1000, 0);
+    for (std::size_t i = 0; i < set.size(); i += 4) set[i + 3] = 0x3c;  // float exponents
+    const DeltaBase base{6, WireBuffer::copy_of(zeros.data(), zeros.size())};
+    auto delta = encode_weight_chunk(WireBuffer::copy_of(set.data(), set.size()), 7, 1, 256, "seed", &base);
+    put(dir, "weight_chunk", *delta, "delta");
+  }
+  put(dir, "weight_request", encode(WeightRequestData{7, false, true, 2, 6}, "seed"), "with_base");
   {  // the bulk channel: a login, a request and a chunk, back to back
     std::vector<std::byte> stream;
     for (const WireBuffer& f : {encode(JoinData{Role::weight_store, "rollout-a", 0, "proof"}, "seed"),

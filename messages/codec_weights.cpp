@@ -123,6 +123,10 @@ WireBuffer encode(const WeightRequestData& x, std::string_view sender) {
     w.setLatest(x.latest);
     w.setChunked(x.chunked);
     w.setChunk(x.chunk);
+    if (x.base) {
+      w.setHasBase(true);
+      w.setBase(*x.base);
+    }
   });
 }
 
@@ -130,7 +134,9 @@ template <>
 Result<WeightRequestData> decode<WeightRequestData>(const WireBuffer& buf, const DecodeOptions& options) {
   return decode_body<WeightRequestData>(buf, options, Which::WEIGHT_REQUEST, [](auto body) {
     auto w = body.getWeightRequest();
-    return WeightRequestData{w.getVersion(), w.getLatest(), w.getChunked(), w.getChunk()};
+    WeightRequestData x{w.getVersion(), w.getLatest(), w.getChunked(), w.getChunk()};
+    if (w.getHasBase()) x.base = w.getBase();
+    return x;
   });
 }
 
@@ -146,6 +152,11 @@ WireBuffer encode(const WeightChunkData& x, std::string_view sender) {
         c.setOffset(x.offset);
         c.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(x.data.data()), x.data.size()));
         c.setChecksum(x.checksum);
+        if (x.delta) {
+          c.setEncoding(wire::ChunkEncoding::XOR_DELTA);
+          c.setBase(x.base);
+          c.setPlainChecksum(x.plain_checksum);
+        }
       },
       x.data.size() / 8 + 32);
 }
@@ -165,6 +176,15 @@ Result<WeightChunkData> decode<WeightChunkData>(const WireBuffer& buf, const Dec
     auto d = c.getData();
     x.data.assign(d.begin(), d.end());
     x.checksum = c.getChecksum();
+    switch (c.getEncoding()) {
+      case wire::ChunkEncoding::RAW: break;
+      case wire::ChunkEncoding::XOR_DELTA:
+        x.delta = true;
+        x.base = c.getBase();
+        x.plain_checksum = c.getPlainChecksum();
+        break;
+      default: invalid("weight chunk: unknown encoding");
+    }
     if (x.count == 0 || x.index >= x.count) invalid("weight chunk: index out of range");
     if (x.offset > x.total_bytes || x.data.size() > x.total_bytes - x.offset)
       invalid("weight chunk: data lies outside the set");

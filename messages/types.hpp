@@ -164,6 +164,7 @@ struct WeightRequestData {
   bool latest = true;
   bool chunked = false;             // ask for one chunk of the serialised set
   std::uint32_t chunk = 0;
+  std::optional<std::uint64_t> base = std::nullopt;  // a version the asker holds whole: a chunk may come as a delta against it
 };
 
 // One piece of a serialised WeightSet envelope (messages/weight_chunks.hpp).
@@ -175,6 +176,9 @@ struct WeightChunkData {
   std::uint64_t offset = 0;
   std::vector<std::uint8_t> data;
   std::uint64_t checksum = 0;       // xxh64 of data (checked by decode)
+  bool delta = false;               // data is an xorDelta against version `base` (messages/weights.capnp)
+  std::uint64_t base = 0;
+  std::uint64_t plain_checksum = 0; // delta: xxh64 of the chunk's bytes once applied
 };
 
 struct EnvResetData {

@@ -1,12 +1,14 @@
 // Weight sets that cross nodes travel in chunks: slices of the set's
 // serialised Envelope, each with its own xxh64, so a damaged chunk is
-// found and fetched again alone. The store slices (make_weight_chunk);
+// found and fetched again alone. A chunk may travel as a delta against
+// the same slice of a version the receiver holds (messages/weight_delta.hpp). The store slices (make_weight_chunk);
 // the receiving node assembles (ChunkAssembler), checking each chunk as
 // it arrives, and its store then checks the set's structure (the set's own
 // checksum was checked by the head's store before any chunk was cut).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/error.hpp"
@@ -27,9 +29,23 @@ std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_
 Result<WeightChunkData> make_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
                                           std::uint64_t chunk_bytes);
 
+// A version the receiver holds whole, against which a chunk may travel
+// as a delta (messages/weight_delta.hpp).
+struct DeltaBase {
+  std::uint64_t version = 0;
+  WireBuffer set;  // its serialised WeightSet
+};
+
+// A delta is sent only when it is at most this share of the chunk's bytes
+// (otherwise the raw chunk: applying a delta costs the receiver passes).
+inline constexpr double kDeltaMaxShare = 0.9;
+
 // The same chunk, encoded as an Envelope straight from `set` (one copy).
+// With `base`: as a delta against it when that is small enough
+// (kDeltaMaxShare), else raw.
 Result<WireBuffer> encode_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
-                                       std::uint64_t chunk_bytes, std::string_view sender);
+                                       std::uint64_t chunk_bytes, std::string_view sender,
+                                       const DeltaBase* base = nullptr);
 
 // Collects the chunks of one version in any order. A chunk that does not
 // belong (other version, other geometry, overlapping) is refused with an
@@ -39,10 +55,19 @@ class ChunkAssembler {
   // `chunk_bytes` as the store announced it (WeightsAvailable).
   ChunkAssembler(std::uint64_t version, std::uint64_t total_bytes, std::uint64_t chunk_bytes);
 
+  // The version this node holds whole: chunks may come as deltas against
+  // it (the asker says so in its requests: base_for).
+  void set_base(DeltaBase base);
+  // The base to name when asking for chunk `index`: none without one, or
+  // once a delta of that chunk failed here (it is then asked for raw).
+  std::optional<std::uint64_t> base_for(std::uint32_t index) const;
+
   // Takes one decoded chunk (checked again, as add_encoded does).
   Result<bool> add(const WeightChunkData& chunk);
   // Takes a chunk still in its envelope: checked (framing, position, xxh64)
-  // and copied into place in one pass, never into a temporary.
+  // and copied into place in one pass, never into a temporary. A delta is
+  // checked (its own xxh64), applied in place against the base and the
+  // result checked against the chunk's plain xxh64.
   Result<bool> add_encoded(const WireBuffer& chunk_envelope, std::uint32_t* index = nullptr);  // true: new, false: a duplicate
 
   std::uint64_t version() const { return version_; }
@@ -52,8 +77,15 @@ class ChunkAssembler {
   // Indices not received yet, ascending.
   std::vector<std::uint32_t> missing() const;
   // The whole set (call once, when complete()), marked checked
-  // (WireBuffer::mark_checked): each of its chunks was.
+  // (WireBuffer::mark_checked) when each of its chunks came raw and was
+  // checked; a set that took deltas is left for the node's store to check
+  // against the set's own checksum.
   WireBuffer take();
+
+  // What crossed the wire for this set: the data bytes of the chunks taken
+  // (not counting duplicates or refused chunks), and how many were deltas.
+  std::uint64_t wire_bytes() const { return wire_bytes_; }
+  std::uint32_t delta_chunks() const { return delta_chunks_; }
 
  private:
   std::uint64_t version_;
@@ -62,6 +94,10 @@ class ChunkAssembler {
   std::uint64_t chunk_bytes_;
   std::uint32_t received_ = 0;
   std::vector<bool> have_;
+  std::vector<bool> no_delta_;        // a delta of this chunk failed: ask for it raw
+  std::optional<DeltaBase> base_;
+  std::uint64_t wire_bytes_ = 0;
+  std::uint32_t delta_chunks_ = 0;
   kj::Array<capnp::word> words_;  // the set, assembled in place (a WireBuffer takes it without a copy)
 };
 

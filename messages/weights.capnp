@@ -28,6 +28,19 @@ struct WeightChunk {
   offset @4 :UInt64;      # byte offset of `data` within it
   data @5 :Data;          # the bytes
   checksum @6 :UInt64;    # xxh64 of `data`
+  encoding @7 :ChunkEncoding;  # what `data` holds
+  base @8 :UInt64;        # xorDelta: the version `data` is a delta against
+  plainChecksum @9 :UInt64;    # xorDelta: xxh64 of the chunk's bytes once the delta is applied
+}
+
+# How a chunk's `data` holds its slice of the set.
+enum ChunkEncoding {
+  raw @0;       # the bytes themselves
+  xorDelta @1;  # zstd of (the bytes XOR the same slice of version `base`), transposed in
+                # 4-byte groups first (every group's first bytes, then second bytes, ...;
+                # a tail of under 4 bytes last, as it is): unchanged bytes are zeros and
+                # the exponent bytes of floats that moved a little line up as runs. A base
+                # shorter than the slice counts as zeros past its end.
 }
 
 # weight_store -> subscribers: a new version can be fetched.
@@ -44,4 +57,6 @@ struct WeightRequest {
   latest @1 :Bool;        # true: the newest version held
   chunked @2 :Bool;       # true: only chunk `chunk` of that version (a WeightChunk answers)
   chunk @3 :UInt32;       # chunk number, from 0, when `chunked`
+  hasBase @4 :Bool;       # the asker holds version `base` whole and can apply a delta against it
+  base @5 :UInt64;        # (a store that holds `base` may answer a chunk as an xorDelta)
 }

@@ -32,6 +32,23 @@ WeightSetData make_weight_set(std::uint64_t version, std::size_t floats) {
   return w;
 }
 
+WeightSetData trained_weight_set(std::uint64_t version, std::size_t floats, int steps, float lr) {
+  std::mt19937 start(7);
+  std::normal_distribution<float> weight(0.0f, 0.05f);
+  std::vector<float> values(floats);
+  for (auto& v : values) v = weight(start);
+  std::mt19937 grads(11);
+  std::uniform_real_distribution<float> step(-1.0f, 1.0f);
+  for (int s = 0; s < steps; ++s)
+    for (auto& v : values) v += lr * step(grads);
+  WeightSetData w;
+  w.version = version;
+  w.policy_kind = "moe_mlp";
+  w.tensors.push_back(NamedTensor{"w", {static_cast<std::int64_t>(floats)}, std::move(values)});
+  w.checksum = w.compute_checksum();
+  return w;
+}
+
 void skip_test(const std::string& why) {
   std::fprintf(stderr, "SKIPPED: %s\n", why.c_str());
   std::fflush(nullptr);

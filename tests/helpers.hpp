@@ -18,6 +18,11 @@ Segment make_segment(std::uint32_t T, std::uint32_t B, std::uint64_t version, st
 // A valid weight set: one tensor of `floats` values (value i is i + version), checksummed.
 WeightSetData make_weight_set(std::uint64_t version, std::size_t floats);
 
+// A set of `floats` weights after `steps` Adam-like updates of size `lr`
+// (every weight moves a little each step) from a fixed start: what
+// consecutive versions of a trained policy look like to a delta.
+WeightSetData trained_weight_set(std::uint64_t version, std::size_t floats, int steps, float lr = 1e-3f);
+
 // The embedded cluster.toml, parsed (must be valid).
 ClusterConfig default_config();
 

@@ -88,6 +88,22 @@ struct BulkServer::Impl {
   std::list<Conn> conns;
   bool stopping = false;
   Counts counts;
+  std::mutex pace_mu;
+  std::chrono::steady_clock::time_point pace_free{};  // when the paced link is free again
+
+  // With max_bytes_per_s, waits for this frame's turn on the shared link.
+  void pace(std::size_t bytes) {
+    if (options.max_bytes_per_s <= 0) return;
+    std::chrono::steady_clock::time_point sent;  // when the frame would be through the link
+    {
+      std::lock_guard<std::mutex> lock(pace_mu);
+      sent = std::max(pace_free, std::chrono::steady_clock::now()) +
+             std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                 std::chrono::duration<double>(static_cast<double>(bytes) / options.max_bytes_per_s));
+      pace_free = sent;
+    }
+    std::this_thread::sleep_until(sent);
+  }
 
   void add(std::uint64_t Counts::*field, std::uint64_t n = 1) {
     std::lock_guard<std::mutex> lock(mu);
@@ -145,7 +161,7 @@ struct BulkServer::Impl {
         (void)send_frame(fd, leave(req ? "only chunks are served here" : "malformed request", options.name));
         return;
       }
-      auto chunk = shelf->chunk(req->version, req->chunk);
+      auto chunk = shelf->chunk(req->version, req->chunk, req->base);
       if (!chunk) {
         if (!send_frame(fd, leave(chunk.error().message, options.name))) return;
         continue;
@@ -156,6 +172,7 @@ struct BulkServer::Impl {
         ++counts.chunks;
         counts.bytes += chunk->size();
       }
+      pace(chunk->size());
       if (!send_frame(fd, *chunk)) return;
     }
   }
@@ -328,7 +345,8 @@ Result<std::uint32_t> BulkClient::fetch(ChunkAssembler& into) {
     while (asked.size() < options_.window && !queue.empty()) {
       const std::uint32_t index = queue.front();
       queue.pop_front();
-      if (auto s = send_frame(fd, encode(WeightRequestData{into.version(), false, true, index}, options_.node)); !s)
+      const WeightRequestData req{into.version(), false, true, index, into.base_for(index)};
+      if (auto s = send_frame(fd, encode(req, options_.node)); !s)
         return fail(s.error());
       asked.push_back(index);
     }

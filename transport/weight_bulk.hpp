@@ -6,8 +6,9 @@
 //   server -> client  Join   {node: server, authToken: one-time nonce}
 //   client -> server  Join   {node: client, authToken: HMAC-SHA256(secret, nonce "\n" node)}
 //   server -> client  Join   {node: server} (admitted) | Leave {reason} (refused, then closed)
-//   client -> server  WeightRequest {version, chunked, chunk}   (several in flight)
-//   server -> client  WeightChunk (in request order) | Leave {reason} (e.g. not held)
+//   client -> server  WeightRequest {version, chunked, chunk, base?}   (several in flight)
+//   server -> client  WeightChunk (in request order; a delta against `base`
+//                     when the server holds it and deltas are on) | Leave {reason} (e.g. not held)
 //
 // Every chunk keeps its own checksum and the receiver checks it on
 // arrival (ChunkAssembler::add_encoded), exactly as over the middleman.
@@ -44,6 +45,8 @@ struct BulkServerOptions {
   std::chrono::milliseconds idle_timeout{600000};  // an authenticated connection with no request is closed
   Logger log;
   std::shared_ptr<StrangerWatch> watch;  // connections that never logged in (null: logged only)
+  double max_bytes_per_s = 0;        // benchmarks only: chunks leave no faster than this, all connections
+                                     // together (a head's link); 0: as fast as the sockets take them
 };
 
 class BulkServer {
