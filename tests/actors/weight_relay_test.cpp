@@ -22,6 +22,54 @@ std::uint64_t checksum_of(const WireMsg& m) {
   return w->checksum;
 }
 
+// A head's store whose shelf the head's bulk channel serves.
+struct BulkHead {
+  weight_store_actor store;
+  std::unique_ptr<BulkServer> server;
+};
+
+BulkHead bulk_head(test::ActorFixture& f, std::shared_ptr<WeightShelf> shelf, const std::string& secret) {
+  WeightStoreOptions ho{4, shelf->chunk_bytes(), f.log};
+  ho.shelf = shelf;
+  BulkHead h{spawn_weight_store(f.system, ho), nullptr};
+  BulkServerOptions so;
+  so.host = "127.0.0.1";
+  so.secret = secret;
+  auto server = BulkServer::start(so, shelf);
+  REQUIRE(server.ok());
+  h.server = std::move(*server);
+  return h;
+}
+
+// A member node: its store, a relay following `head` (over the bulk
+// channel too when given one), and a subscriber forwarding every notice
+// of the node's store to the test.
+struct RelayNode {
+  weight_store_actor local;
+  weight_relay_actor relay;
+  caf::actor sub;
+};
+
+RelayNode relay_node(test::ActorFixture& f, weight_store_actor head, std::uint64_t chunk,
+                     std::optional<BulkClientOptions> bulk) {
+  RelayNode n;
+  n.local = spawn_weight_store(f.system, WeightStoreOptions{4, chunk, f.log});
+  WeightRelayOptions ro;
+  ro.upstream = head;
+  ro.local = n.local;
+  ro.log = f.log;
+  ro.bulk = std::move(bulk);
+  n.relay = spawn_weight_relay(f.system, ro);
+  n.sub = caf::actor_cast<caf::actor>(f.system.spawn(test::forwarding_explorer, caf::actor{f.self}));
+  f.self->send(n.local, subscribe_atom::value, caf::actor_cast<weights_listener>(n.sub));
+  return n;
+}
+
+void stop_node(test::ActorFixture& f, const RelayNode& n) {
+  for (auto a : {caf::actor_cast<caf::actor>(n.relay), caf::actor_cast<caf::actor>(n.local), n.sub})
+    f.self->send_exit(a, caf::exit_reason::user_shutdown);
+}
+
 }  // namespace
 
 TEST_CASE("a weight relay fetches a set in checked chunks, refetches corrupted ones and never applies them",
@@ -69,14 +117,9 @@ TEST_CASE("a weight relay fetches over the bulk channel, and through the middlem
           "[actors][weights][bulk][defensive]") {
   test::ActorFixture f;
   const std::string secret = "relay-bulk-secret-0123456789";
-  WeightStoreOptions ho{4, 1024, f.log};
-  ho.shelf = std::make_shared<WeightShelf>(4, 1024);
-  auto head = spawn_weight_store(f.system, ho);
-  BulkServerOptions so;
-  so.host = "127.0.0.1";
-  so.secret = secret;
-  auto server = BulkServer::start(so, ho.shelf);
-  REQUIRE(server.ok());
+  BulkHead h = bulk_head(f, std::make_shared<WeightShelf>(4, 1024), secret);
+  const weight_store_actor head = h.store;
+  BulkServer* server = h.server.get();
 
   // A port nothing listens on (bound, then closed): the channel is down.
   auto closed_port = [] {
@@ -85,32 +128,11 @@ TEST_CASE("a weight relay fetches over the bulk channel, and through the middlem
     return (*s)->port();
   }();
 
-  struct Node {
-    weight_store_actor local;
-    weight_relay_actor relay;
-    caf::actor sub;
-  };
   auto node = [&](std::uint16_t port) {
-    Node n;
-    n.local = spawn_weight_store(f.system, WeightStoreOptions{4, 1024, f.log});
-    WeightRelayOptions ro;
-    ro.upstream = head;
-    ro.local = n.local;
-    ro.log = f.log;
-    BulkClientOptions bo;
-    bo.host = "127.0.0.1";
-    bo.port = port;
-    bo.node = "rollout-a";
-    bo.secret = secret;
-    bo.timeout = 10s;
-    ro.bulk = bo;
-    n.relay = spawn_weight_relay(f.system, ro);
-    n.sub = caf::actor_cast<caf::actor>(f.system.spawn(test::forwarding_explorer, caf::actor{f.self}));
-    f.self->send(n.local, subscribe_atom::value, caf::actor_cast<weights_listener>(n.sub));
-    return n;
+    return relay_node(f, head, 1024, BulkClientOptions{"127.0.0.1", port, "rollout-a", secret, 10s});
   };
-  Node fast = node((*server)->port());
-  Node fallback = node(closed_port);
+  RelayNode fast = node(server->port());
+  RelayNode fallback = node(closed_port);
 
   const WireMsg v3 = relay_weight_set(3, 20'000);  // ~80 KB: ~80 chunks
   f.self->send(head, publish_atom::value, v3);
@@ -118,19 +140,17 @@ TEST_CASE("a weight relay fetches over the bulk channel, and through the middlem
   f.self->receive_for(arrived, 2)([&](weights_atom, const WireMsg& m) {
     CHECK(decode<WeightsAvailableData>(m.buf)->version == 3);
   });
-  for (const Node* n : {&fast, &fallback}) {
+  for (const RelayNode* n : {&fast, &fallback}) {
     WireMsg got;
     f.self->request(n->local, 10s, fetch_atom::value, WireMsg{encode(WeightRequestData{3, false}, "t")})
         .receive([&](const WireMsg& m) { got = m; }, [](const caf::error&) {});
     CHECK(checksum_of(got) == checksum_of(v3));
   }
   // Only the node with a working channel took chunks from it, each once.
-  const auto counts = (*server)->counts();
+  const auto counts = server->counts();
   CHECK(counts.admitted == 1);
   CHECK(counts.chunks == weight_chunk_count(v3.buf.size(), 1024));
-  for (const Node* n : {&fast, &fallback})
-    for (auto a : {caf::actor_cast<caf::actor>(n->relay), caf::actor_cast<caf::actor>(n->local), n->sub})
-      f.self->send_exit(a, caf::exit_reason::user_shutdown);
+  for (const RelayNode* n : {&fast, &fallback}) stop_node(f, *n);
   f.self->send_exit(head, caf::exit_reason::user_shutdown);
 }
 
@@ -139,34 +159,11 @@ TEST_CASE("weight relays take deltas against the version they hold and hand thei
   test::ActorFixture f;
   const std::string secret = "relay-delta-secret-0123456789";
   const std::uint64_t chunk = 16 << 10;
-  WeightStoreOptions ho{4, chunk, f.log};
-  ho.shelf = std::make_shared<WeightShelf>(4, chunk, 0, /*deltas=*/true);
-  auto head = spawn_weight_store(f.system, ho);
-  BulkServerOptions so;
-  so.host = "127.0.0.1";
-  so.secret = secret;
-  auto server = BulkServer::start(so, ho.shelf);
-  REQUIRE(server.ok());
-
-  struct Node {
-    weight_store_actor local;
-    weight_relay_actor relay;
-    caf::actor sub;
-  };
-  auto node = [&](bool bulk) {
-    Node n;
-    n.local = spawn_weight_store(f.system, WeightStoreOptions{4, chunk, f.log});
-    WeightRelayOptions ro;
-    ro.upstream = head;
-    ro.local = n.local;
-    ro.log = f.log;
-    if (bulk) ro.bulk = BulkClientOptions{"127.0.0.1", (*server)->port(), "rollout-a", secret};
-    n.relay = spawn_weight_relay(f.system, ro);
-    n.sub = caf::actor_cast<caf::actor>(f.system.spawn(test::forwarding_explorer, caf::actor{f.self}));
-    f.self->send(n.local, subscribe_atom::value, caf::actor_cast<weights_listener>(n.sub));
-    return n;
-  };
-  Node over_bulk = node(true), over_middleman = node(false);
+  BulkHead h = bulk_head(f, std::make_shared<WeightShelf>(4, chunk, 0, /*deltas=*/true), secret);
+  const weight_store_actor head = h.store;
+  BulkServer* server = h.server.get();
+  RelayNode over_bulk = relay_node(f, head, chunk, BulkClientOptions{"127.0.0.1", server->port(), "rollout-a", secret});
+  RelayNode over_middleman = relay_node(f, head, chunk, std::nullopt);
 
   std::vector<WireMsg> sets;
   for (std::uint64_t v = 1; v <= 3; ++v) {
@@ -177,7 +174,7 @@ TEST_CASE("weight relays take deltas against the version they hold and hand thei
       CHECK(decode<WeightsAvailableData>(m.buf)->version == v);
     });
   }
-  for (const Node* n : {&over_bulk, &over_middleman}) {
+  for (const RelayNode* n : {&over_bulk, &over_middleman}) {
     for (std::uint64_t v = 1; v <= 3; ++v) {
       WireMsg got;
       f.self->request(n->local, 10s, fetch_atom::value, WireMsg{encode(WeightRequestData{v, false}, "t")})
@@ -201,13 +198,11 @@ TEST_CASE("weight relays take deltas against the version they hold and hand thei
   CHECK(delta->delta);
   CHECK(delta->base == 2);
   // Over the bulk channel: version 1 whole, versions 2 and 3 as deltas, fewer bytes.
-  const auto counts = (*server)->counts();
+  const auto counts = server->counts();
   const std::uint64_t raw = sets[0].buf.size() + sets[1].buf.size() + sets[2].buf.size();
   CHECK(counts.chunks == 3 * weight_chunk_count(sets[0].buf.size(), chunk));
   CHECK(counts.bytes < sets[0].buf.size() + (sets[1].buf.size() + sets[2].buf.size()) * 9 / 10);
   CHECK(counts.bytes < raw);
-  for (const Node* n : {&over_bulk, &over_middleman})
-    for (auto a : {caf::actor_cast<caf::actor>(n->relay), caf::actor_cast<caf::actor>(n->local), n->sub})
-      f.self->send_exit(a, caf::exit_reason::user_shutdown);
+  for (const RelayNode* n : {&over_bulk, &over_middleman}) stop_node(f, *n);
   f.self->send_exit(head, caf::exit_reason::user_shutdown);
 }
