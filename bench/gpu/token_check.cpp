@@ -145,20 +145,27 @@ int main(int argc, char** argv) {
     batch.group_size = G;
     batch.sequences = generate(sampler, std::vector<std::vector<std::int64_t>>(B, std::vector<std::int64_t>(P, 5)), so, rng);
     for (std::int64_t b = 0; b < B; ++b) batch.rewards.push_back(b < 3 * G ? 1.0F : static_cast<float>(b % 3) / 2);
+    // Each step sees the batch as freshly sampled (set_version(0)): the
+    // same batch past the staleness bound (max_lag) would train on no
+    // token at all, and time an empty step.
+    std::int64_t untrained_steps = 0;
     auto time_steps = [&](TokenTrainer& t, int steps, bool cuda) {
       t.rl_step(batch);  // warm-up
       std::vector<double> xs;
       for (int i = 0; i < steps; ++i) {
+        t.set_version(0);
         const auto t0 = Clock::now();
-        t.rl_step(batch);
+        const auto st = t.rl_step(batch);
         if (cuda) torch::cuda::synchronize();
         xs.push_back(seconds_since(t0));
+        untrained_steps += st.tokens == 0;
       }
       return median(xs);
     };
     TokenTrainer cpu(o), dev(on_device);
     const double c = time_steps(cpu, 3, false);
     const double g = time_steps(dev, 10, torch::Device(device).is_cuda());
+    ok &= check(untrained_steps == 0, "every timed GRPO update trained on tokens");
     const double tokens = static_cast<double>(B * (P + T));
     std::printf("code policy GRPO update: %s %.1f ms, cpu %.1f ms (%d threads)\n", device.c_str(), g * 1e3, c * 1e3,
                 torch::get_num_threads());
