@@ -181,11 +181,10 @@ Row codec_row(const Segment& s, const std::string& what) {
           "decode checks every field, tensors viewed in the message"};
 }
 
-// A token segment shaped like the agent workload's (examples/agent.toml):
-// 8 rows of a 256-token prompt and up to 512 completion tokens, a third
-// of them observations, routes of 2 layers x top-2, a version per token.
-Segment agent_token_segment() {
-  const std::uint32_t P = 256, C = 512, T = P + C, B = 8, R = 4;
+}  // namespace
+
+Segment agent_token_segment(std::uint32_t rows) {
+  const std::uint32_t P = 256, C = 512, T = P + C, B = rows, R = 4;
   Segment s;
   s.num_steps = T;
   s.num_envs = B;
@@ -212,6 +211,8 @@ Segment agent_token_segment() {
   s.tokens = std::move(k);
   return s;
 }
+
+namespace {
 
 std::vector<Row> bench_codec(const EnvRegistry& envs) {
   auto cfg = throughput_config(envs);
@@ -334,6 +335,7 @@ int run_benchmarks(const BenchOptions& o) {
       {"replay", [&] { return bench_replay(envs); }},
       {"data-parallel", [&] { return bench_data_parallel(envs); }},
       {"nodes", [&] { return bench_nodes(envs); }},
+      {"segment-paths", [&] { return bench_segment_paths(envs); }},
       {"deltas", [&] { return bench_deltas(envs); }},
       {"sandbox", [] { return bench_sandbox(); }},
       {"tokens", [] { return bench_tokens(); }},

@@ -24,125 +24,13 @@
 #include "actors/weight_relay.hpp"
 #include "actors/weight_store.hpp"
 #include "bench/common.hpp"
+#include "bench/transfers.hpp"
 #include "messages/codec.hpp"
 #include "transport/front_door.hpp"
 #include "transport/weight_bulk.hpp"
 
 namespace rlx {
 namespace {
-
-// ---- raw loopback TCP: the baseline ----
-
-// Moves `total` bytes in `size`-byte messages (8-byte length prefix) over
-// one loopback connection; returns bytes/s.
-double raw_tcp_bytes_per_s(std::size_t size, std::size_t total) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
-  listen(listener, 1);
-  std::thread reader([&] {
-    const int fd = accept(listener, nullptr, nullptr);
-    std::vector<char> buf(size + 8);
-    std::size_t got = 0;
-    while (got < total + total / size * 8) {
-      const auto n = read(fd, buf.data(), buf.size());
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    const char done = 1;
-    [[maybe_unused]] auto w = write(fd, &done, 1);
-    close(fd);
-  });
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  std::vector<char> msg(size + 8, 'x');
-  const auto t0 = Clock::now();
-  for (std::size_t sent = 0; sent < total; sent += size) {
-    std::memcpy(msg.data(), &size, 8);
-    for (std::size_t off = 0; off < msg.size();) {
-      const auto n = write(fd, msg.data() + off, msg.size() - off);
-      if (n <= 0) break;
-      off += static_cast<std::size_t>(n);
-    }
-  }
-  char done = 0;
-  [[maybe_unused]] auto r = read(fd, &done, 1);
-  const double s = seconds_since(t0);
-  reader.join();
-  close(fd);
-  close(listener);
-  return static_cast<double>(total) / s;
-}
-
-// ---- a node: one actor system with a middleman ----
-
-struct Node {
-  std::unique_ptr<caf::actor_system_config> cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::vector<caf::actor> actors;  // exited before the system goes (its destructor waits for them)
-  ~Node() {
-    for (auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-  }
-  explicit Node(const ClusterConfig& c) : cfg(std::make_unique<caf::actor_system_config>()) {
-    configure_remoting(*cfg, c);
-    cfg->set("scheduler.max-threads", 2);
-    cfg->set("logger.verbosity", caf::atom("quiet"));
-    sys = std::make_unique<caf::actor_system>(*cfg);
-  }
-};
-
-// Counts segments and acknowledges each to its sender (the learner's credit).
-caf::behavior segment_sink(caf::event_based_actor* self, int) {  // (an argument: CAF 0.17 binds a null tuple for an argument-less function actor)
-  return {[self](segment_atom, const WireMsg&) {
-    self->send(caf::actor_cast<caf::actor>(self->current_sender()), ack_atom::value);
-  }};
-}
-
-// Sends `count` messages of `size` bytes with `window` unacknowledged; bytes/s.
-// With `door`, through a front door in front of the receiver's port, as
-// member nodes reach the head (transport/front_door).
-double caf_bytes_per_s(const ClusterConfig& c, std::size_t size, std::size_t count, int window, bool door = false) {
-  Node receiver(c), sender(c);
-  auto sink = receiver.sys->spawn(segment_sink, 0);
-  auto port = receiver.sys->middleman().publish(sink, 0, "127.0.0.1", true);
-  if (!port) return 0;
-  std::unique_ptr<FrontDoor> front;
-  if (door) {
-    FrontDoorOptions o;
-    o.host = "127.0.0.1";
-    o.inner_port = *port;
-    o.opening = basp_opening();
-    auto d = FrontDoor::start(o);
-    if (!d) return 0;
-    front = std::move(*d);
-    *port = front->port();
-  }
-  auto remote = sender.sys->middleman().remote_actor(std::string("127.0.0.1"), *port);
-  if (!remote) return 0;
-  const WireMsg msg{WireBuffer::copy_of(std::vector<char>(size, 'x').data(), size)};
-  caf::scoped_actor self{*sender.sys};
-  std::size_t sent = 0, acked = 0;
-  const auto t0 = Clock::now();
-  for (; sent < count && sent < static_cast<std::size_t>(window); ++sent) self->send(*remote, segment_atom::value, msg);
-  while (acked < count) {
-    self->receive([&](ack_atom) {
-      ++acked;
-      if (sent < count) {
-        self->send(*remote, segment_atom::value, msg);
-        ++sent;
-      }
-    });
-  }
-  const double s = seconds_since(t0);
-  self->send_exit(sink, caf::exit_reason::user_shutdown);
-  return static_cast<double>(size * count) / s;
-}
 
 // ---- weight publish to N member nodes ----
 
@@ -179,17 +67,6 @@ caf::behavior fetching_listener(caf::event_based_actor* self, weight_store_actor
   }};
 }
 
-WireMsg weight_set(std::uint64_t version, std::size_t params) {
-  WeightSetData w;
-  w.version = version;
-  w.policy_kind = "moe_mlp";
-  w.tensors.push_back(NamedTensor{"w", {static_cast<std::int64_t>(params)}, std::vector<float>(params, 0.25f)});
-  w.checksum = w.compute_checksum();
-  return WireMsg{encode(w, "bench")};
-}
-
-const std::string kBenchSecret = "bench-secret-0123456789abcdef";
-
 // Versions of `params` weights as training makes them: from N(0, 0.05),
 // every weight moves by up to `lr` (uniformly) per version, as Adam's
 // steps do at that rate (docs/BENCHMARKS.md "Weight deltas").
@@ -224,7 +101,7 @@ Publish publish_times(const ClusterConfig& c, int members, const std::function<W
   // Each node would be its own process with its own recycled memory (768
   // MiB): here they share one, so it gets the head's and every node's.
   set_recycled_spare_bytes((std::size_t{768} << 20) * static_cast<std::size_t>(members + 1));
-  Node head(c);
+  BenchNode head(c);
   WeightStoreOptions so{2, static_cast<std::uint64_t>(c.weight_store.chunk_kb) << 10, null_logger()};
   so.shelf = std::make_shared<WeightShelf>(so.keep_versions, so.chunk_bytes, 0, deltas);
   auto store = spawn_weight_store(*head.sys, so);
@@ -242,9 +119,9 @@ Publish publish_times(const ClusterConfig& c, int members, const std::function<W
   auto port = head.sys->middleman().publish(store, 0, "127.0.0.1", true);
   if (!port) return out;
   Arrivals arrivals;
-  std::vector<std::unique_ptr<Node>> nodes;
+  std::vector<std::unique_ptr<BenchNode>> nodes;
   for (int i = 0; i < members; ++i) {
-    nodes.push_back(std::make_unique<Node>(c));
+    nodes.push_back(std::make_unique<BenchNode>(c));
     auto& sys = *nodes.back()->sys;
     auto upstream = sys.middleman().remote_actor<weight_store_actor>("127.0.0.1", *port);
     if (!upstream) return out;
@@ -284,29 +161,6 @@ Publish publish_times(const ClusterConfig& c, int members, const std::function<W
     out.bytes_per_node = static_cast<double>(server->counts().bytes - bytes_before) /
                          static_cast<double>((versions - first_timed + 1) * members);
   return out;  // the member nodes' systems go first (declared after the head's)
-}
-
-// One node fetching a whole set over the bulk channel (client and server
-// threads in this process, loopback TCP between them); bytes/s.
-double bulk_bytes_per_s(std::size_t params, std::uint64_t chunk_bytes, int rounds) {
-  auto shelf = std::make_shared<WeightShelf>(2, chunk_bytes);
-  const WireMsg set = weight_set(1, params);
-  if (!shelf->put(1, set.buf)) return 0;
-  BulkServerOptions so;
-  so.host = "127.0.0.1";
-  so.secret = kBenchSecret;
-  auto server = BulkServer::start(so, shelf);
-  if (!server) return 0;
-  BulkClient client(BulkClientOptions{"127.0.0.1", (*server)->port(), "node", kBenchSecret});
-  std::vector<double> rates;
-  for (int r = 0; r <= rounds; ++r) {  // round 0 warms up (and has the server cut the chunks)
-    ChunkAssembler into(1, set.buf.size(), chunk_bytes);
-    const auto t0 = Clock::now();
-    if (!client.fetch(into) || !into.complete()) return 0;
-    const double s = seconds_since(t0);
-    if (r > 0) rates.push_back(static_cast<double>(set.buf.size()) / s);
-  }
-  return median(rates);
 }
 
 Row delta_row(const std::string& what, int members, const Publish& with, const Publish& without, const std::string& note) {

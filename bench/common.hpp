@@ -8,6 +8,7 @@
 
 #include "core/config.hpp"
 #include "envs/env.hpp"
+#include "messages/types.hpp"
 #include "messages/wire_buffer.hpp"
 #include "bench/timing.hpp"
 
@@ -26,6 +27,12 @@ ClusterConfig bench_config(const EnvRegistry& envs);
 // recording, replay, data-parallel and node figures stay comparable.
 ClusterConfig throughput_config(const EnvRegistry& envs);
 
+// A token segment shaped like the agent workload's (examples/agent.toml):
+// `rows` rows of a 256-token prompt and up to 512 completion tokens, a
+// third of them observations, routes of 2 layers x top-2, a version per
+// token (8 rows: one explorer's batch, 197,584 bytes encoded).
+Segment agent_token_segment(std::uint32_t rows = 8);
+
 // bench_replay.cpp: recording overhead and log size; replay speed.
 std::vector<Row> bench_recording(const EnvRegistry& envs, int rounds);
 std::vector<Row> bench_replay(const EnvRegistry& envs);
@@ -33,6 +40,9 @@ std::vector<Row> bench_replay(const EnvRegistry& envs);
 std::vector<Row> bench_data_parallel(const EnvRegistry& envs);
 // bench_nodes.cpp: segment throughput across nodes; weight publish to member nodes.
 std::vector<Row> bench_nodes(const EnvRegistry& envs);
+// bench_segment_paths.cpp: the agent workload's token segments over the
+// middleman (direct and through the front door) against the bulk channel.
+std::vector<Row> bench_segment_paths(const EnvRegistry& envs);
 // The same publish, with and without deltas, of the given consecutive sets.
 std::vector<Row> bench_publish_deltas(const EnvRegistry& envs, const std::string& what,
                                       const std::vector<WireBuffer>& sets, std::vector<int> members);
