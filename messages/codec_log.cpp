@@ -106,6 +106,7 @@ WireBuffer encode_index_entry(const IndexEntryData& x) {
 }
 
 Result<LogEntryData> decode_log_entry(const WireBuffer& buf, bool with_segment, const DecodeOptions& options) {
+  if (with_segment && buf.is_borrowed()) return decode_log_entry(buf.owned(), with_segment, options);  // views
   std::unique_ptr<capnp::FlatArrayMessageReader> reader;
   try {
     auto entry = open_root<wire::LogEntry>(buf, options, reader);

@@ -268,6 +268,7 @@ WireBuffer encode(const Segment& x, std::string_view sender) {
 
 template <>
 Result<Segment> decode<Segment>(const WireBuffer& buf, const DecodeOptions& options) {
+  if (buf.is_borrowed()) return decode<Segment>(buf.owned(), options);  // its columns view the bytes
   return decode_body<Segment>(buf, options, Which::SEGMENT,
                               [&](auto body) { return read_segment(body.getSegment(), buf.keepalive()); });
 }

@@ -33,6 +33,7 @@ WireBuffer encode(const WeightSetData& x, std::string_view sender) {
 // unless a weight store or relay already checked this very buffer.
 template <>
 Result<WeightSetData> decode<WeightSetData>(const WireBuffer& buf, const DecodeOptions& options) {
+  if (buf.is_borrowed()) return decode<WeightSetData>(buf.owned(), options);  // its tensors view the bytes
   return decode_body<WeightSetData>(buf, options, Which::WEIGHT_SET, [&](auto body) {
     auto w = body.getWeightSet();
     WeightSetData x;

@@ -63,13 +63,13 @@ Result<WireBuffer> read_stream_frame(const ReadExact& read_exact, std::size_t ma
   kj::Array<capnp::word> array;
   if (reuse) {
     if (reuse->size() < words) *reuse = kj::heapArray<capnp::word>(words);
-    array = kj::Array<capnp::word>(reuse->begin(), words, kj::NullArrayDisposer::instance);
   } else {
     array = kj::heapArray<capnp::word>(words);
   }
-  auto* out = reinterpret_cast<std::uint8_t*>(array.begin());
+  auto* out = reinterpret_cast<std::uint8_t*>(reuse ? reuse->begin() : array.begin());
   std::memcpy(out, table.data(), *table_bytes);
   if (auto r = read_exact(out + *table_bytes, *total - *table_bytes); !r) return r.error();
+  if (reuse) return WireBuffer::borrowed(kj::arrayPtr(reuse->begin(), words), *total);
   return WireBuffer(std::move(array));
 }
 

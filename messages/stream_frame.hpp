@@ -40,8 +40,8 @@ using ReadExact = std::function<Result<void>(void* into, std::size_t n)>;
 
 // Reads one frame from a stream into a word-aligned buffer, checked as
 // above before anything is allocated. With `reuse`, the frame goes into
-// that buffer (grown when needed) and the WireBuffer returned only views
-// it: valid until the next read into it.
+// that buffer (grown when needed) and the WireBuffer returned is borrowed
+// (WireBuffer::borrowed): valid until the next read into it.
 Result<WireBuffer> read_stream_frame(const ReadExact& read_exact, std::size_t max_bytes,
                                      kj::Array<capnp::word>* reuse = nullptr);
 

@@ -87,6 +87,16 @@ WireBuffer WireBuffer::copy_of(const void* data, std::size_t size) {
   return out;
 }
 
+WireBuffer WireBuffer::borrowed(kj::ArrayPtr<const capnp::word> words, std::size_t bytes) {
+  auto* begin = const_cast<capnp::word*>(words.begin());
+  auto storage = std::make_shared<Storage>(kj::Array<capnp::word>(begin, words.size(), kj::NullArrayDisposer::instance));
+  storage->borrowed = true;
+  WireBuffer out;
+  out.words_ = std::move(storage);
+  out.size_ = std::min(bytes, words.size() * sizeof(capnp::word));
+  return out;
+}
+
 std::span<const std::byte> WireBuffer::bytes() const {
   if (!words_) return {};
   return {reinterpret_cast<const std::byte*>(words_->words.begin()), size_};

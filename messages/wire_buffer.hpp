@@ -29,6 +29,15 @@ class WireBuffer {
   // decoding can report the truncation.
   static WireBuffer copy_of(const void* data, std::size_t size);
 
+  // Views `bytes` of memory someone else owns and will write over (a
+  // stream reader's reused receive buffer): nothing may outlive the next
+  // write into it. Decoders that hand out views (segments, weight sets,
+  // log entries) decode a copy of a borrowed buffer instead.
+  static WireBuffer borrowed(kj::ArrayPtr<const capnp::word> words, std::size_t bytes);
+  bool is_borrowed() const { return words_ && words_->borrowed; }
+  // This buffer, or an owned copy of its bytes when it is borrowed.
+  WireBuffer owned() const { return is_borrowed() ? copy_of(bytes().data(), size_) : *this; }
+
   // The bytes as written (size() may be a non-multiple of 8 for bad input).
   std::span<const std::byte> bytes() const;
   std::size_t size() const { return size_; }
@@ -37,7 +46,8 @@ class WireBuffer {
   // Whole words only (what a Cap'n Proto reader consumes).
   kj::ArrayPtr<const capnp::word> words() const;
 
-  // Holds the bytes alive for whoever views them (decoded segments' columns).
+  // Holds the bytes alive for whoever views them (decoded segments'
+  // columns). Of a borrowed buffer: holds nothing (see borrowed()).
   std::shared_ptr<const void> keepalive() const { return words_; }
 
   // True when `other` shares this buffer's storage (no copy was made).
@@ -57,6 +67,7 @@ class WireBuffer {
   struct Storage {
     explicit Storage(kj::Array<capnp::word> w) : words(std::move(w)) {}
     kj::Array<capnp::word> words;
+    bool borrowed = false;
     mutable std::atomic<bool> checked{false};
   };
   std::shared_ptr<const Storage> words_;

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include "messages/codec.hpp"
+#include "messages/stream_frame.hpp"
 #include "messages/weight_chunks.hpp"
 #include "tests/helpers.hpp"
 
@@ -185,4 +186,56 @@ TEST_CASE("a set assembled from chunks is marked checked only once every chunk h
   ChunkAssembler other(3, set.size(), chunk);
   CHECK_FALSE(other.add_encoded(WireBuffer::copy_of(bytes.data(), bytes.size())).ok());
   CHECK(other.missing().size() == count);
+}
+
+TEST_CASE("a segment or weight set read into a reused stream buffer keeps its values when the buffer is read into again",
+          "[messages][codec][zero_copy]") {
+  // Two frames of each kind, the same size, other values: the second is
+  // read over the first in the reader's reused buffer (what the bulk
+  // channel's client does with every frame).
+  const Segment s = test::make_segment(16, 4, 3, 1);
+  Segment other = s;
+  for (std::size_t i = 0; i < other.observations.size(); ++i) other.observations[i] = 9.0f;
+  for (std::size_t i = 0; i < other.actions.size(); ++i) other.actions[i] = 7;
+  WeightSetData w;
+  w.version = 2;
+  w.policy_kind = "moe_mlp";
+  w.tensors.push_back(NamedTensor{"w", {256}, std::vector<float>(256, 0.5f)});
+  w.checksum = w.compute_checksum();
+  WeightSetData w_other = w;
+  w_other.tensors[0].values.assign(256, -1.5f);
+  w_other.checksum = w_other.compute_checksum();
+
+  std::string stream;
+  for (const WireBuffer& b : {encode(s, "e"), encode(other, "e"), encode(w, "s"), encode(w_other, "s")})
+    stream.append(reinterpret_cast<const char*>(b.bytes().data()), b.size());
+  std::size_t at = 0;
+  const ReadExact read = [&](void* into, std::size_t n) -> Result<void> {
+    if (at + n > stream.size()) return make_error(Errc::io, "end of stream");
+    std::memcpy(into, stream.data() + at, n);
+    at += n;
+    return {};
+  };
+  kj::Array<capnp::word> reuse;
+  auto first = read_stream_frame(read, 1 << 20, &reuse);
+  REQUIRE(first.ok());
+  CHECK(first->is_borrowed());
+  auto segment = decode<Segment>(*first);
+  REQUIRE(segment.ok());
+  REQUIRE(read_stream_frame(read, 1 << 20, &reuse).ok());  // over the first
+  auto set_frame = read_stream_frame(read, 1 << 20, &reuse);
+  REQUIRE(set_frame.ok());
+  auto set = decode<WeightSetData>(*set_frame);
+  REQUIRE(set.ok());
+  REQUIRE(read_stream_frame(read, 1 << 20, &reuse).ok());  // over the set
+  CHECK(segment->observations == s.observations);
+  CHECK(segment->actions == s.actions);
+  CHECK(set->tensors[0].values == w.tensors[0].values);
+  CHECK(set->checksum == w.checksum);
+  // Without a reused buffer a frame owns its bytes and is decoded in place.
+  at = 0;
+  auto owned = read_stream_frame(read, 1 << 20);
+  REQUIRE(owned.ok());
+  CHECK_FALSE(owned->is_borrowed());
+  CHECK(owned->owned().shares_storage_with(*owned));
 }
