@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(o.batch), static_cast<long long>(o.seq));
     std::printf("  training step %.2f ms, %.0f tokens/s, %.3g GFLOP/token -> %.3g TFLOP/s (loss %.3f -> %.3f)\n",
                 s.step_s * 1e3, s.tokens_per_s, s.flops_per_token / 1e9, s.model_tflops, s.first_loss, s.last_loss);
+    std::printf("  stages, synchronised: forward + losses %.2f ms, backward %.2f ms, Adam %.2f ms\n", s.forward_s * 1e3,
+                s.backward_s * 1e3, s.optimizer_s * 1e3);
     std::printf("  dense %lld^3 product in the same dtype: %.3g TFLOP/s; step/product %.3f", static_cast<long long>(o.matmul_n),
                 s.matmul_tflops, s.model_tflops / s.matmul_tflops);
     if (peak > 0) std::printf("; MFU against %.0f TFLOP/s peak %.3f", peak, s.model_tflops / peak);
@@ -102,10 +104,10 @@ int main(int argc, char** argv) {
       if (peak > 0) std::snprintf(mfu, sizeof mfu, "%.3f against %.0f TFLOP/s", s.model_tflops / peak, peak);
       std::snprintf(line, sizeof line,
                     "| training step, %s (%lld x %lld tokens) | %.0f tokens/s, %.3g TFLOP/s | %.3g TFLOP/s dense %lld^3 "
-                    "product | %.3f | MFU %s |\n",
+                    "product | %.3f | MFU %s; forward %.1f + backward %.1f + Adam %.1f ms |\n",
                     what.c_str(), static_cast<long long>(o.batch), static_cast<long long>(o.seq), s.tokens_per_s,
                     s.model_tflops, s.matmul_tflops, static_cast<long long>(o.matmul_n), s.model_tflops / s.matmul_tflops,
-                    mfu);
+                    mfu, s.forward_s * 1e3, s.backward_s * 1e3, s.optimizer_s * 1e3);
       md << line;
       std::snprintf(line, sizeof line,
                     "| weight publish to an explorer, %s (%.0f MB fp32) | %.1f ms (export %.1f + import %.1f) | %.1f ms "

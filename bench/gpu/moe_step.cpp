@@ -69,12 +69,15 @@ StepBenchResult run_step_bench(const StepBenchOptions& o) {
   auto valid = torch::ones({o.batch, o.seq}, torch::TensorOptions().dtype(torch::kBool).device(device));
   auto targets = tokens.narrow(1, 1, o.seq - 1).reshape({-1});
 
-  auto step = [&] {
+  auto forward = [&] {
     optimizer.zero_grad();
     auto out = model->forward(tokens, valid);
     auto logits = out.logits.narrow(1, 0, o.seq - 1).reshape({-1, o.model.vocab}).to(torch::kFloat32);
-    auto loss = torch::nn::functional::cross_entropy(logits, targets) + 0.01 * out.load_balance.to(torch::kFloat32) +
-                0.001 * out.router_z.to(torch::kFloat32);
+    return torch::nn::functional::cross_entropy(logits, targets) + 0.01 * out.load_balance.to(torch::kFloat32) +
+           0.001 * out.router_z.to(torch::kFloat32);
+  };
+  auto step = [&] {
+    auto loss = forward();
     loss.backward();
     optimizer.step();
     return loss.detach();
@@ -89,6 +92,24 @@ StepBenchResult run_step_bench(const StepBenchOptions& o) {
   for (int i = 0; i < o.steps; ++i) last = step();
   sync(device);
   r.step_s = seconds_since(t) / std::max(1, o.steps);
+  std::vector<double> fw, bw, opt;
+  for (int i = 0; i < std::max(3, o.steps / 2); ++i) {
+    auto t0 = Clock::now();
+    auto loss = forward();
+    sync(device);
+    fw.push_back(seconds_since(t0));
+    t0 = Clock::now();
+    loss.backward();
+    sync(device);
+    bw.push_back(seconds_since(t0));
+    t0 = Clock::now();
+    optimizer.step();
+    sync(device);
+    opt.push_back(seconds_since(t0));
+  }
+  r.forward_s = median(fw);
+  r.backward_s = median(bw);
+  r.optimizer_s = median(opt);
   if (last.defined()) r.last_loss = last.item<double>();
   r.tokens_per_s = static_cast<double>(o.batch * o.seq) / r.step_s;
   r.flops_per_token = training_flops_per_token(o.model, o.seq);

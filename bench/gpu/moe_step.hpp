@@ -46,6 +46,9 @@ struct StepBenchResult {
   double matmul_tflops = 0;           // the device's dense product, same dtype, same run
   double first_loss = 0, last_loss = 0;
   std::int64_t parameters = 0;
+  // Where a step's time goes: further steps, the device synchronised
+  // after each stage (so their sum exceeds step_s a little); medians.
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;
 };
 
 // Trains a seeded model on random tokens (next-token cross-entropy plus
