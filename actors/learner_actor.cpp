@@ -84,14 +84,12 @@ using Self = learner_actor::stateful_pointer<LearnerState>;
 
 void publish(Self self) {
   auto& st = self->state;
-  WeightSetData w = st.core->weights();
-  w.created_unix_ns = unix_now_ns();
-  if (st.options.recorder) {
-    std::uint64_t params = 0;
-    for (const auto& t : w.tensors) params += t.values.size();
-    self->send(st.options.recorder, version_atom::value, w.version, w.checksum, st.core->updates(), params);
-  }
-  self->send(st.options.weight_store, publish_atom::value, WireMsg{encode(w, "learner")});
+  // Encoded straight from the parameters into recycled memory, hashed once.
+  auto w = st.core->encoded_weights(unix_now_ns());
+  if (st.options.recorder)
+    self->send(st.options.recorder, version_atom::value, st.core->trainer().version(), w.checksum, st.core->updates(),
+               w.parameters);
+  self->send(st.options.weight_store, publish_atom::value, WireMsg{std::move(w.buf)});
 }
 
 void report(Self self, bool force) {

@@ -337,6 +337,7 @@ int run_benchmarks(const BenchOptions& o) {
       {"nodes", [&] { return bench_nodes(envs); }},
       {"segment-paths", [&] { return bench_segment_paths(envs); }},
       {"deltas", [&] { return bench_deltas(envs); }},
+      {"learner-publish", [] { return bench_learner_publish(); }},
       {"sandbox", [] { return bench_sandbox(); }},
       {"tokens", [] { return bench_tokens(); }},
       {"agent", [] { return bench_agent(); }},

@@ -46,6 +46,8 @@ std::vector<Row> bench_segment_paths(const EnvRegistry& envs);
 // The same publish, with and without deltas, of the given consecutive sets.
 std::vector<Row> bench_publish_deltas(const EnvRegistry& envs, const std::string& what,
                                       const std::vector<WireBuffer>& sets, std::vector<int> members);
+// bench_learner_publish.cpp: a learner's weights into the store's message, before and now.
+std::vector<Row> bench_learner_publish();
 // bench_deltas.cpp: weight deltas' bytes against raw, for real policies' consecutive versions.
 std::vector<Row> bench_deltas(const EnvRegistry& envs);
 // bench_sandbox.cpp: sandboxed program evaluations against the bare interpreter.

@@ -197,5 +197,8 @@ Result<std::uint64_t> run_learner_rank(const TrainerOptions& options, std::size_
 }
 
 WeightSetData LearnerCore::weights() const { return trainer_->weights(); }
+EncodedWeightSet LearnerCore::encoded_weights(std::uint64_t created_unix_ns) const {
+  return trainer_->encoded_weights(created_unix_ns);
+}
 
 }  // namespace rlx

@@ -65,6 +65,8 @@ class LearnerCore {
   bool publish_due() const { return updates_ % options_.publish_every == 0; }
   // The current weights (with their checksum).
   WeightSetData weights() const;
+  // The same as the message to publish (Trainer::encoded_weights).
+  EncodedWeightSet encoded_weights(std::uint64_t created_unix_ns) const;
 
   Trainer& trainer() { return *trainer_; }
   const Trainer& trainer() const { return *trainer_; }

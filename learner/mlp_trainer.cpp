@@ -11,6 +11,7 @@
 #include "learner/model_optimizer.hpp"
 #include "learner/returns.hpp"
 #include "policy/moe_mlp_policy.hpp"
+#include "policy/weights_wire.hpp"
 #include "policy/weights_io.hpp"
 
 namespace rlx {
@@ -96,6 +97,11 @@ std::string MlpTrainer::refuses(const Segment& segment) const {
 
 WeightSetData MlpTrainer::weights() const {
   return export_weights(*impl_->policy, version(), to_string(impl_->options.policy.kind));
+}
+
+EncodedWeightSet MlpTrainer::encoded_weights(std::uint64_t created_unix_ns) const {
+  return encode_module_weights(*impl_->policy, version(), to_string(impl_->options.policy.kind), created_unix_ns,
+                               "learner");
 }
 
 void MlpTrainer::save(torch::serialize::OutputArchive& a) const {

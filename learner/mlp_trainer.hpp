@@ -18,6 +18,7 @@ class MlpTrainer final : public Trainer {
 
   std::string refuses(const Segment& segment) const override;
   WeightSetData weights() const override;
+  EncodedWeightSet encoded_weights(std::uint64_t created_unix_ns) const override;
 
  private:
   UpdateStats train(const std::vector<const Segment*>& segments) override;

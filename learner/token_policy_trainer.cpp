@@ -1,5 +1,7 @@
 #include "learner/token_policy_trainer.hpp"
 
+#include "policy/weights_wire.hpp"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -75,6 +77,10 @@ WeightSetData TokenPolicyTrainer::weights() const {
   w.policy_kind = "moe_transformer";
   w.checksum = w.compute_checksum();
   return w;
+}
+
+EncodedWeightSet TokenPolicyTrainer::encoded_weights(std::uint64_t created_unix_ns) const {
+  return encode_module_weights(*tokens_.model(), version(), "moe_transformer", created_unix_ns, "learner");
 }
 
 UpdateStats TokenPolicyTrainer::train(const std::vector<const Segment*>& segments) {

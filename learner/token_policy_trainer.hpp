@@ -22,6 +22,7 @@ class TokenPolicyTrainer final : public Trainer {
 
   std::string refuses(const Segment& segment) const override;
   WeightSetData weights() const override;
+  EncodedWeightSet encoded_weights(std::uint64_t created_unix_ns) const override;
 
   // The token RL compute itself (supervised steps, model files).
   TokenTrainer& tokens() { return tokens_; }

@@ -99,6 +99,7 @@ struct TokenTrainer::Impl {
 TokenTrainer::TokenTrainer(const TokenTrainerOptions& o) : options_(o), impl_(std::make_unique<Impl>(o)) {}
 TokenTrainer::~TokenTrainer() = default;
 MoETransformer& TokenTrainer::model() { return impl_->model; }
+const MoETransformer& TokenTrainer::model() const { return impl_->model; }
 torch::Device TokenTrainer::device() const { return impl_->device; }
 
 WeightSetData TokenTrainer::weights() const { return export_weights(*impl_->model, version_, "moe_transformer"); }

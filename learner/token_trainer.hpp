@@ -114,6 +114,7 @@ class TokenTrainer {
   TokenUpdateStats rl_step(const TokenBatch& batch);
 
   MoETransformer& model();
+  const MoETransformer& model() const;
   std::uint64_t version() const { return version_; }
   void set_version(std::uint64_t v) { version_ = v; }
   WeightSetData weights() const;

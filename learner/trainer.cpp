@@ -83,6 +83,16 @@ Result<UpdateStats> Trainer::update(const std::vector<const Segment*>& segments)
   }
 }
 
+EncodedWeightSet Trainer::encoded_weights(std::uint64_t created_unix_ns) const {
+  WeightSetData w = weights();
+  w.created_unix_ns = created_unix_ns;
+  EncodedWeightSet e;
+  e.checksum = w.checksum;
+  for (const auto& t : w.tensors) e.parameters += t.values.size();
+  e.buf = encode(w, "learner");
+  return e;
+}
+
 std::vector<std::uint8_t> Trainer::save_state() const {
   torch::serialize::OutputArchive a;
   save(a);

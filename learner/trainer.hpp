@@ -15,6 +15,7 @@
 
 #include "core/config.hpp"
 #include "learner/update_stats.hpp"
+#include "messages/codec.hpp"
 #include "messages/types.hpp"
 
 namespace torch::serialize {
@@ -75,6 +76,11 @@ class Trainer {
 
   // The current weights, labelled with version() and checksummed.
   virtual WeightSetData weights() const = 0;
+  // The same weights as the WeightSet message a learner publishes,
+  // stamped `created_unix_ns`: encoded straight from the parameters
+  // (policy/weights_wire.hpp) by the trainers here; by default from
+  // weights().
+  virtual EncodedWeightSet encoded_weights(std::uint64_t created_unix_ns) const;
 
   std::uint64_t version() const { return version_; }
   // Sets the version counter (resume from a checkpoint).

@@ -5,7 +5,11 @@
 // unsupported_schema, invalid_field).
 #pragma once
 
+#include <functional>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
 #include "messages/types.hpp"
@@ -60,6 +64,28 @@ struct WeightSetInfo {
 // is skipped for a buffer already checked (WireBuffer::checked) and marks
 // it otherwise. decode<WeightSetData> views the tensors in the buffer.
 Result<WeightSetInfo> check_weight_set(const WireBuffer& buf, const DecodeOptions& options = {});
+
+// A weight set encoded in place: `fill(i, into, n)` writes tensor i's n
+// floats (its shape's product) straight into the message, whose memory is
+// recycled across versions (recycled_words), and the checksum is computed
+// over those bytes as they are written. What a learner publishes: one copy
+// from wherever its parameters live (a GPU too), no WeightSetData vectors
+// between, and no second hash in this process (the buffer is marked
+// checked; the weight store's check_weight_set walks its structure only).
+struct WeightSetLayout {
+  std::uint64_t version = 0;
+  std::string policy_kind;
+  std::uint64_t created_unix_ns = 0;
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors;  // name, shape
+};
+struct EncodedWeightSet {
+  WireBuffer buf;
+  std::uint64_t checksum = 0;
+  std::uint64_t parameters = 0;
+};
+EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
+                                   const std::function<void(std::size_t, float*, std::size_t)>& fill,
+                                   std::string_view sender);
 
 // A RolloutRecord as read from the rollout log (messages/log_codec.hpp).
 struct DecodedRecord {

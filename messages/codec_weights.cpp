@@ -29,6 +29,57 @@ WireBuffer encode(const WeightSetData& x, std::string_view sender) {
       words);
 }
 
+EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
+                                   const std::function<void(std::size_t, float*, std::size_t)>& fill,
+                                   std::string_view sender) {
+  EncodedWeightSet out;
+  std::size_t words = 64;
+  for (const auto& [name, shape] : layout.tensors) {
+    std::uint64_t n = 1;
+    for (auto d : shape) n *= static_cast<std::uint64_t>(d);
+    out.parameters += n;
+    words += (n * 4 + name.size()) / 8 + 16;
+  }
+  XXH64_state_t* state = XXH64_createState();
+  XXH64_reset(state, 0);
+  try {
+    out.buf = build(
+        sender,
+        [&](auto body) {
+          auto w = body.initWeightSet();
+          w.setVersion(layout.version);
+          w.setPolicyKind(kj::StringPtr(layout.policy_kind.c_str()));
+          auto ts = w.initTensors(static_cast<unsigned>(layout.tensors.size()));
+          for (unsigned i = 0; i < layout.tensors.size(); ++i) {
+            const auto& [name, shape] = layout.tensors[i];
+            ts[i].setName(kj::StringPtr(name.c_str()));
+            auto t = ts[i].initTensor();
+            t.setDtype(wire::DType::FLOAT32);
+            auto s = t.initShape(static_cast<unsigned>(shape.size()));
+            std::uint64_t n = 1;
+            for (unsigned k = 0; k < shape.size(); ++k) {
+              s.set(k, static_cast<std::uint32_t>(shape[k]));
+              n *= static_cast<std::uint64_t>(shape[k]);
+            }
+            // Cap'n Proto starts every Data blob on a word: floats align.
+            auto data = t.initData(static_cast<unsigned>(n * sizeof(float)));
+            fill(i, reinterpret_cast<float*>(data.begin()), n);
+            XXH64_update(state, data.begin(), data.size());
+          }
+          out.checksum = XXH64_digest(state);
+          w.setChecksum(out.checksum);
+          w.setCreatedUnixNs(layout.created_unix_ns);
+        },
+        words, true);
+  } catch (...) {
+    XXH64_freeState(state);
+    throw;
+  }
+  XXH64_freeState(state);
+  out.buf.mark_checked();
+  return out;
+}
+
 // The tensors are views of `buf`; the checksum is computed over them
 // unless a weight store or relay already checked this very buffer.
 template <>
