@@ -1,5 +1,6 @@
 // Data-parallel learners on CPU: the gradient all-reduce against the
 // memory-bandwidth bound, and learner samples/s with 1 and 2 ranks.
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <random>
@@ -108,6 +109,10 @@ TokenDp token_data_parallel(int updates) {
       for (int part = 0; part < 2; ++part) {
         auto g = generate(sampler.model(), std::vector<std::vector<std::int64_t>>(half, std::vector<std::int64_t>(P, 5)),
                           so, rng);
+        // Sampled as if by version k, the version update k trains at: every
+        // update trains on fresh tokens (sampled at 0, from the fifth
+        // update on they were past max_lag and trained on nothing).
+        g.versions.masked_fill_(g.generated, k);
         std::vector<float> rewards;
         for (std::int64_t b = 0; b < half; ++b)
           rewards.push_back(b < (part == 0 ? G : 2 * G) ? 1.0F : static_cast<float>(b % 3) / 2);
@@ -149,9 +154,21 @@ TokenDp token_data_parallel(int updates) {
   return r;
 }
 
+Row token_dp_row() {
+  const auto tok = token_data_parallel(6);
+  std::fprintf(stderr, "  token learner: 1 rank %.0f, 2 ranks %.0f tokens/s\n", tok.one, tok.two);
+  return {"token learner tokens/s (code policy, GRPO), 2 ranks x 32 rows", fmt::format("{:.0f}", tok.two),
+          fmt::format("{:.0f} 1 rank x 64 rows", tok.one), fmt::format("{:.2f}", tok.two / tok.one),
+          fmt::format("6 updates of 64 rows x 160 tokens, each sampled at the version it trains at; 3 of 8 groups "
+                      "scored alike; gradients {:.1f} MB summed once per update",
+                      static_cast<double>(tok.params) * 4 / 1e6)};
+}
+
 }  // namespace
 
 std::vector<Row> bench_data_parallel(const EnvRegistry& envs) {
+  // RLX_BENCH_DP=token: the token learner's row alone.
+  if (const char* only = std::getenv("RLX_BENCH_DP"); only && std::string(only) == "token") return {token_dp_row()};
   auto cfg = throughput_config(envs);
   const auto T = static_cast<std::uint32_t>(cfg.explorer.segment_steps);
   const auto Benv = static_cast<std::uint32_t>(cfg.nodes.front().envs_per_explorer);
@@ -226,13 +243,7 @@ std::vector<Row> bench_data_parallel(const EnvRegistry& envs) {
   rows.push_back({fmt::format("learner samples/s, 2 ranks x {} segments", B), fmt::format("{:.0f}", two),
                   fmt::format("{:.0f} 1 rank x {} segments", one_2b, 2 * B), fmt::format("{:.2f}", two / one_2b),
                   fmt::format("same samples per update; 1 rank x {} segments: {:.0f}/s", B, one_b)});
-  const auto tok = token_data_parallel(6);
-  std::fprintf(stderr, "  token learner: 1 rank %.0f, 2 ranks %.0f tokens/s\n", tok.one, tok.two);
-  rows.push_back({"token learner tokens/s (code policy, GRPO), 2 ranks x 32 rows", fmt::format("{:.0f}", tok.two),
-                  fmt::format("{:.0f} 1 rank x 64 rows", tok.one), fmt::format("{:.2f}", tok.two / tok.one),
-                  fmt::format("6 updates of 64 rows x 160 tokens, 3 of 8 groups scored alike; gradients {:.1f} MB summed "
-                              "once per update",
-                              static_cast<double>(tok.params) * 4 / 1e6)});
+  rows.push_back(token_dp_row());
   return rows;
 }
 
