@@ -8,6 +8,9 @@
 
 #include "bench/timing.hpp"
 #include "policy/weights_io.hpp"
+#if RLX_GPU_WIRE
+#include "policy/weights_wire.hpp"
+#endif
 
 namespace rlx {
 
@@ -129,7 +132,7 @@ PublishBenchResult run_publish_bench(const TransformerOptions& m, const std::str
   r.bytes = static_cast<double>(numel) * sizeof(float);
   auto flat = torch::ones({numel}, torch::TensorOptions().device(device).dtype(torch::kFloat32));
   auto host = torch::empty({numel}, torch::kFloat32);
-  std::vector<double> exp, imp, raw;
+  std::vector<double> exp, imp, raw, enc;
   for (int i = 0; i < rounds + 1; ++i) {  // the first round is a warm-up
     sync(device);
     auto t = Clock::now();
@@ -143,11 +146,21 @@ PublishBenchResult run_publish_bench(const TransformerOptions& m, const std::str
     sync(device);
     const double c = seconds_since(t);
     r.checksums_match = ok && weights_checksum(*explorer) == w.checksum;
+#if RLX_GPU_WIRE
+    sync(device);
+    t = Clock::now();
+    {
+      const auto e = encode_module_weights(*learner, static_cast<std::uint64_t>(i + 1), "moe_transformer", 0, "learner");
+      r.encoded_matches = check_weight_set(e.buf).ok() && e.checksum == w.checksum;
+    }
+    if (i > 0) enc.push_back(seconds_since(t));
+#endif
     if (i > 0) exp.push_back(e), imp.push_back(im), raw.push_back(c);
   }
   r.export_s = median(exp);
   r.import_s = median(imp);
   r.raw_copy_s = median(raw);
+  if (!enc.empty()) r.encode_s = median(enc);
   return r;
 }
 

@@ -62,6 +62,11 @@ struct PublishBenchResult {
   double raw_copy_s = 0;              // one device -> host copy of the same fp32 bytes (median)
   double bytes = 0;                   // fp32 bytes of the weight set
   bool checksums_match = false;       // the explorer's copy equals the learner's
+  // What a learner publishes since encode_module_weights: the parameters
+  // into the WeightSet message, checked as the store checks it (median);
+  // 0 in a build without Cap'n Proto (RLX_GPU_WIRE off).
+  double encode_s = 0;
+  bool encoded_matches = false;       // its checksum is export_weights'
 };
 
 // The publish path from a learner on `device` (parameters in `dtype`) to

@@ -11,6 +11,8 @@
 # It needs xxhash.h: /usr/include's, else the folder RLX_XXHASH_INCLUDE
 # names, else .carry/include in this checkout (copy Debian's
 # /usr/include/xxhash.h there and carry the folder to the GPU machine).
+# With .carry/wire (bench/gpu/carry-wire.sh, after a build here) it also
+# times the publish as a learner makes it (encode_module_weights).
 # RLX_PEAK_TFLOPS: the GPU's dense bf16 peak for MFU (989, an H100/H200 SXM).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,8 +43,12 @@ if [ -z "${NCCL_ROOT:-}" ]; then
 fi
 echo "run.sh: NCCL_ROOT=${NCCL_ROOT:-none}"
 
+# Cap'n Proto carried (bench/gpu/carry-wire.sh): the publish is also timed
+# as a learner makes it.
+wire=()
+if [ -d "$root/.carry/wire/lib" ]; then wire=(-DRLX_WIRE_ROOT="$root/.carry/wire"); fi
 cmake -S "$root/bench/gpu" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-  -DRLX_XXHASH_INCLUDE="$inc" "${cuda_hint[@]}"
+  -DRLX_XXHASH_INCLUDE="$inc" "${cuda_hint[@]}" "${wire[@]}"
 # -k 0: a tool that does not build (reported above) leaves the others to run.
 ninja -C "$build" -k 0 || echo "run.sh: some targets did not build (above); running those that did"
 [ -x "$build/rlx-gpu-bench" ] || { echo "run.sh: rlx-gpu-bench did not build"; exit 1; }

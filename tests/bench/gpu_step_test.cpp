@@ -63,6 +63,9 @@ TEST_CASE("weights published from a bf16 learner reach the explorer's fp32 copy 
   CHECK(r.bytes == Approx(4.0 * static_cast<double>(n)));
   CHECK(r.export_s > 0);
   CHECK(r.raw_copy_s > 0);
+  // As a learner publishes (encode_module_weights), the same checksum.
+  CHECK(r.encode_s > 0);
+  CHECK(r.encoded_matches);
 }
 
 TEST_CASE("asking the GPU bench for a GPU this build or machine lacks is an error, not a crash", "[bench]") {

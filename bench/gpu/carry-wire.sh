@@ -1,0 +1,18 @@
+#!/bin/bash
+# Fills .carry/wire with what the standalone GPU build needs to time the
+# publish as a learner makes it (encode_module_weights): Cap'n Proto's and
+# kj's headers and Debian's libraries, zstd's, and the WeightSet schema's
+# generated code from this checkout's build/. Run here, after a build;
+# then carry .carry to the GPU machine (bench/gpu/run.sh finds it).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+w=$root/.carry/wire
+rm -rf "$w" && mkdir -p "$w/include" "$w/lib" "$w/gen/messages"
+cp -r /usr/include/capnp /usr/include/kj /usr/include/zstd.h /usr/include/zstd_errors.h "$w/include/"
+lib=/usr/lib/x86_64-linux-gnu
+for n in capnp kj; do cp "$(readlink -f $lib/lib$n.so)" "$w/lib/"; done
+cp "$(readlink -f $lib/libzstd.so)" "$w/lib/"
+(cd "$w/lib" && for f in libcapnp-*.so libkj-*.so; do ln -sf "$f" "${f%%-*}.so"; done &&
+  z=$(ls libzstd.so.*) && ln -sf "$z" libzstd.so && ln -sf "$z" libzstd.so.1)
+cp "$root"/build/messages/*.capnp.h "$root"/build/messages/*.capnp.c++ "$w/gen/messages/"
+du -sh "$w"
