@@ -9,6 +9,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 w=$root/.carry/wire
 rm -rf "$w" && mkdir -p "$w/include" "$w/lib" "$w/gen/messages"
 cp -r /usr/include/capnp /usr/include/kj /usr/include/zstd.h /usr/include/zstd_errors.h "$w/include/"
+# Cap'n Proto 0.9's blob.h compares a const char* with a kj::StringPtr,
+# which GCC 13 in C++20 refuses as ambiguous (the GPU machine's compiler;
+# Debian's GCC 12 takes it): compare two StringPtrs in the carried copy.
+sed -i 's/return a == b\.asString();/return kj::StringPtr(a) == b.asString();/; s/return a != b\.asString();/return kj::StringPtr(a) != b.asString();/' \
+  "$w/include/capnp/blob.h"
 lib=/usr/lib/x86_64-linux-gnu
 for n in capnp kj; do cp "$(readlink -f $lib/lib$n.so)" "$w/lib/"; done
 cp "$(readlink -f $lib/libzstd.so)" "$w/lib/"
