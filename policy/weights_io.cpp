@@ -1,6 +1,16 @@
 #include "policy/weights_io.hpp"
 
+#include <cstring>
+
 namespace rlx {
+
+void copy_parameter_into(const torch::Tensor& v, float* into) {
+  torch::NoGradGuard guard;
+  if (v.is_cpu() && v.scalar_type() == torch::kFloat32 && v.is_contiguous())
+    std::memcpy(into, v.data_ptr<float>(), static_cast<std::size_t>(v.numel()) * sizeof(float));
+  else
+    torch::from_blob(into, v.sizes(), torch::kFloat32).copy_(v.detach());
+}
 
 WeightSetData export_weights(const torch::nn::Module& module, std::uint64_t version, const std::string& kind) {
   WeightSetData w;
@@ -8,21 +18,15 @@ WeightSetData export_weights(const torch::nn::Module& module, std::uint64_t vers
   w.policy_kind = kind;
   torch::NoGradGuard guard;
   for (const auto& p : module.named_parameters(true)) {
-    // One copy, straight into the set's own floats: an fp32 CPU
-    // parameter's as they are, any other through copy_, which converts the
-    // dtype and crosses from the device itself. (A CPU tensor first, then
-    // the vector, touched the fresh memory twice: an H200 learner's fp32
+    // Straight into the set's own floats. (A CPU tensor first, then the
+    // vector, touched the fresh memory twice: an H200 learner's fp32
     // export of 677 MB took 1.9x as long; docs/BENCHMARKS.md "On a GPU".)
     const auto& v = p.value();
     NamedTensor nt;
     nt.name = p.key();
     nt.shape = v.sizes().vec();
-    if (v.is_cpu() && v.scalar_type() == torch::kFloat32 && v.is_contiguous()) {
-      nt.values.assign(v.data_ptr<float>(), v.data_ptr<float>() + v.numel());
-    } else {
-      nt.values.resize(static_cast<std::size_t>(v.numel()));
-      torch::from_blob(nt.values.data(), v.sizes(), torch::kFloat32).copy_(v.detach());
-    }
+    nt.values.resize(static_cast<std::size_t>(v.numel()));
+    copy_parameter_into(v, nt.values.data());
     w.tensors.push_back(std::move(nt));
   }
   w.checksum = w.compute_checksum();

@@ -1,6 +1,6 @@
 #include "policy/weights_wire.hpp"
 
-#include <cstring>
+#include "policy/weights_io.hpp"
 
 namespace rlx {
 
@@ -12,17 +12,8 @@ EncodedWeightSet encode_module_weights(const torch::nn::Module& module, std::uin
   layout.policy_kind = kind;
   layout.created_unix_ns = created_unix_ns;
   for (const auto& p : params) layout.tensors.emplace_back(p.key(), p.value().sizes().vec());
-  torch::NoGradGuard guard;
   return encode_weight_set(
-      layout,
-      [&](std::size_t i, float* into, std::size_t n) {
-        const auto& v = params[i].value();
-        if (v.is_cpu() && v.scalar_type() == torch::kFloat32 && v.is_contiguous())
-          std::memcpy(into, v.data_ptr<float>(), n * sizeof(float));
-        else
-          torch::from_blob(into, v.sizes(), torch::kFloat32).copy_(v.detach());
-      },
-      sender);
+      layout, [&](std::size_t i, float* into, std::size_t) { copy_parameter_into(params[i].value(), into); }, sender);
 }
 
 }  // namespace rlx
