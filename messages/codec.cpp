@@ -25,6 +25,7 @@ namespace {
 using U32x8 = std::uint32_t __attribute__((vector_size(32)));
 using F32x8 = float __attribute__((vector_size(32)));
 using U8x32 = std::uint8_t __attribute__((vector_size(32)));
+using U64x4 = std::uint64_t __attribute__((vector_size(32)));
 
 // Inlined into each clone (a 32-byte vector passed by value would change
 // the calling convention between the clones).
@@ -80,6 +81,42 @@ __attribute__((target_clones("avx2", "default"))) bool all_flags(std::span<const
   for (int k = 0; k < 32; ++k) any |= bad[k] != 0;
   for (; i < v.size(); ++i) any |= v[i] > 1;
   return !any;
+}
+
+__attribute__((target_clones("avx2", "default"))) bool all_zero(std::span<const std::uint8_t> v) {
+  U8x32 any = {};
+  std::size_t i = 0;
+  for (; i + 32 <= v.size(); i += 32) {
+    U8x32 a;
+    any |= load(v.data() + i, a);
+  }
+  std::uint8_t tail = 0;
+  for (int k = 0; k < 32; ++k) tail |= any[k];
+  for (; i < v.size(); ++i) tail |= v[i];
+  return tail == 0;
+}
+
+// (v - 1) < (column - 1), unsigned: v is neither 0 nor at or above column.
+__attribute__((target_clones("avx2", "default"))) bool none_older(std::span<const std::uint64_t> v,
+                                                                 std::span<const std::uint64_t> columns,
+                                                                 std::size_t first, std::size_t width) {
+  const U64x4 one = U64x4{} + 1;
+  U64x4 bad = {};
+  bool tail = false;
+  for (std::size_t s = first; s < columns.size(); ++s) {
+    if (columns[s] == 0) continue;  // nothing is older than version 0
+    const std::uint64_t floor = columns[s] - 1;
+    const U64x4 below = U64x4{} + floor;
+    const std::uint64_t* row = v.data() + s * width;
+    std::size_t b = 0;
+    for (; b + 4 <= width; b += 4) {
+      U64x4 a;
+      bad |= (U64x4)((load(row + b, a) - one) < below);
+    }
+    for (; b < width; ++b) tail |= row[b] - 1 < floor;
+  }
+  for (int k = 0; k < 4; ++k) tail |= bad[k] != 0;
+  return !tail;
 }
 
 FlatBuilder::FlatBuilder(std::size_t words, bool recycled)

@@ -118,6 +118,12 @@ bool all_finite(std::span<const float> v);
 bool all_non_positive(std::span<const float> v);
 // Whether every byte is 0 or 1.
 bool all_flags(std::span<const std::uint8_t> v);
+// Whether every byte is 0.
+bool all_zero(std::span<const std::uint8_t> v);
+// Whether, for every column s in [first, columns.size()), each nonzero
+// v[s * width + b] is at least columns[s] (v: the columns' rows in order).
+bool none_older(std::span<const std::uint64_t> v, std::span<const std::uint64_t> columns, std::size_t first,
+                std::size_t width);
 
 // Fills a List(UInt64) from `v` with one copy (the list's elements are
 // plain 8-byte words in the builder's own segment).

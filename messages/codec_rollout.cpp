@@ -165,23 +165,17 @@ TokenRows read_tokens(wire::TokenRows::Reader k, const Segment& x, const std::sh
     if (!all_flags(t.observed.span())) invalid("tokens: observed entries must be 0 or 1");
     // Only completion tokens can be observations: never a prompt's, never past a row's end.
     const std::uint8_t* o = std::as_const(t.observed).data();
-    std::uint8_t outside = 0;
-    for (std::uint64_t i = 0; i < P * B; ++i) outside |= o[i];
-    for (std::uint64_t s = P; s < T; ++s)
-      for (std::uint64_t b = 0; b < B; ++b) outside |= o[s * B + b] & static_cast<std::uint8_t>(s >= P + x.episode_lengths[b]);
+    std::uint8_t outside = all_zero({o, P * B}) ? 0 : 1;
+    for (std::uint64_t b = 0; b < B; ++b)  // past each row's end (lengths checked above)
+      for (std::uint64_t s = P + x.episode_lengths[b]; s < T; ++s) outside |= o[s * B + b];
     if (outside) invalid("tokens: an observed token outside its row's completion");
   }
   if (k.getVersions().size() != 0) {
     if (k.getVersions().size() != T * B) invalid("tokens: versions need one entry per token, or none");
     t.versions = view_u64_list(k.getVersions(), keep);
     // A column's policyVersion is its oldest token's: no token is older.
-    const std::uint64_t* v = std::as_const(t.versions).data();
-    bool older = false;
-    for (std::uint64_t s = P; s < T; ++s) {
-      const auto column = x.policy_versions[s];
-      for (std::uint64_t b = 0; b < B; ++b) older |= (v[s * B + b] != 0) & (v[s * B + b] < column);
-    }
-    if (older) invalid("tokens: a token's version is older than its column's");
+    if (!none_older(std::as_const(t.versions).span(), x.policy_versions, P, B))
+      invalid("tokens: a token's version is older than its column's");
   }
   return t;
 }
@@ -209,6 +203,7 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s, const std:
   x.truncated = view_tensor<std::uint8_t>(s.getTruncated(), {T, B}, "truncated", keep);
   auto v = s.getPolicyVersions();
   if (v.size() != T) invalid("policyVersions: need one version per step");
+  x.policy_versions.reserve(T);
   for (auto e : v) x.policy_versions.push_back(e);
   x.bootstrap_observations = view_tensor<float>(s.getBootstrapObservations(), {B, x.obs_dim}, "bootstrapObservations", keep);
   auto r = s.getEpisodeReturns();

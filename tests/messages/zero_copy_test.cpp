@@ -118,6 +118,51 @@ TEST_CASE("a token segment's routes, observations and per-token versions are vie
   CHECK(decode<Segment>(encode(positive, "x")).error().code == Errc::invalid_field);
 }
 
+TEST_CASE("every token of a wide segment is checked: an older version or a stray observation anywhere is refused",
+          "[messages][codec][zero_copy][tokens]") {
+  // Nine rows: the checks read four or thirty-two entries at a time and
+  // then the rest one by one; each position is tried on its own.
+  const std::uint32_t T = 12, B = 9, P = 4;
+  Segment s = test::make_segment(T, B, 4);
+  s.obs_dim = 0;
+  s.observations.clear();
+  s.bootstrap_observations.clear();
+  s.episode_returns.assign(B, 0.0f);
+  s.episode_lengths.assign(B, T - P);
+  s.episode_lengths[8] = 3;  // the last row ends early
+  for (std::uint32_t t = 0; t < T; ++t) s.policy_versions[t] = t < 6 ? 0 : 5;  // version 0 bounds nothing
+  TokenRows k;
+  k.prompt_width = P;
+  k.prompt_lengths.assign(B, P);
+  k.route_width = 1;
+  k.routes.assign(std::size_t{T} * B, 0);
+  k.group_size = 3;
+  for (std::uint32_t b = 0; b < B; ++b) k.task_ids.push_back("t" + std::to_string(b));
+  k.observed.assign(std::size_t{T} * B, 0);
+  k.versions.assign(std::size_t{T} * B, 5);
+  s.tokens = k;
+  REQUIRE(decode<Segment>(encode(s, "x")).ok());
+
+  int older_refused = 0, unsampled_taken = 0, stray_refused = 0, inside_taken = 0;
+  for (std::uint32_t t = 0; t < T; ++t)
+    for (std::uint32_t b = 0; b < B; ++b) {
+      const std::size_t i = std::size_t{t} * B + b;
+      Segment v = s;
+      v.tokens->versions[i] = 4;  // older than 5, the column's from step 6 on
+      older_refused += !decode<Segment>(encode(v, "x")).ok();
+      v.tokens->versions[i] = 0;  // not sampled: never older
+      unsampled_taken += decode<Segment>(encode(v, "x")).ok();
+      Segment o = s;
+      o.tokens->observed[i] = 1;
+      const bool in_completion = t >= P && t < P + s.episode_lengths[b];
+      (in_completion ? inside_taken : stray_refused) += decode<Segment>(encode(o, "x")).ok() == in_completion;
+    }
+  CHECK(older_refused == static_cast<int>((T - 6) * B));
+  CHECK(unsampled_taken == static_cast<int>(T * B));
+  CHECK(inside_taken == static_cast<int>((T - P) * (B - 1) + 3));
+  CHECK(stray_refused == static_cast<int>(P * B + (T - P - 3)));
+}
+
 TEST_CASE("a segment larger than its size estimate is still one whole message", "[messages][codec][zero_copy]") {
   Segment s = test::make_segment(4, 2, 1);
   s.masked_rows.clear();
