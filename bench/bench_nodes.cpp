@@ -201,10 +201,12 @@ std::vector<Row> bench_publish_deltas(const EnvRegistry& envs, const std::string
 std::vector<Row> bench_nodes(const EnvRegistry& envs) {
   ClusterConfig c = throughput_config(envs);
   std::vector<Row> rows;
-  // RLX_BENCH_NODES=publish: the weight rows alone (experiments).
-  const char* only = std::getenv("RLX_BENCH_NODES");
-  const bool messages = !only || (std::string(only) != "publish" && std::string(only) != "deltas");
-  const bool whole_sets = !only || std::string(only) != "deltas";
+  // RLX_BENCH_NODES=publish: the weight rows alone; =bulk: the bulk
+  // channel's whole-set publishes alone; =deltas: the delta rows alone.
+  const std::string only = std::getenv("RLX_BENCH_NODES") ? std::getenv("RLX_BENCH_NODES") : "";
+  const bool messages = only.empty();
+  const bool whole_sets = only != "deltas";
+  const bool deltas = only != "bulk";
   // Segment throughput: a CartPole segment (64 steps x 16 envs) and 1 MiB messages.
   for (const std::size_t size : {std::size_t{36} << 10, std::size_t{1} << 20, std::size_t{4} << 20, std::size_t{16} << 20}) {
     if (!messages) break;
@@ -239,7 +241,7 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
   const double raw = raw_tcp_bytes_per_s(std::size_t{1} << 20, std::size_t{1} << 30);
   if (const char* kb = std::getenv("RLX_BENCH_CHUNK_KB")) c.weight_store.chunk_kb = std::atoi(kb);  // experiments
   const std::uint64_t chunk_bytes = static_cast<std::uint64_t>(c.weight_store.chunk_kb) << 10;
-  if (whole_sets) {
+  if (whole_sets && only != "bulk") {
     const double bulk_bw = bulk_bytes_per_s(25'000'000, chunk_bytes, 5);
     std::fprintf(stderr, "  bulk channel, 100 MB set: %.2f GB/s, raw %.2f GB/s\n", bulk_bw / 1e9, raw / 1e9);
     rows.push_back({"bulk channel: one node fetches a 25M-param set (100 MB)", fmt::format("{:.2f} GB/s", bulk_bw / 1e9),
@@ -248,11 +250,13 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
                                 c.weight_store.chunk_kb)});
   }
   for (const bool bulk : {false, true}) {
-    if (!whole_sets) break;
+    if (!whole_sets || (only == "bulk" && !bulk)) continue;
     for (const std::size_t params : {std::size_t{1'000'000}, std::size_t{25'000'000}}) {
       for (const int members : {1, 2, 4}) {
         const auto make = [params](std::uint64_t v) { return weight_set(v, params); };
-        const double s = publish_times(c, members, make, params > 5'000'000 ? 3 : 5, bulk, false, 1).seconds;
+        // Versions 4-8 (median of 5): by then a version's memory is one an
+        // older version gave back, as in a long run; the first ones fault in pages.
+        const double s = publish_times(c, members, make, 8, bulk, false, 4).seconds;
         const double bound = static_cast<double>(members) * static_cast<double>(params) * 4.0 / raw;
         std::fprintf(stderr, "  publish %zuM params to %d node(s) over the %s: %.1f ms (bound %.1f ms)\n",
                      params / 1'000'000, members, bulk ? "bulk channel" : "middleman", s * 1e3, bound * 1e3);
@@ -260,7 +264,7 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
                                     params / 1'000'000, members),
                         fmt::format("{:.1f} ms", s * 1e3),
                         fmt::format("{:.1f} ms bytes/raw-TCP bound", bound * 1e3), fmt::format("{:.2f}", bound / s),
-                        fmt::format("chunks of {} KiB, {} in flight per node; until every node's fetch decoded it",
+                        fmt::format("chunks of {} KiB, {} in flight per node; until every node's explorer copied it; versions 4-8",
                                     c.weight_store.chunk_kb, bulk ? 16 : 4)});
       }
     }
@@ -269,6 +273,7 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
   // over loopback and over a head link paced to 10 or 1 Gb/s (what the
   // head's NIC gives all its nodes together).
   for (const double link : {0.0, 1.25e9, 1.25e8}) {
+    if (!deltas) break;
     for (const int members : {1, 2, 4}) {
       const Publish without = publish_times(c, members, trained_sets(25'000'000, 1e-4f), 6, true, false, 3, link);
       const Publish with = publish_times(c, members, trained_sets(25'000'000, 1e-4f), 6, true, true, 3, link);

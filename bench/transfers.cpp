@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -127,12 +128,14 @@ double caf_bytes_per_s(const ClusterConfig& c, std::size_t size, std::size_t cou
 }
 
 WireMsg weight_set(std::uint64_t version, std::size_t params) {
-  WeightSetData w;
-  w.version = version;
-  w.policy_kind = "moe_mlp";
-  w.tensors.push_back(NamedTensor{"w", {static_cast<std::int64_t>(params)}, std::vector<float>(params, 0.25f)});
-  w.checksum = w.compute_checksum();
-  return WireMsg{encode(w, "bench")};
+  // As a learner publishes (Trainer::encoded_weights): written into
+  // recycled memory and hashed as written, so the store need not hash it.
+  WeightSetLayout layout;
+  layout.version = version;
+  layout.policy_kind = "moe_mlp";
+  layout.tensors.push_back({"w", {static_cast<std::int64_t>(params)}});
+  auto e = encode_weight_set(layout, [](std::size_t, float* out, std::size_t n) { std::fill(out, out + n, 0.25f); }, "bench");
+  return WireMsg{std::move(e.buf)};
 }
 
 

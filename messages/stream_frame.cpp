@@ -51,6 +51,12 @@ Result<std::uint64_t> framed_size(const std::uint8_t* bytes, std::uint64_t size,
 
 Result<WireBuffer> read_stream_frame(const ReadExact& read_exact, std::size_t max_bytes,
                                      kj::Array<capnp::word>* reuse) {
+  return read_stream_frame(read_exact, max_bytes, reuse, nullptr, nullptr);
+}
+
+Result<WireBuffer> read_stream_frame(const ReadExact& read_exact, std::size_t max_bytes,
+                                     kj::Array<capnp::word>* reuse, const PlaceLast& place, std::byte** placed) {
+  if (placed) *placed = nullptr;
   std::array<std::uint8_t, 4 + 4 * kMaxFrameSegments + 4> table{};  // the largest table there is
   if (auto r = read_exact(table.data(), kFrameHeadBytes); !r) return r.error();
   auto table_bytes = frame_table_bytes(table.data());
@@ -59,7 +65,15 @@ Result<WireBuffer> read_stream_frame(const ReadExact& read_exact, std::size_t ma
     if (auto r = read_exact(table.data() + kFrameHeadBytes, *table_bytes - kFrameHeadBytes); !r) return r.error();
   auto total = frame_total_bytes(table.data(), *table_bytes, max_bytes);
   if (!total) return total.error();
-  const std::size_t words = *total / 8;
+  // The last segment somewhere else: only a table of two or more segments.
+  std::uint32_t count_minus_one = 0, last_words = 0;
+  std::memcpy(&count_minus_one, table.data(), 4);
+  std::memcpy(&last_words, table.data() + 4 + 4 * std::size_t{count_minus_one}, 4);
+  std::byte* last = place && placed && count_minus_one > 0 && last_words > 0
+                        ? place(count_minus_one + 1, std::uint64_t{last_words} * 8)
+                        : nullptr;
+  const std::uint64_t here = *total - (last ? std::uint64_t{last_words} * 8 : 0);
+  const std::size_t words = here / 8;
   kj::Array<capnp::word> array;
   if (reuse) {
     if (reuse->size() < words) *reuse = kj::heapArray<capnp::word>(words);
@@ -68,8 +82,12 @@ Result<WireBuffer> read_stream_frame(const ReadExact& read_exact, std::size_t ma
   }
   auto* out = reinterpret_cast<std::uint8_t*>(reuse ? reuse->begin() : array.begin());
   std::memcpy(out, table.data(), *table_bytes);
-  if (auto r = read_exact(out + *table_bytes, *total - *table_bytes); !r) return r.error();
-  if (reuse) return WireBuffer::borrowed(kj::arrayPtr(reuse->begin(), words), *total);
+  if (auto r = read_exact(out + *table_bytes, here - *table_bytes); !r) return r.error();
+  if (last) {
+    if (auto r = read_exact(last, std::uint64_t{last_words} * 8); !r) return r.error();
+    *placed = last;
+  }
+  if (reuse) return WireBuffer::borrowed(kj::arrayPtr(reuse->begin(), words), here);
   return WireBuffer(std::move(array));
 }
 

@@ -45,4 +45,17 @@ using ReadExact = std::function<Result<void>(void* into, std::size_t n)>;
 Result<WireBuffer> read_stream_frame(const ReadExact& read_exact, std::size_t max_bytes,
                                      kj::Array<capnp::word>* reuse = nullptr);
 
+// Where a frame of `segments` segments, its last of `last_bytes`, should
+// have that last segment read: memory of exactly that size, or null to
+// read the whole frame into the buffer as read_stream_frame does.
+using PlaceLast = std::function<std::byte*(std::uint32_t segments, std::uint64_t last_bytes)>;
+
+// read_stream_frame, with the frame's last segment read straight to where
+// `place` says (the bulk channel puts a raw chunk's bytes where they
+// belong in the set: no copy after the socket's). The buffer returned then
+// holds the table and the other segments only, and *placed is set to
+// where the last one went (else null).
+Result<WireBuffer> read_stream_frame(const ReadExact& read_exact, std::size_t max_bytes,
+                                     kj::Array<capnp::word>* reuse, const PlaceLast& place, std::byte** placed);
+
 }  // namespace rlx

@@ -1,6 +1,9 @@
 #include "messages/weight_chunks.hpp"
 
 #include <cstring>
+#include <functional>
+
+#include <capnp/message.h>
 
 #include <xxhash.h>
 
@@ -17,8 +20,49 @@ std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_
   return static_cast<std::uint32_t>((total_bytes + chunk_bytes - 1) / chunk_bytes);
 }
 
-Result<WireBuffer> encode_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
-                                       std::uint64_t chunk_bytes, std::string_view sender, const DeltaBase* base) {
+WireBuffer ChunkFrame::flat() const {
+  if (data.empty()) return head;
+  auto words = recycled_words((head.size() + data.size() + 7) / 8);
+  auto* out = reinterpret_cast<std::byte*>(words.begin());
+  std::memcpy(out, head.bytes().data(), head.size());
+  std::memcpy(out + head.size(), data.data(), data.size());
+  return WireBuffer(std::move(words), head.size() + data.size());
+}
+
+namespace {
+
+// The chunk's Envelope with its data where it lies in the set: Cap'n Proto
+// makes the referenced bytes a segment of their own, so the frame is the
+// table, the first segment (copied: a few words) and those bytes. None
+// when the message does not come out as those two segments.
+std::optional<ChunkFrame> frame_in_place(const WireBuffer& set, const kj::byte* p, std::uint64_t n,
+                                         const std::function<void(wire::WeightChunk::Builder)>& fill,
+                                         std::string_view sender) {
+  if (n == 0 || n % 8 != 0 || reinterpret_cast<std::uintptr_t>(p) % 8 != 0) return std::nullopt;
+  capnp::MallocMessageBuilder message(64);
+  auto env = message.initRoot<wire::Envelope>();
+  env.setSchemaVersion(wire::ENVELOPE_SCHEMA_VERSION);
+  env.setSender(kj::StringPtr(std::string(sender).c_str()));
+  auto c = env.initBody().initWeightChunk();
+  c.adoptData(message.getOrphanage().referenceExternalData(capnp::Data::Reader(p, n)));
+  fill(c);
+  auto segments = message.getSegmentsForOutput();
+  if (segments.size() != 2 || reinterpret_cast<const kj::byte*>(segments[1].begin()) != p ||
+      segments[1].size() * sizeof(capnp::word) != n)
+    return std::nullopt;
+  // The stream framing of two segments: (count - 1) = 1, the two sizes, padding.
+  auto head = kj::heapArray<capnp::word>(2 + segments[0].size());
+  const std::uint32_t table[4] = {1, static_cast<std::uint32_t>(segments[0].size()),
+                                  static_cast<std::uint32_t>(segments[1].size()), 0};
+  std::memcpy(head.begin(), table, sizeof(table));
+  std::memcpy(head.begin() + 2, segments[0].begin(), segments[0].size() * sizeof(capnp::word));
+  return ChunkFrame{WireBuffer(std::move(head)), set, std::span(reinterpret_cast<const std::byte*>(p), n)};
+}
+
+}  // namespace
+
+Result<ChunkFrame> frame_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
+                                      std::uint64_t chunk_bytes, std::string_view sender, const DeltaBase* base) {
   const std::uint64_t total = set.size();
   const std::uint32_t count = weight_chunk_count(total, chunk_bytes);
   if (index >= count)
@@ -36,24 +80,36 @@ Result<WireBuffer> encode_weight_chunk(const WireBuffer& set, std::uint64_t vers
     as_delta = static_cast<double>(delta.size()) <= kDeltaMaxShare * static_cast<double>(n);
   }
   const kj::ArrayPtr<const kj::byte> data = as_delta ? kj::arrayPtr(delta.data(), delta.size()) : kj::arrayPtr(p, n);
-  return codec_detail::build(
+  const auto fields = [&](wire::WeightChunk::Builder c) {
+    c.setVersion(version);
+    c.setIndex(index);
+    c.setCount(count);
+    c.setTotalBytes(total);
+    c.setOffset(offset);
+    c.setChecksum(chunk_checksum(data.begin(), data.size()));
+    if (as_delta) {
+      c.setEncoding(wire::ChunkEncoding::XOR_DELTA);
+      c.setBase(base->version);
+      c.setPlainChecksum(chunk_checksum(p, n));
+    }
+  };
+  if (!as_delta)
+    if (auto frame = frame_in_place(set, p, n, fields, sender)) return std::move(*frame);
+  return ChunkFrame{codec_detail::build(
       sender,
       [&](auto body) {
         auto c = body.initWeightChunk();
-        c.setVersion(version);
-        c.setIndex(index);
-        c.setCount(count);
-        c.setTotalBytes(total);
-        c.setOffset(offset);
         c.setData(data);
-        c.setChecksum(chunk_checksum(data.begin(), data.size()));
-        if (as_delta) {
-          c.setEncoding(wire::ChunkEncoding::XOR_DELTA);
-          c.setBase(base->version);
-          c.setPlainChecksum(chunk_checksum(p, n));
-        }
+        fields(c);
       },
-      data.size() / 8 + 32, /*recycled=*/true);
+      data.size() / 8 + 32, /*recycled=*/true), {}, {}};
+}
+
+Result<WireBuffer> encode_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
+                                       std::uint64_t chunk_bytes, std::string_view sender, const DeltaBase* base) {
+  auto frame = frame_weight_chunk(set, version, index, chunk_bytes, sender, base);
+  if (!frame) return frame.error();
+  return frame->flat();
 }
 
 Result<WeightChunkData> make_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
@@ -84,52 +140,98 @@ Result<bool> ChunkAssembler::add(const WeightChunkData& c) {
   return add_encoded(encode(c, "chunk"));
 }
 
+template <class ChunkReader>
+Result<bool> ChunkAssembler::take(ChunkReader c, std::uint32_t* index_out) {
+  if (index_out) *index_out = c.getIndex();
+  if (c.getVersion() != version_ || c.getCount() != count_ || c.getTotalBytes() != total_)
+    return make_error(Errc::invalid_field, "chunk of version " + std::to_string(c.getVersion()) +
+                                               " does not belong to version " + std::to_string(version_));
+  const std::uint32_t index = c.getIndex();
+  if (index >= count_) return make_error(Errc::invalid_field, "chunk index out of range");
+  const std::uint64_t offset = static_cast<std::uint64_t>(index) * chunk_bytes_;
+  const std::uint64_t size = std::min(chunk_bytes_, total_ - std::min(offset, total_));
+  auto data = c.getData();
+  const bool delta = c.getEncoding() == wire::ChunkEncoding::XOR_DELTA;
+  if (!delta && c.getEncoding() != wire::ChunkEncoding::RAW)
+    return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has an unknown encoding");
+  if (c.getOffset() != offset || (!delta && data.size() != size))
+    return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has the wrong offset or size");
+  if (chunk_checksum(data.begin(), data.size()) != c.getChecksum())
+    return make_error(Errc::invalid_field, "weight chunk: checksum mismatch");
+  if (have_[index]) return false;
+  auto* into = reinterpret_cast<std::uint8_t*>(words_.begin()) + offset;
+  if (delta) {
+    if (!base_ || c.getBase() != base_->version) {
+      no_delta_[index] = true;
+      return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " is a delta against version " +
+                                                 std::to_string(c.getBase()) + ", which is not held here");
+    }
+    const auto* b = reinterpret_cast<const std::uint8_t*>(base_->set.bytes().data());
+    const std::uint64_t base_n = base_->set.size() > offset ? std::min(base_->set.size() - offset, size) : 0;
+    auto applied = apply_xor_delta(data.begin(), data.size(), base_n ? b + offset : b, base_n, into, size);
+    if (!applied || chunk_checksum(into, size) != c.getPlainChecksum()) {
+      no_delta_[index] = true;  // asked for raw next time (e.g. the base is not the sender's)
+      return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + ": delta against version " +
+                                                 std::to_string(base_->version) + " does not apply" +
+                                                 (applied ? ": checksum mismatch after applying" : ": " + applied.error().message));
+    }
+    ++delta_chunks_;
+  } else if (size && data.begin() != into) {  // placed chunks are where they belong already
+    std::memmove(into, data.begin(), size);
+  }
+  wire_bytes_ += data.size();
+  have_[index] = true;
+  ++received_;
+  return true;
+}
+
 Result<bool> ChunkAssembler::add_encoded(const WireBuffer& buf, std::uint32_t* index_out) {
   using namespace codec_detail;
-  return decode_body<bool>(buf, DecodeOptions{}, Which::WEIGHT_CHUNK, [&](auto body) -> Result<bool> {
-    auto c = body.getWeightChunk();
-    if (index_out) *index_out = c.getIndex();
-    if (c.getVersion() != version_ || c.getCount() != count_ || c.getTotalBytes() != total_)
-      return make_error(Errc::invalid_field, "chunk of version " + std::to_string(c.getVersion()) +
-                                                 " does not belong to version " + std::to_string(version_));
-    const std::uint32_t index = c.getIndex();
-    if (index >= count_) return make_error(Errc::invalid_field, "chunk index out of range");
-    const std::uint64_t offset = static_cast<std::uint64_t>(index) * chunk_bytes_;
-    const std::uint64_t size = std::min(chunk_bytes_, total_ - std::min(offset, total_));
-    auto data = c.getData();
-    const bool delta = c.getEncoding() == wire::ChunkEncoding::XOR_DELTA;
-    if (!delta && c.getEncoding() != wire::ChunkEncoding::RAW)
-      return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has an unknown encoding");
-    if (c.getOffset() != offset || (!delta && data.size() != size))
-      return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has the wrong offset or size");
-    if (chunk_checksum(data.begin(), data.size()) != c.getChecksum())
-      return make_error(Errc::invalid_field, "weight chunk: checksum mismatch");
-    if (have_[index]) return false;
-    auto* into = reinterpret_cast<std::uint8_t*>(words_.begin()) + offset;
-    if (delta) {
-      if (!base_ || c.getBase() != base_->version) {
-        no_delta_[index] = true;
-        return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " is a delta against version " +
-                                                   std::to_string(c.getBase()) + ", which is not held here");
-      }
-      const auto* b = reinterpret_cast<const std::uint8_t*>(base_->set.bytes().data());
-      const std::uint64_t base_n = base_->set.size() > offset ? std::min(base_->set.size() - offset, size) : 0;
-      auto applied = apply_xor_delta(data.begin(), data.size(), base_n ? b + offset : b, base_n, into, size);
-      if (!applied || chunk_checksum(into, size) != c.getPlainChecksum()) {
-        no_delta_[index] = true;  // asked for raw next time (e.g. the base is not the sender's)
-        return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + ": delta against version " +
-                                                   std::to_string(base_->version) + " does not apply" +
-                                                   (applied ? ": checksum mismatch after applying" : ": " + applied.error().message));
-      }
-      ++delta_chunks_;
-    } else if (size) {
-      std::memcpy(into, data.begin(), size);
-    }
-    wire_bytes_ += data.size();
-    have_[index] = true;
-    ++received_;
-    return true;
-  });
+  return decode_body<bool>(buf, DecodeOptions{}, Which::WEIGHT_CHUNK,
+                           [&](auto body) { return take(body.getWeightChunk(), index_out); });
+}
+
+std::byte* ChunkAssembler::place(std::uint32_t index, std::uint64_t bytes) {
+  if (index >= count_ || have_[index]) return nullptr;
+  const std::uint64_t offset = static_cast<std::uint64_t>(index) * chunk_bytes_;
+  if (offset % 8 != 0 || bytes != std::min(chunk_bytes_, total_ - std::min(offset, total_)) ||
+      offset + bytes > words_.size() * sizeof(capnp::word))
+    return nullptr;
+  return reinterpret_cast<std::byte*>(words_.begin()) + offset;
+}
+
+Result<bool> ChunkAssembler::add_placed(const WireBuffer& head, std::uint32_t index, std::uint32_t* index_out) {
+  using namespace codec_detail;
+  // The table: two segments, the second the chunk's bytes where place(index) put them.
+  if (head.size() < 16) return make_error(Errc::truncated_message, "a placed chunk's frame has no table");
+  std::uint32_t table[4];
+  std::memcpy(table, head.bytes().data(), sizeof(table));
+  if (table[0] != 1 || head.size() != 16 + std::uint64_t{table[1]} * 8)
+    return make_error(Errc::malformed_message, "a placed chunk's frame is not two segments");
+  std::byte* data = place(index, std::uint64_t{table[2]} * 8);
+  if (!data) return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has no place of that size");
+  const auto* words = reinterpret_cast<const capnp::word*>(head.bytes().data());
+  kj::ArrayPtr<const capnp::word> segments[2] = {
+      kj::arrayPtr(words + 2, table[1]), kj::arrayPtr(reinterpret_cast<const capnp::word*>(data), table[2])};
+  try {
+    capnp::ReaderOptions ro;
+    ro.traversalLimitInWords = DecodeOptions{}.traversal_limit_words;
+    ro.nestingLimit = DecodeOptions{}.nesting_limit;
+    capnp::SegmentArrayMessageReader reader(kj::arrayPtr(segments, 2), ro);
+    auto env = reader.getRoot<wire::Envelope>();
+    (void)env.totalSize();  // every pointer walked before a field is read
+    if (env.getSchemaVersion() > wire::ENVELOPE_SCHEMA_VERSION)
+      return make_error(Errc::unsupported_schema, "schema version " + std::to_string(env.getSchemaVersion()));
+    auto body = env.getBody();
+    if (body.which() != Which::WEIGHT_CHUNK)
+      return make_error(Errc::wrong_message_type, std::string("expected weight_chunk, got ") +
+                                                      to_string(kind_of(body.which())));
+    return take(body.getWeightChunk(), index_out);
+  } catch (const Invalid& e) {
+    return e.error;
+  } catch (const kj::Exception& e) {
+    return classify(e);
+  }
 }
 
 std::vector<std::uint32_t> ChunkAssembler::missing() const {

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/error.hpp"
@@ -40,9 +42,30 @@ struct DeltaBase {
 // (otherwise the raw chunk: applying a delta costs the receiver passes).
 inline constexpr double kDeltaMaxShare = 0.9;
 
-// The same chunk, encoded as an Envelope straight from `set` (one copy).
-// With `base`: as a delta against it when that is small enough
-// (kDeltaMaxShare), else raw.
+// A chunk ready to send: the stream frame of its Envelope, in two parts
+// when it is raw. `head` is the segment table and the Envelope's first
+// segment, whose data pointer lands in a second segment: the chunk's bytes
+// where they lie in the set (`data`, kept alive by `set`), so a socket
+// writes them with the head in one writev and the sender copies nothing.
+// A delta (or a chunk that cannot be referenced in place) is all `head`.
+struct ChunkFrame {
+  WireBuffer head;
+  WireBuffer set;                    // holds `data`'s bytes; empty when `data` is
+  std::span<const std::byte> data;   // the frame's last segment, or empty
+  std::size_t size() const { return head.size() + data.size(); }
+  bool empty() const { return head.empty(); }
+  // The whole frame as one buffer (one copy of `data`): what crosses the
+  // middleman, and what a test decodes.
+  WireBuffer flat() const;
+};
+
+// Chunk `index` of `set`, framed as above. With `base`: as a delta against
+// it when that is small enough (kDeltaMaxShare), else raw.
+Result<ChunkFrame> frame_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
+                                      std::uint64_t chunk_bytes, std::string_view sender,
+                                      const DeltaBase* base = nullptr);
+
+// The same chunk as one Envelope buffer (frame_weight_chunk's flat()).
 Result<WireBuffer> encode_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
                                        std::uint64_t chunk_bytes, std::string_view sender,
                                        const DeltaBase* base = nullptr);
@@ -69,6 +92,16 @@ class ChunkAssembler {
   // checked (its own xxh64), applied in place against the base and the
   // result checked against the chunk's plain xxh64.
   Result<bool> add_encoded(const WireBuffer& chunk_envelope, std::uint32_t* index = nullptr);  // true: new, false: a duplicate
+
+  // Where chunk `index`'s bytes go when they are `bytes` long, for a reader
+  // that receives a raw chunk's data segment in place (read_stream_frame's
+  // PlaceLast); null when that chunk is held already or is another size.
+  std::byte* place(std::uint32_t index, std::uint64_t bytes);
+  // Takes a raw chunk whose last segment, its data, was read to
+  // place(index); `head` is the rest of its frame (table and first
+  // segment). Checked as add_encoded checks: a chunk that fails leaves
+  // `index` missing (its bytes in place are written again by the next try).
+  Result<bool> add_placed(const WireBuffer& head, std::uint32_t index, std::uint32_t* index_out = nullptr);
 
   std::uint64_t version() const { return version_; }
   std::uint32_t count() const { return count_; }
@@ -99,6 +132,10 @@ class ChunkAssembler {
   std::uint64_t wire_bytes_ = 0;
   std::uint32_t delta_chunks_ = 0;
   kj::Array<capnp::word> words_;  // the set, assembled in place (a WireBuffer takes it without a copy)
+
+  // The checks and placing of one chunk's reader (wire::WeightChunk::Reader).
+  template <class ChunkReader>
+  Result<bool> take(ChunkReader c, std::uint32_t* index_out);
 };
 
 }  // namespace rlx

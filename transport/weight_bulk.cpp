@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,6 +45,34 @@ Result<void> write_all(int fd, const void* data, std::size_t n) {
 
 Result<void> send_frame(int fd, const WireBuffer& frame) {
   return write_all(fd, frame.bytes().data(), frame.size());
+}
+
+// A chunk's head and its bytes where they lie in the set, in one writev.
+Result<void> send_frame(int fd, const ChunkFrame& frame) {
+  iovec parts[2] = {{const_cast<std::byte*>(frame.head.bytes().data()), frame.head.size()},
+                    {const_cast<std::byte*>(frame.data.data()), frame.data.size()}};
+  msghdr msg{};
+  msg.msg_iov = parts;
+  msg.msg_iovlen = frame.data.empty() ? 1 : 2;
+  std::size_t left = frame.size();
+  while (left > 0) {
+    const auto w = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return make_error(Errc::timeout, "send timed out");
+    if (w <= 0) return sys_error("sendmsg");
+    left -= static_cast<std::size_t>(w);
+    for (auto done = static_cast<std::size_t>(w); done > 0;) {  // skip what was written
+      const std::size_t step = std::min(done, msg.msg_iov->iov_len);
+      msg.msg_iov->iov_base = static_cast<char*>(msg.msg_iov->iov_base) + step;
+      msg.msg_iov->iov_len -= step;
+      done -= step;
+      if (msg.msg_iov->iov_len == 0 && msg.msg_iovlen > 1) {
+        ++msg.msg_iov;
+        --msg.msg_iovlen;
+      }
+    }
+  }
+  return {};
 }
 
 Result<void> read_all(int fd, void* data, std::size_t n) {
@@ -161,7 +190,7 @@ struct BulkServer::Impl {
         (void)send_frame(fd, leave(req ? "only chunks are served here" : "malformed request", options.name));
         return;
       }
-      auto chunk = shelf->chunk(req->version, req->chunk, req->base);
+      auto chunk = shelf->chunk_frame(req->version, req->chunk, req->base);
       if (!chunk) {
         if (!send_frame(fd, leave(chunk.error().message, options.name))) return;
         continue;
@@ -350,12 +379,20 @@ Result<std::uint32_t> BulkClient::fetch(ChunkAssembler& into) {
         return fail(s.error());
       asked.push_back(index);
     }
-    auto frame = read_frame(fd, max_frame, &rx_);  // no allocation per chunk: the pages stay warm
-    if (!frame) return fail(frame.error());
+    // Replies come in the order asked: a raw chunk's data segment is read
+    // straight into its place in the set; the rest of a frame (or a whole
+    // delta, refusal or misfit) into one buffer kept across chunks.
     const std::uint32_t index = asked.front();
     asked.pop_front();
+    std::byte* placed = nullptr;
+    auto frame = read_stream_frame([fd](void* p, std::size_t n) { return read_all(fd, p, n); }, max_frame, &rx_,
+                                   [&](std::uint32_t segments, std::uint64_t bytes) {
+                                     return segments == 2 ? into.place(index, bytes) : nullptr;
+                                   },
+                                   &placed);
+    if (!frame) return fail(frame.error());
     std::uint32_t got = index;
-    auto added = into.add_encoded(*frame, &got);
+    auto added = placed ? into.add_placed(*frame, index, &got) : into.add_encoded(*frame, &got);
     if (added && got == index) continue;
     if (!added)
       if (auto gone = decode<LeaveData>(*frame))

@@ -48,8 +48,8 @@ void WeightShelf::cut_loop() {
     if (!job) continue;
     for (std::uint32_t i; !job->stop && (i = job->next.fetch_add(1)) < job->count;)
       std::call_once(job->cut->once[i], [&] {
-        auto encoded = encode_weight_chunk(job->set, job->version, i, chunk_bytes_, "weight_store", &job->base);
-        if (encoded) job->cut->chunks[i] = std::move(*encoded);
+        auto framed = frame_weight_chunk(job->set, job->version, i, chunk_bytes_, "weight_store", &job->base);
+        if (framed) job->cut->chunks[i] = std::move(*framed);
       });
   }
 }
@@ -97,6 +97,13 @@ std::optional<WeightShelf::Entry> WeightShelf::find(std::uint64_t version) const
 }
 
 Result<WireBuffer> WeightShelf::chunk(std::uint64_t version, std::uint32_t index, std::optional<std::uint64_t> base) {
+  auto frame = chunk_frame(version, index, base);
+  if (!frame) return frame.error();
+  return frame->flat();
+}
+
+Result<ChunkFrame> WeightShelf::chunk_frame(std::uint64_t version, std::uint32_t index,
+                                            std::optional<std::uint64_t> base) {
   std::optional<Entry> found;
   std::optional<DeltaBase> against;
   std::shared_ptr<Cut> cut;
@@ -133,15 +140,15 @@ Result<WireBuffer> WeightShelf::chunk(std::uint64_t version, std::uint32_t index
     auto c = decode<WeightChunkData>(*encoded);
     if (!c) return c.error();
     c->data[c->data.size() / 2] ^= 0x5a;
-    return encode(*c, "weight_store");
+    return ChunkFrame{encode(*c, "weight_store"), {}, {}};
   }
-  if (!cut) return encode_weight_chunk(found->set, version, index, chunk_bytes_, "weight_store", delta_base);
+  if (!cut) return frame_weight_chunk(found->set, version, index, chunk_bytes_, "weight_store", delta_base);
   // Cut outside the lock (other chunks are served meanwhile), once.
   Error failed;
   std::call_once(cut->once[index], [&] {
-    auto encoded = encode_weight_chunk(found->set, version, index, chunk_bytes_, "weight_store", delta_base);
-    if (encoded) cut->chunks[index] = std::move(*encoded);
-    else failed = encoded.error();
+    auto framed = frame_weight_chunk(found->set, version, index, chunk_bytes_, "weight_store", delta_base);
+    if (framed) cut->chunks[index] = std::move(*framed);
+    else failed = framed.error();
   });
   if (cut->chunks[index].empty())
     return failed.code != Errc::ok ? failed : make_error(Errc::invalid_field, "chunk could not be cut");

@@ -54,6 +54,10 @@ class WeightShelf {
   // Errc::not_found for a version not held, invalid_field for an index
   // past the end.
   Result<WireBuffer> chunk(std::uint64_t version, std::uint32_t index, std::optional<std::uint64_t> base = std::nullopt);
+  // The same chunk as a frame whose raw bytes stay in the set (what the
+  // bulk channel writes without copying them).
+  Result<ChunkFrame> chunk_frame(std::uint64_t version, std::uint32_t index,
+                                 std::optional<std::uint64_t> base = std::nullopt);
 
   std::uint64_t chunk_bytes() const { return chunk_bytes_; }
   bool deltas() const { return deltas_; }
@@ -74,7 +78,7 @@ class WeightShelf {
   struct Cut {
     explicit Cut(std::size_t n) : once(n), chunks(n) {}
     std::vector<std::once_flag> once;
-    std::vector<WireBuffer> chunks;
+    std::vector<ChunkFrame> chunks;
   };
   std::uint64_t cut_version_ = ~std::uint64_t{0};
   std::map<std::optional<std::uint64_t>, std::shared_ptr<Cut>> cuts_;  // by base (none: raw)
