@@ -1,6 +1,9 @@
+#include <cstring>
+
 #include <catch2/catch.hpp>
 
 #include "messages/codec.hpp"
+#include "messages/stream_frame.hpp"
 #include "messages/weight_chunks.hpp"
 #include "transport/weight_shelf.hpp"
 #include "tests/helpers.hpp"
@@ -95,4 +98,121 @@ TEST_CASE("a cleared weight shelf holds nothing and takes any version next", "[m
   w.checksum = w.compute_checksum();
   REQUIRE(shelf.put(2, encode(w, "test")).ok());  // a restarted head's version, below the dead one's
   CHECK(shelf.newest()->version == 2);
+}
+
+namespace {
+
+// Reads `frame` (head, then data) as a stream would, the last segment to
+// where `place` says; returns the rest of the frame and where it went.
+struct Read {
+  WireBuffer head;
+  std::byte* placed = nullptr;
+};
+Read read_framed(const ChunkFrame& frame, const PlaceLast& place) {
+  std::vector<std::byte> stream(frame.head.bytes().begin(), frame.head.bytes().end());
+  stream.insert(stream.end(), frame.data.begin(), frame.data.end());
+  std::size_t at = 0;
+  const ReadExact from = [&](void* into, std::size_t n) -> Result<void> {
+    if (at + n > stream.size()) return make_error(Errc::io, "end of stream");
+    std::memcpy(into, stream.data() + at, n);
+    at += n;
+    return {};
+  };
+  Read r;
+  auto head = read_stream_frame(from, 1 << 24, nullptr, place, &r.placed);
+  REQUIRE(head.ok());
+  CHECK(at == stream.size());
+  r.head = *head;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("a raw chunk's frame refers to the set's own bytes, and its flat form is the chunk encoded whole",
+          "[messages][weights][chunks][zero_copy]") {
+  const WireBuffer set = chunked_weight_set(4, 3000);
+  const std::uint64_t chunk = 4096;
+  const auto count = weight_chunk_count(set.size(), chunk);
+  REQUIRE(count >= 3);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    auto frame = frame_weight_chunk(set, 4, i, chunk, "store");
+    REQUIRE(frame.ok());
+    // The data segment is the set's bytes, not a copy; the head is a few words.
+    CHECK(frame->data.data() == set.bytes().data() + std::size_t{i} * chunk);
+    CHECK(frame->data.size() == std::min<std::uint64_t>(chunk, set.size() - std::uint64_t{i} * chunk));
+    CHECK(frame->head.size() < 256);
+    auto decoded = decode<WeightChunkData>(frame->flat());
+    REQUIRE(decoded.ok());
+    CHECK(decoded->index == i);
+    CHECK(decoded->offset == std::uint64_t{i} * chunk);
+    CHECK(std::equal(decoded->data.begin(), decoded->data.end(),
+                     reinterpret_cast<const std::uint8_t*>(frame->data.data())));
+  }
+}
+
+TEST_CASE("chunks read straight into their place build the set, and a damaged or misplaced one stays missing",
+          "[messages][weights][chunks][zero_copy][defensive]") {
+  const WireBuffer set = chunked_weight_set(9, 3000);
+  const std::uint64_t chunk = 4096;
+  const auto count = weight_chunk_count(set.size(), chunk);
+  ChunkAssembler a(9, set.size(), chunk);
+  int placed = 0;
+  for (std::uint32_t i = count; i-- > 0;) {
+    auto frame = frame_weight_chunk(set, 9, i, chunk, "store");
+    REQUIRE(frame.ok());
+    auto r = read_framed(*frame, [&](std::uint32_t segments, std::uint64_t bytes) {
+      return segments == 2 ? a.place(i, bytes) : nullptr;
+    });
+    REQUIRE(r.placed != nullptr);
+    CHECK(r.head.size() == frame->head.size());
+    std::uint32_t got = 99;
+    auto added = a.add_placed(r.head, i, &got);
+    REQUIRE(added.ok());
+    CHECK(*added);
+    CHECK(got == i);
+    placed += 1;
+  }
+  REQUIRE(a.complete());
+  CHECK(placed == static_cast<int>(count));
+  const WireBuffer back = a.take();
+  CHECK(back.checked());  // every chunk raw and checked: the node's store need not hash it again
+  REQUIRE(back.size() == set.size());
+  CHECK(std::equal(back.bytes().begin(), back.bytes().end(), set.bytes().begin()));
+
+  // A held chunk has no place: a second copy is read whole (a duplicate).
+  ChunkAssembler b(9, set.size(), chunk);
+  auto first = frame_weight_chunk(set, 9, 1, chunk, "store");
+  REQUIRE(first.ok());
+  REQUIRE(b.add_encoded(first->flat()).ok());
+  CHECK(b.place(1, first->data.size()) == nullptr);
+  CHECK(b.place(0, first->data.size() + 8) == nullptr);  // not chunk 0's size
+  CHECK(b.place(count, chunk) == nullptr);
+
+  // Bytes damaged on the way into place: refused, and the chunk is still missing.
+  auto r = read_framed(*frame_weight_chunk(set, 9, 0, chunk, "store"),
+                       [&](std::uint32_t, std::uint64_t bytes) { return b.place(0, bytes); });
+  REQUIRE(r.placed != nullptr);
+  r.placed[100] ^= std::byte{1};
+  auto damaged = b.add_placed(r.head, 0);
+  REQUIRE_FALSE(damaged.ok());
+  CHECK(damaged.error().message.find("checksum") != std::string::npos);
+  CHECK(b.missing().front() == 0);
+  CHECK(b.missing().size() == count - 1);  // only chunk 1 is held
+
+  // Chunk 1 asked for, chunk 0 came (read into 1's place): 0 is checked and
+  // moved to its own place, and 1 is still missing, to be asked again.
+  ChunkAssembler c(9, set.size(), chunk);
+  auto zero = frame_weight_chunk(set, 9, 0, chunk, "store");
+  REQUIRE(zero.ok());
+  auto z = read_framed(*zero, [&](std::uint32_t, std::uint64_t bytes) { return c.place(1, bytes); });
+  REQUIRE(z.placed != nullptr);
+  std::uint32_t got = 99;
+  auto taken = c.add_placed(z.head, 1, &got);
+  REQUIRE(taken.ok());
+  CHECK(got == 0);
+  CHECK(c.missing().front() == 1);
+  for (std::uint32_t i = 1; i < count; ++i) REQUIRE(c.add_encoded(frame_weight_chunk(set, 9, i, chunk, "store")->flat()).ok());
+  REQUIRE(c.complete());
+  const WireBuffer again = c.take();
+  CHECK(std::equal(again.bytes().begin(), again.bytes().end(), set.bytes().begin()));
 }
