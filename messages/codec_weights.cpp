@@ -204,6 +204,7 @@ WireBuffer encode(const WeightChunkData& x, std::string_view sender) {
         c.setOffset(x.offset);
         c.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(x.data.data()), x.data.size()));
         c.setChecksum(x.checksum);
+        c.setChecksumKind(static_cast<wire::ChunkChecksum>(x.checksum_kind));
         if (x.delta) {
           c.setEncoding(wire::ChunkEncoding::XOR_DELTA);
           c.setBase(x.base);
@@ -228,6 +229,11 @@ Result<WeightChunkData> decode<WeightChunkData>(const WireBuffer& buf, const Dec
     auto d = c.getData();
     x.data.assign(d.begin(), d.end());
     x.checksum = c.getChecksum();
+    switch (c.getChecksumKind()) {
+      case wire::ChunkChecksum::XXH64: x.checksum_kind = ChunkChecksum::xxh64; break;
+      case wire::ChunkChecksum::CRC64: x.checksum_kind = ChunkChecksum::crc64; break;
+      default: invalid("weight chunk: unknown checksum kind");
+    }
     switch (c.getEncoding()) {
       case wire::ChunkEncoding::RAW: break;
       case wire::ChunkEncoding::XOR_DELTA:
@@ -240,7 +246,8 @@ Result<WeightChunkData> decode<WeightChunkData>(const WireBuffer& buf, const Dec
     if (x.count == 0 || x.index >= x.count) invalid("weight chunk: index out of range");
     if (x.offset > x.total_bytes || x.data.size() > x.total_bytes - x.offset)
       invalid("weight chunk: data lies outside the set");
-    if (chunk_checksum(x.data.data(), x.data.size()) != x.checksum) invalid("weight chunk: checksum mismatch");
+    if (chunk_checksum(x.data.data(), x.data.size(), x.checksum_kind) != x.checksum)
+      invalid("weight chunk: checksum mismatch");
     return x;
   });
 }

@@ -168,6 +168,9 @@ struct WeightRequestData {
 };
 
 // One piece of a serialised WeightSet envelope (messages/weight_chunks.hpp).
+// How a weight chunk's bytes are checked (messages/weights.capnp ChunkChecksum).
+enum class ChunkChecksum : std::uint8_t { xxh64 = 0, crc64 = 1 };
+
 struct WeightChunkData {
   std::uint64_t version = 0;
   std::uint32_t index = 0;
@@ -175,10 +178,11 @@ struct WeightChunkData {
   std::uint64_t total_bytes = 0;
   std::uint64_t offset = 0;
   std::vector<std::uint8_t> data;
-  std::uint64_t checksum = 0;       // xxh64 of data (checked by decode)
+  std::uint64_t checksum = 0;       // of data, by checksum_kind (checked by decode)
   bool delta = false;               // data is an xorDelta against version `base` (messages/weights.capnp)
   std::uint64_t base = 0;
-  std::uint64_t plain_checksum = 0; // delta: xxh64 of the chunk's bytes once applied
+  std::uint64_t plain_checksum = 0; // delta: of the chunk's bytes once applied
+  ChunkChecksum checksum_kind = ChunkChecksum::crc64;
 };
 
 struct EnvResetData {

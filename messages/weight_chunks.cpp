@@ -5,6 +5,7 @@
 
 #include <capnp/message.h>
 
+#include <isa-l/crc64.h>
 #include <xxhash.h>
 
 #include "messages/codec.hpp"
@@ -13,7 +14,10 @@
 
 namespace rlx {
 
-std::uint64_t chunk_checksum(const void* data, std::size_t size) { return XXH64(data, size, 0); }
+std::uint64_t chunk_checksum(const void* data, std::size_t size, ChunkChecksum kind) {
+  if (kind == ChunkChecksum::xxh64) return XXH64(data, size, 0);
+  return crc64_ecma_refl(0, static_cast<const std::uint8_t*>(data), size);
+}
 
 std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_bytes) {
   if (chunk_bytes == 0 || total_bytes == 0) return 1;
@@ -86,6 +90,7 @@ Result<ChunkFrame> frame_weight_chunk(const WireBuffer& set, std::uint64_t versi
     c.setCount(count);
     c.setTotalBytes(total);
     c.setOffset(offset);
+    c.setChecksumKind(wire::ChunkChecksum::CRC64);
     c.setChecksum(chunk_checksum(data.begin(), data.size()));
     if (as_delta) {
       c.setEncoding(wire::ChunkEncoding::XOR_DELTA);
@@ -156,7 +161,11 @@ Result<bool> ChunkAssembler::take(ChunkReader c, std::uint32_t* index_out) {
     return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has an unknown encoding");
   if (c.getOffset() != offset || (!delta && data.size() != size))
     return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has the wrong offset or size");
-  if (chunk_checksum(data.begin(), data.size()) != c.getChecksum())
+  const auto kind = c.getChecksumKind();
+  if (kind != wire::ChunkChecksum::CRC64 && kind != wire::ChunkChecksum::XXH64)
+    return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has an unknown checksum kind");
+  const auto checksum = static_cast<ChunkChecksum>(kind);
+  if (chunk_checksum(data.begin(), data.size(), checksum) != c.getChecksum())
     return make_error(Errc::invalid_field, "weight chunk: checksum mismatch");
   if (have_[index]) return false;
   auto* into = reinterpret_cast<std::uint8_t*>(words_.begin()) + offset;
@@ -169,7 +178,7 @@ Result<bool> ChunkAssembler::take(ChunkReader c, std::uint32_t* index_out) {
     const auto* b = reinterpret_cast<const std::uint8_t*>(base_->set.bytes().data());
     const std::uint64_t base_n = base_->set.size() > offset ? std::min(base_->set.size() - offset, size) : 0;
     auto applied = apply_xor_delta(data.begin(), data.size(), base_n ? b + offset : b, base_n, into, size);
-    if (!applied || chunk_checksum(into, size) != c.getPlainChecksum()) {
+    if (!applied || chunk_checksum(into, size, checksum) != c.getPlainChecksum()) {
       no_delta_[index] = true;  // asked for raw next time (e.g. the base is not the sender's)
       return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + ": delta against version " +
                                                  std::to_string(base_->version) + " does not apply" +

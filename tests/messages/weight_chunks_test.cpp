@@ -216,3 +216,41 @@ TEST_CASE("chunks read straight into their place build the set, and a damaged or
   const WireBuffer again = c.take();
   CHECK(std::equal(again.bytes().begin(), again.bytes().end(), set.bytes().begin()));
 }
+
+TEST_CASE("chunks are checked by CRC-64/XZ, and an older sender's xxh64 chunks are still taken",
+          "[messages][weights][chunks]") {
+  const char check[] = "123456789";
+  CHECK(chunk_checksum(check, 9) == 0x995DC9BBDF1939FAull);  // the CRC-64/XZ check value
+  CHECK(chunk_checksum(check, 9, ChunkChecksum::xxh64) != chunk_checksum(check, 9));
+
+  const WireBuffer set = chunked_weight_set(5, 500);
+  const std::uint64_t chunk = 1024;
+  ChunkAssembler a(5, set.size(), chunk);
+  for (std::uint32_t i = 0; i < a.count(); ++i) {
+    auto c = make_weight_chunk(set, 5, i, chunk);
+    REQUIRE(c.ok());
+    CHECK(c->checksum_kind == ChunkChecksum::crc64);
+    WeightChunkData old = *c;  // as a sender before CRC-64 wrote it
+    old.checksum_kind = ChunkChecksum::xxh64;
+    old.checksum = chunk_checksum(old.data.data(), old.data.size(), ChunkChecksum::xxh64);
+    if (i % 2 == 0) {
+      WeightChunkData mixed = *c;  // a CRC checksum labelled xxh64: refused
+      mixed.checksum_kind = ChunkChecksum::xxh64;
+      CHECK_FALSE(decode<WeightChunkData>(encode(mixed, "store")).ok());
+      CHECK_FALSE(a.add_encoded(encode(mixed, "store")).ok());
+    }
+    REQUIRE(a.add_encoded(encode(i % 2 ? *c : old, "store")).ok());
+  }
+  REQUIRE(a.complete());
+  const WireBuffer back = a.take();
+  CHECK(std::equal(back.bytes().begin(), back.bytes().end(), set.bytes().begin()));
+
+  auto c = make_weight_chunk(set, 5, 0, chunk);
+  REQUIRE(c.ok());
+  c->checksum_kind = static_cast<ChunkChecksum>(7);  // a kind this build does not know
+  auto unknown = decode<WeightChunkData>(encode(*c, "store"));
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message.find("checksum kind") != std::string::npos);
+  ChunkAssembler b(5, set.size(), chunk);
+  CHECK_FALSE(b.add_encoded(encode(*c, "store")).ok());
+}
