@@ -24,13 +24,23 @@ std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_
   return static_cast<std::uint32_t>((total_bytes + chunk_bytes - 1) / chunk_bytes);
 }
 
+struct ChunkFrame::Flat {
+  std::once_flag once;
+  WireBuffer buf;
+};
+
 WireBuffer ChunkFrame::flat() const {
   if (data.empty()) return head;
-  auto words = recycled_words((head.size() + data.size() + 7) / 8);
-  auto* out = reinterpret_cast<std::byte*>(words.begin());
-  std::memcpy(out, head.bytes().data(), head.size());
-  std::memcpy(out + head.size(), data.data(), data.size());
-  return WireBuffer(std::move(words), head.size() + data.size());
+  const auto make = [this] {
+    auto words = recycled_words((head.size() + data.size() + 7) / 8);
+    auto* out = reinterpret_cast<std::byte*>(words.begin());
+    std::memcpy(out, head.bytes().data(), head.size());
+    std::memcpy(out + head.size(), data.data(), data.size());
+    return WireBuffer(std::move(words), head.size() + data.size());
+  };
+  if (!flat_once) return make();
+  std::call_once(flat_once->once, [&] { flat_once->buf = make(); });
+  return flat_once->buf;
 }
 
 namespace {
@@ -60,7 +70,8 @@ std::optional<ChunkFrame> frame_in_place(const WireBuffer& set, const kj::byte* 
                                   static_cast<std::uint32_t>(segments[1].size()), 0};
   std::memcpy(head.begin(), table, sizeof(table));
   std::memcpy(head.begin() + 2, segments[0].begin(), segments[0].size() * sizeof(capnp::word));
-  return ChunkFrame{WireBuffer(std::move(head)), set, std::span(reinterpret_cast<const std::byte*>(p), n)};
+  return ChunkFrame{WireBuffer(std::move(head)), set, std::span(reinterpret_cast<const std::byte*>(p), n),
+                    std::make_shared<ChunkFrame::Flat>()};
 }
 
 }  // namespace
@@ -107,7 +118,7 @@ Result<ChunkFrame> frame_weight_chunk(const WireBuffer& set, std::uint64_t versi
         c.setData(data);
         fields(c);
       },
-      data.size() / 8 + 32, /*recycled=*/true), {}, {}};
+      data.size() / 8 + 32, /*recycled=*/true), {}, {}, nullptr};
 }
 
 Result<WireBuffer> encode_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -53,10 +55,12 @@ struct ChunkFrame {
   WireBuffer head;
   WireBuffer set;                    // holds `data`'s bytes; empty when `data` is
   std::span<const std::byte> data;   // the frame's last segment, or empty
+  struct Flat;
+  std::shared_ptr<Flat> flat_once;   // flat(), made once for this frame and its copies
   std::size_t size() const { return head.size() + data.size(); }
   bool empty() const { return head.empty(); }
-  // The whole frame as one buffer (one copy of `data`): what crosses the
-  // middleman, and what a test decodes.
+  // The whole frame as one buffer (one copy of `data`, made once however
+  // many nodes ask): what crosses the middleman, and what a test decodes.
   WireBuffer flat() const;
 };
 

@@ -140,7 +140,7 @@ Result<ChunkFrame> WeightShelf::chunk_frame(std::uint64_t version, std::uint32_t
     auto c = decode<WeightChunkData>(*encoded);
     if (!c) return c.error();
     c->data[c->data.size() / 2] ^= 0x5a;
-    return ChunkFrame{encode(*c, "weight_store"), {}, {}};
+    return ChunkFrame{encode(*c, "weight_store"), {}, {}, nullptr};
   }
   if (!cut) return frame_weight_chunk(found->set, version, index, chunk_bytes_, "weight_store", delta_base);
   // Cut outside the lock (other chunks are served meanwhile), once.

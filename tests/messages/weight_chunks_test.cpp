@@ -143,6 +143,8 @@ TEST_CASE("a raw chunk's frame refers to the set's own bytes, and its flat form 
     CHECK(frame->head.size() < 256);
     auto decoded = decode<WeightChunkData>(frame->flat());
     REQUIRE(decoded.ok());
+    const ChunkFrame copy = *frame;  // what the shelf hands each node that asks
+    CHECK(copy.flat().bytes().data() == frame->flat().bytes().data());  // flattened once
     CHECK(decoded->index == i);
     CHECK(decoded->offset == std::uint64_t{i} * chunk);
     CHECK(std::equal(decoded->data.begin(), decoded->data.end(),
