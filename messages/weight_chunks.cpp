@@ -19,10 +19,6 @@ std::uint64_t chunk_checksum(const void* data, std::size_t size, ChunkChecksum k
   return crc64_ecma_refl(0, static_cast<const std::uint8_t*>(data), size);
 }
 
-std::uint64_t chunk_checksum_continue(std::uint64_t crc, const void* data, std::size_t size) {
-  return crc64_ecma_refl(crc, static_cast<const std::uint8_t*>(data), size);
-}
-
 std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_bytes) {
   if (chunk_bytes == 0 || total_bytes == 0) return 1;
   return static_cast<std::uint32_t>((total_bytes + chunk_bytes - 1) / chunk_bytes);
@@ -161,8 +157,7 @@ Result<bool> ChunkAssembler::add(const WeightChunkData& c) {
 }
 
 template <class ChunkReader>
-Result<bool> ChunkAssembler::take(ChunkReader c, std::uint32_t* index_out, const std::byte* known_at,
-                                  std::uint64_t known) {
+Result<bool> ChunkAssembler::take(ChunkReader c, std::uint32_t* index_out) {
   if (index_out) *index_out = c.getIndex();
   if (c.getVersion() != version_ || c.getCount() != count_ || c.getTotalBytes() != total_)
     return make_error(Errc::invalid_field, "chunk of version " + std::to_string(c.getVersion()) +
@@ -181,9 +176,7 @@ Result<bool> ChunkAssembler::take(ChunkReader c, std::uint32_t* index_out, const
   if (kind != wire::ChunkChecksum::CRC64 && kind != wire::ChunkChecksum::XXH64)
     return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " has an unknown checksum kind");
   const auto checksum = static_cast<ChunkChecksum>(kind);
-  const bool crc_known = known_at && checksum == ChunkChecksum::crc64 &&
-                         reinterpret_cast<const std::byte*>(data.begin()) == known_at && data.size() == size;
-  if ((crc_known ? known : chunk_checksum(data.begin(), data.size(), checksum)) != c.getChecksum())
+  if (chunk_checksum(data.begin(), data.size(), checksum) != c.getChecksum())
     return make_error(Errc::invalid_field, "weight chunk: checksum mismatch");
   if (have_[index]) return false;
   auto* into = reinterpret_cast<std::uint8_t*>(words_.begin()) + offset;
@@ -227,8 +220,7 @@ std::byte* ChunkAssembler::place(std::uint32_t index, std::uint64_t bytes) {
   return reinterpret_cast<std::byte*>(words_.begin()) + offset;
 }
 
-Result<bool> ChunkAssembler::add_placed(const WireBuffer& head, std::uint32_t index, std::uint32_t* index_out,
-                                        std::optional<std::uint64_t> placed_crc) {
+Result<bool> ChunkAssembler::add_placed(const WireBuffer& head, std::uint32_t index, std::uint32_t* index_out) {
   using namespace codec_detail;
   // The table: two segments, the second the chunk's bytes where place(index) put them.
   if (head.size() < 16) return make_error(Errc::truncated_message, "a placed chunk's frame has no table");
@@ -254,7 +246,7 @@ Result<bool> ChunkAssembler::add_placed(const WireBuffer& head, std::uint32_t in
     if (body.which() != Which::WEIGHT_CHUNK)
       return make_error(Errc::wrong_message_type, std::string("expected weight_chunk, got ") +
                                                       to_string(kind_of(body.which())));
-    return placed_crc ? take(body.getWeightChunk(), index_out, data, *placed_crc) : take(body.getWeightChunk(), index_out);
+    return take(body.getWeightChunk(), index_out);
   } catch (const Invalid& e) {
     return e.error;
   } catch (const kj::Exception& e) {

@@ -25,9 +25,6 @@ namespace rlx {
 // on the 2-core machine, near its memory bandwidth; XXH3 from Debian's
 // libxxhash was no faster than XXH64), or XXH64 for an older sender's chunk.
 std::uint64_t chunk_checksum(const void* data, std::size_t size, ChunkChecksum kind = ChunkChecksum::crc64);
-// CRC-64/XZ of bytes that follow bytes whose CRC-64/XZ is `crc` (0 for
-// none): a chunk checked piece by piece as it is read.
-std::uint64_t chunk_checksum_continue(std::uint64_t crc, const void* data, std::size_t size);
 
 // Chunks of `chunk_bytes` needed for `total_bytes` (at least 1).
 std::uint32_t weight_chunk_count(std::uint64_t total_bytes, std::uint64_t chunk_bytes);
@@ -109,10 +106,7 @@ class ChunkAssembler {
   // place(index); `head` is the rest of its frame (table and first
   // segment). Checked as add_encoded checks: a chunk that fails leaves
   // `index` missing (its bytes in place are written again by the next try).
-  // `placed_crc`: the CRC-64/XZ of the placed bytes, when the reader took
-  // it as they landed (still in cache); the chunk is then not read again.
-  Result<bool> add_placed(const WireBuffer& head, std::uint32_t index, std::uint32_t* index_out = nullptr,
-                          std::optional<std::uint64_t> placed_crc = std::nullopt);
+  Result<bool> add_placed(const WireBuffer& head, std::uint32_t index, std::uint32_t* index_out = nullptr);
 
   std::uint64_t version() const { return version_; }
   std::uint32_t count() const { return count_; }
@@ -145,10 +139,8 @@ class ChunkAssembler {
   kj::Array<capnp::word> words_;  // the set, assembled in place (a WireBuffer takes it without a copy)
 
   // The checks and placing of one chunk's reader (wire::WeightChunk::Reader).
-  // `known`: a CRC-64/XZ already taken of `known_at`'s bytes (placed chunks).
   template <class ChunkReader>
-  Result<bool> take(ChunkReader c, std::uint32_t* index_out, const std::byte* known_at = nullptr,
-                    std::uint64_t known = 0);
+  Result<bool> take(ChunkReader c, std::uint32_t* index_out);
 };
 
 }  // namespace rlx

@@ -27,7 +27,6 @@ namespace {
 
 constexpr std::size_t kControlFrameBytes = 4096;  // handshakes and requests
 constexpr std::size_t kFrameOverhead = 4096;      // a chunk's envelope around its data
-constexpr std::size_t kCheckPiece = 256 << 10;    // placed chunk bytes read and checked at a time (in L2)
 
 Error sys_error(const std::string& what) { return socket_error(what); }
 
@@ -383,31 +382,17 @@ Result<std::uint32_t> BulkClient::fetch(ChunkAssembler& into) {
     // Replies come in the order asked: a raw chunk's data segment is read
     // straight into its place in the set; the rest of a frame (or a whole
     // delta, refusal or misfit) into one buffer kept across chunks.
-    // The placed bytes are checked as they land, a piece at a time while
-    // the piece is still in cache (CRC-64 continues across pieces).
     const std::uint32_t index = asked.front();
     asked.pop_front();
     std::byte* placed = nullptr;
-    std::byte* place_at = nullptr;
-    std::uint64_t crc = 0;
-    const auto read = [&](void* p, std::size_t n) -> Result<void> {
-      if (p != place_at) return read_all(fd, p, n);
-      for (std::size_t at = 0; at < n;) {
-        const std::size_t piece = std::min(n - at, kCheckPiece);
-        if (auto r = read_all(fd, static_cast<std::byte*>(p) + at, piece); !r) return r;
-        crc = chunk_checksum_continue(crc, static_cast<std::byte*>(p) + at, piece);
-        at += piece;
-      }
-      return {};
-    };
-    auto frame = read_stream_frame(read, max_frame, &rx_,
+    auto frame = read_stream_frame([fd](void* p, std::size_t n) { return read_all(fd, p, n); }, max_frame, &rx_,
                                    [&](std::uint32_t segments, std::uint64_t bytes) {
-                                     return place_at = segments == 2 ? into.place(index, bytes) : nullptr;
+                                     return segments == 2 ? into.place(index, bytes) : nullptr;
                                    },
                                    &placed);
     if (!frame) return fail(frame.error());
     std::uint32_t got = index;
-    auto added = placed ? into.add_placed(*frame, index, &got, crc) : into.add_encoded(*frame, &got);
+    auto added = placed ? into.add_placed(*frame, index, &got) : into.add_encoded(*frame, &got);
     if (added && got == index) continue;
     if (!added)
       if (auto gone = decode<LeaveData>(*frame))
