@@ -166,8 +166,12 @@ Result<wire::Envelope::Reader> open_checked(const WireBuffer& buf, const DecodeO
                                             std::unique_ptr<capnp::FlatArrayMessageReader>& reader) {
   auto env = open_root<wire::Envelope>(buf, options, reader);
   if (!env) return env;
-  if (env->getSchemaVersion() > wire::ENVELOPE_SCHEMA_VERSION)
-    return make_error(Errc::unsupported_schema, "schema version " + std::to_string(env->getSchemaVersion()) +
+  return check_schema(*env);
+}
+
+Result<wire::Envelope::Reader> check_schema(wire::Envelope::Reader env) {
+  if (env.getSchemaVersion() > wire::ENVELOPE_SCHEMA_VERSION)
+    return make_error(Errc::unsupported_schema, "schema version " + std::to_string(env.getSchemaVersion()) +
                                                     " > " + std::to_string(wire::ENVELOPE_SCHEMA_VERSION));
   return env;
 }

@@ -177,6 +177,18 @@ Error classify(const kj::Exception& e);
 Result<wire::Envelope::Reader> open_checked(const WireBuffer& buf, const DecodeOptions& options,
                                             std::unique_ptr<capnp::FlatArrayMessageReader>& reader);
 
+// Cap'n Proto's read limits from ours.
+inline capnp::ReaderOptions reader_options(const DecodeOptions& options) {
+  capnp::ReaderOptions ro;
+  ro.traversalLimitInWords = options.traversal_limit_words;
+  ro.nestingLimit = options.nesting_limit;
+  return ro;
+}
+
+// An Envelope whose pointers were all walked, refused when its schema
+// version is newer than this build's.
+Result<wire::Envelope::Reader> check_schema(wire::Envelope::Reader env);
+
 // Framing and limits for a message whose root is `Root` (any schema):
 // size limit, whole words, announced size, no trailing bytes, and one
 // walk of every pointer before any field read. open_checked adds the
@@ -195,21 +207,20 @@ Result<typename Root::Reader> open_root(const WireBuffer& buf, const DecodeOptio
   if (expected > words.size())
     return make_error(Errc::truncated_message, "framing announces " + std::to_string(expected * 8) +
                                                    " bytes, got " + std::to_string(words.size() * 8));
-  capnp::ReaderOptions ro;
-  ro.traversalLimitInWords = options.traversal_limit_words;
-  ro.nestingLimit = options.nesting_limit;
-  reader = std::make_unique<capnp::FlatArrayMessageReader>(words, ro);
+  reader = std::make_unique<capnp::FlatArrayMessageReader>(words, reader_options(options));
   if (reader->getEnd() != words.end()) return make_error(Errc::malformed_message, "trailing bytes after the message");
   auto root = reader->getRoot<Root>();
   (void)root.totalSize();
   return root;
 }
 
-template <class T, class Read>
-Result<T> decode_body(const WireBuffer& buf, const DecodeOptions& options, Which expected, Read&& read) {
-  std::unique_ptr<capnp::FlatArrayMessageReader> reader;
+// Opens an Envelope with `open` (a Result<wire::Envelope::Reader>), checks
+// its body holds `expected`, then runs `read` on it. Every failure,
+// returned or thrown, becomes a named Error.
+template <class T, class Open, class Read>
+Result<T> read_envelope(Open&& open, Which expected, Read&& read) {
   try {
-    auto env = open_checked(buf, options, reader);
+    auto env = open();
     if (!env) return env.error();
     auto body = env->getBody();
     if (body.which() != expected)
@@ -221,6 +232,12 @@ Result<T> decode_body(const WireBuffer& buf, const DecodeOptions& options, Which
   } catch (const kj::Exception& e) {
     return classify(e);
   }
+}
+
+template <class T, class Read>
+Result<T> decode_body(const WireBuffer& buf, const DecodeOptions& options, Which expected, Read&& read) {
+  std::unique_ptr<capnp::FlatArrayMessageReader> reader;
+  return read_envelope<T>([&] { return open_checked(buf, options, reader); }, expected, std::forward<Read>(read));
 }
 
 }  // namespace rlx::codec_detail

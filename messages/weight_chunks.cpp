@@ -233,25 +233,15 @@ Result<bool> ChunkAssembler::add_placed(const WireBuffer& head, std::uint32_t in
   const auto* words = reinterpret_cast<const capnp::word*>(head.bytes().data());
   kj::ArrayPtr<const capnp::word> segments[2] = {
       kj::arrayPtr(words + 2, table[1]), kj::arrayPtr(reinterpret_cast<const capnp::word*>(data), table[2])};
-  try {
-    capnp::ReaderOptions ro;
-    ro.traversalLimitInWords = DecodeOptions{}.traversal_limit_words;
-    ro.nestingLimit = DecodeOptions{}.nesting_limit;
-    capnp::SegmentArrayMessageReader reader(kj::arrayPtr(segments, 2), ro);
-    auto env = reader.getRoot<wire::Envelope>();
-    (void)env.totalSize();  // every pointer walked before a field is read
-    if (env.getSchemaVersion() > wire::ENVELOPE_SCHEMA_VERSION)
-      return make_error(Errc::unsupported_schema, "schema version " + std::to_string(env.getSchemaVersion()));
-    auto body = env.getBody();
-    if (body.which() != Which::WEIGHT_CHUNK)
-      return make_error(Errc::wrong_message_type, std::string("expected weight_chunk, got ") +
-                                                      to_string(kind_of(body.which())));
-    return take(body.getWeightChunk(), index_out);
-  } catch (const Invalid& e) {
-    return e.error;
-  } catch (const kj::Exception& e) {
-    return classify(e);
-  }
+  std::optional<capnp::SegmentArrayMessageReader> reader;
+  return read_envelope<bool>(
+      [&]() -> Result<wire::Envelope::Reader> {
+        reader.emplace(kj::arrayPtr(segments, 2), reader_options(DecodeOptions{}));
+        auto env = reader->getRoot<wire::Envelope>();
+        (void)env.totalSize();  // every pointer walked before a field is read
+        return check_schema(env);
+      },
+      Which::WEIGHT_CHUNK, [&](auto body) { return take(body.getWeightChunk(), index_out); });
 }
 
 std::vector<std::uint32_t> ChunkAssembler::missing() const {
