@@ -74,6 +74,10 @@ int main(int argc, char** argv) {
                       "start from these weights instead of the config's [policy] init (a file, or hf:DIR for a Hugging Face checkpoint)");
   sft_cmd->add_option("--steps", sft_args.steps, "optimizer steps")->check(CLI::Range(1, 10000000));
   sft_cmd->add_option("--batch", sft_args.batch, "(task, reference) pairs per step")->check(CLI::Range(1, 65536));
+  sft_cmd->add_option("--drills", sft_args.drills,
+                      "workspace: one-hole drills per step besides the transcripts (any function of a training project "
+                      "made the hole; its read and fix)")
+      ->check(CLI::Range(0, 65536));
   sft_cmd->add_option("--lr", sft_args.lr, "Adam learning rate")->check(CLI::Range(1e-7, 1.0));
   sft_cmd->add_option("--seed", sft_args.seed, "initialisation and task draws");
   sft_cmd->add_option("--eval-every", sft_args.eval_every,

@@ -97,35 +97,49 @@ struct Transcripts {
   std::vector<std::vector<std::int64_t>> prompts, completions;
   std::vector<std::vector<std::uint8_t>> observed;
   int skipped = 0;
+
+  // Takes `t` (turns targets, observations context) when it ended as
+  // the expert's do and fits `budget`; else counts it skipped.
+  void add(const Transcript& t, const Tokenizer& tokenizer, std::int64_t budget) {
+    std::vector<std::int64_t> completion;
+    std::vector<std::uint8_t> marks;
+    for (std::size_t i = 0; i < t.parts.size(); ++i) {
+      const auto ids = tokenizer.encode(t.parts[i]);
+      completion.insert(completion.end(), ids.begin(), ids.end());
+      marks.insert(marks.end(), ids.size(), i % 2 == 1);
+    }
+    if (t.end != EpisodeEnd::submitted || static_cast<std::int64_t>(completion.size()) > budget) {
+      ++skipped;
+      return;
+    }
+    prompts.push_back(tokenizer.encode(t.prompt));
+    completions.push_back(std::move(completion));
+    observed.push_back(std::move(marks));
+  }
 };
 
 Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& tokens, const Tokenizer& tokenizer, int batch,
-                                std::mt19937_64& rng) {
+                                int drills, std::mt19937_64& rng) {
   Transcripts out;
   std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);
   const auto limits = agent_options(tokens, false).limits;
+  const auto too_long = [&](const char* what) {
+    return make_error(Errc::config_range, std::string("the expert's ") + what + " do not fit [tokens] max_new_tokens = " +
+                                              std::to_string(tokens.max_new_tokens) + " or max_turns");
+  };
   for (int tries = 0; static_cast<int>(out.prompts.size()) < batch; ++tries) {
-    if (tries > 8 * batch)
-      return make_error(Errc::config_range, "the expert's transcripts do not fit [tokens] max_new_tokens = " +
-                                                std::to_string(tokens.max_new_tokens) + " or max_turns");
+    if (tries > 8 * batch) return too_long("transcripts");
     const auto task = make_workspace_task(TaskSplit::train, draw(rng), static_cast<int>(tokens.difficulty));
     const Transcript t = expert_transcript(task, sandbox, limits);
     if (t.failure != InfraFailure::none)
       return make_error(Errc::env_failed, std::string("the sandbox failed playing the expert: ") + to_string(t.failure));
-    std::vector<std::int64_t> completion;
-    std::vector<std::uint8_t> observed;
-    for (std::size_t i = 0; i < t.parts.size(); ++i) {
-      const auto ids = tokenizer.encode(t.parts[i]);
-      completion.insert(completion.end(), ids.begin(), ids.end());
-      observed.insert(observed.end(), ids.size(), i % 2 == 1);
-    }
-    if (t.end != EpisodeEnd::submitted || static_cast<std::int64_t>(completion.size()) > tokens.max_new_tokens) {
-      ++out.skipped;
-      continue;
-    }
-    out.prompts.push_back(tokenizer.encode(t.prompt));
-    out.completions.push_back(std::move(completion));
-    out.observed.push_back(std::move(observed));
+    out.add(t, tokenizer, tokens.max_new_tokens);
+  }
+  for (int tries = 0; static_cast<int>(out.prompts.size()) < batch + drills; ++tries) {
+    if (tries > 8 * drills) return too_long("drills");
+    const auto task = make_workspace_task(TaskSplit::train, draw(rng), 1);
+    out.add(expert_drill(single_hole_task(task, rng() % task.functions.size()), sandbox), tokenizer,
+            tokens.max_new_tokens);
   }
   return out;
 }
@@ -232,7 +246,7 @@ int sft_command(const SftArgs& a) {
     std::vector<std::vector<std::int64_t>> prompts, completions;
     std::vector<std::vector<std::uint8_t>> observed;
     if (workspace) {
-      auto t = transcripts(*sandbox, config->tokens, **tokenizer, a.batch, rng);
+      auto t = transcripts(*sandbox, config->tokens, **tokenizer, a.batch, a.drills, rng);
       if (!t) {
         std::fprintf(stderr, "rlx sft: %s\n", t.error().message.c_str());
         return 2;

@@ -23,6 +23,10 @@ struct SftArgs {
   std::string init;
   int steps = 300;
   int batch = 32;                // (task, reference) pairs per step
+  // Workspace: one-hole drills per step besides the batch's transcripts
+  // (any function of a training project made the hole; read and fix,
+  // nothing run: expert_drill).
+  int drills = 0;
   double lr = 1e-3;
   std::uint64_t seed = 1;
   int eval_every = 100;          // steps between held-out evaluations (0: only at the end)

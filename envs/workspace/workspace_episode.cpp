@@ -127,4 +127,17 @@ Transcript expert_transcript(const WorkspaceTask& task, const Sandbox& sandbox, 
   return t;
 }
 
+Transcript expert_drill(const WorkspaceTask& task, const Sandbox& sandbox, ToolBudget budget) {
+  WorkspaceEpisode episode(task, {}, budget);
+  Transcript t;
+  t.prompt = episode.prompt();
+  for (const auto& turn : expert_turns(task)) {
+    if (turn.rfind("@read ", 0) != 0 && turn.rfind("@replace ", 0) != 0) continue;  // no @run, no @submit
+    if (!t.parts.empty()) t.parts.push_back(episode.take_turn(t.parts.back(), sandbox).observation);
+    t.parts.push_back(turn);
+  }
+  t.end = EpisodeEnd::submitted;  // the fix is its last turn (never played: it ends the drill)
+  return t;
+}
+
 }  // namespace rlx

@@ -220,6 +220,14 @@ if __name__ == "__main__":
   return source;
 }
 
+std::string workspace_readme(const std::vector<std::string>& holes) {
+  std::string readme = "# A project with missing functions\n\nThese functions raise NotImplementedError and must be restored:\n\n";
+  for (const auto& h : holes) readme += "- `" + h + "`\n";
+  readme += "\nTheir docstrings and the other functions say what they compute. Run the tests with "
+            "`python3 run_tests.py tests`; more tests than these decide whether the work is right.\n";
+  return readme;
+}
+
 WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int difficulty) {
   const SplitWords& w = words(split);
   std::mt19937_64 rng(fnv1a(std::string(task_split_name(split)) + ":" + std::to_string(seed)));
@@ -354,13 +362,33 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
   }
   task.workspace.push_back({"pkg/__init__.py", ""});
   task.workspace.push_back({"run_tests.py", test_runner_source()});
-  std::string readme = "# A project with missing functions\n\nThese functions raise NotImplementedError and must be restored:\n\n";
-  for (const auto& h : task.holes) readme += "- `" + h + "`\n";
-  readme += "\nTheir docstrings and the other functions say what they compute. Run the tests with "
-            "`python3 run_tests.py tests`; more tests than these decide whether the work is right.\n";
-  task.workspace.push_back({"README.md", readme});
+  task.workspace.push_back({"README.md", workspace_readme(task.holes)});
   task.solution.push_back({"pkg/__init__.py", ""});
   return task;
+}
+
+WorkspaceTask single_hole_task(const WorkspaceTask& task, std::size_t index) {
+  const PyFunction& f = task.functions.at(index);
+  WorkspaceTask drill = task;
+  drill.id = task.id + "/drill:" + f.module + "." + f.name;
+  drill.difficulty = 1;
+  drill.holes = {f.module + "." + f.name};
+  const std::string path = "pkg/" + f.module + ".py";
+  for (auto& file : drill.workspace) {
+    for (const auto& whole : task.solution)
+      if (whole.path == file.path) file.text = whole.text;  // every other body restored
+    if (file.path == "README.md") file.text = workspace_readme(drill.holes);
+    if (file.path != path) continue;
+    // The body follows the docstring: the first "    return " line after "def NAME(".
+    const auto def = file.text.find("\ndef " + f.name + "(");
+    const auto body = def == std::string::npos ? def : file.text.find("\n    return ", def);
+    if (body == std::string::npos) throw std::logic_error("single_hole_task: no body for " + f.name);
+    const auto end = file.text.find('\n', body + 1);
+    file.text.replace(body + 1, end - body - 1, "    raise NotImplementedError(\"restore this function\")");
+  }
+  drill.hidden_cases.clear();  // a drill is never scored: its hidden tests would need the broken marks redone
+  drill.hidden_tests.clear();
+  return drill;
 }
 
 Result<WorkspaceTask> workspace_task(const std::string& id) {

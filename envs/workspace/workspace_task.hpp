@@ -63,6 +63,15 @@ constexpr int kTrainTemplates = 6;
 // Task `seed` of `split` with `difficulty` (1-3) holes.
 WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int difficulty);
 
+// `task` with one hole, at function `index` (its body removed, every
+// other body whole, the README naming it): a drill for the supervised
+// start, which may make any function of a training project a hole. Not a
+// task to score (no hidden tests; its id does not rebuild it).
+WorkspaceTask single_hole_task(const WorkspaceTask& task, std::size_t index);
+
+// The README of a workspace with these holes ("module.function").
+std::string workspace_readme(const std::vector<std::string>& holes);
+
 // The task an id names ("train:12:2", as WorkspaceTask::id writes it), or
 // why the id names none.
 Result<WorkspaceTask> workspace_task(const std::string& id);

@@ -94,3 +94,55 @@ TEST_CASE("the expert's transcript alternates its turns with their observations 
   CHECK(cut.end == EpisodeEnd::turn_limit);
   CHECK(cut.parts.size() == 3);
 }
+
+TEST_CASE("a drill makes any one function the hole, and its read and fix restore exactly that body",
+          "[envs][workspace]") {
+  const Sandbox box = test::open_sandbox();
+  for (const std::uint64_t seed : {5u, 17u}) {
+    const WorkspaceTask task = make_workspace_task(TaskSplit::train, seed, 2);
+    for (std::size_t f = 0; f < task.functions.size(); ++f) {
+      const WorkspaceTask drill = single_hole_task(task, f);
+      const std::string path = "pkg/" + task.functions[f].module + ".py";
+      REQUIRE(drill.holes == std::vector<std::string>{task.functions[f].module + "." + task.functions[f].name});
+      // One line differs from the solution, in the hole's module only: the body, now the raise.
+      int differing = 0;
+      for (const auto& file : drill.workspace)
+        for (const auto& whole : task.solution) {
+          if (whole.path != file.path) continue;
+          const auto a = split_lines(file.text), b = split_lines(whole.text);
+          REQUIRE(a.size() == b.size());
+          for (std::size_t i = 0; i < a.size(); ++i)
+            if (a[i] != b[i]) {
+              ++differing;
+              CHECK(file.path == path);
+              CHECK_THAT(a[i], Catch::Contains("raise NotImplementedError"));
+              CHECK_THAT(b[i], Catch::StartsWith("    return "));
+              // the body line follows this function's docstring, not another's
+              std::size_t def = i;
+              while (def > 0 && b[def].rfind("def ", 0) != 0) --def;
+              CHECK_THAT(b[def], Catch::StartsWith("def " + task.functions[f].name + "("));
+            }
+        }
+      CHECK(differing == 1);
+      for (const auto& file : drill.workspace)
+        if (file.path == "README.md") CHECK_THAT(file.text, Catch::Contains("`" + drill.holes[0] + "`"));
+
+      // The drill: read the module, then the one fix; played, it restores the module whole.
+      const Transcript t = expert_drill(drill, box);
+      REQUIRE(t.parts.size() == 3);
+      CHECK(t.parts[0] == "@read " + path + "\n");
+      CHECK_THAT(t.parts[1], Catch::StartsWith("[out]\n") && Catch::Contains("restore this function"));
+      CHECK_THAT(t.parts[2], Catch::StartsWith("@replace " + path + " "));
+      CHECK(t.end == EpisodeEnd::submitted);
+      WorkspaceEpisode played(drill);
+      played.take_turn(t.parts[0], box);
+      const TurnOutcome fixed = played.take_turn(t.parts[2], box);
+      CHECK_THAT(fixed.observation, !Catch::Contains("error:"));
+      for (const auto& whole : task.solution)
+        if (whole.path == path) {
+          REQUIRE(played.files().find(path) != nullptr);
+          CHECK(*played.files().find(path) == whole.text);
+        }
+    }
+  }
+}
