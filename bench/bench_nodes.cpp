@@ -26,6 +26,7 @@
 #include "bench/common.hpp"
 #include "bench/transfers.hpp"
 #include "messages/codec.hpp"
+#include "policy/weights_io.hpp"
 #include "transport/front_door.hpp"
 #include "transport/weight_bulk.hpp"
 
@@ -41,10 +42,17 @@ struct Arrivals {
 };
 
 // Stands in for a member node's explorers: on each notice, fetches the set
-// from the node's store, decodes it and copies every tensor into its
-// "parameters" (what an explorer does to swap: import_weights).
+// from the node's store, decodes it and swaps it into a module's
+// parameters as an explorer does (view_weights: the parameters view the
+// set's message), or, with RLX_BENCH_SWAP=copy, copies it in
+// (import_weights: what explorers did before, one copy).
+struct Parameters : torch::nn::Module {
+  explicit Parameters(std::int64_t n) { register_parameter("w", torch::zeros({n})); }
+};
+
 caf::behavior fetching_listener(caf::event_based_actor* self, weight_store_actor store, Arrivals* arrivals) {
-  auto params = std::make_shared<std::vector<float>>();
+  auto params = std::make_shared<std::shared_ptr<Parameters>>();
+  const bool copy = std::getenv("RLX_BENCH_SWAP") && std::string(std::getenv("RLX_BENCH_SWAP")) == "copy";
   return {[=](weights_atom, const WireMsg& m) {
     auto note = decode<WeightsAvailableData>(m.buf);
     if (!note) return;
@@ -52,14 +60,9 @@ caf::behavior fetching_listener(caf::event_based_actor* self, weight_store_actor
     self->request(store, std::chrono::seconds(60), fetch_atom::value, WireMsg{encode(WeightRequestData{v, false}, "bench")})
         .then([=](const WireMsg& set) {
           auto w = decode<WeightSetData>(set.buf);
-          if (!w) return;
-          std::size_t n = 0, at = 0;
-          for (const auto& t : w->tensors) n += t.values.size();
-          params->resize(n);
-          for (const auto& t : w->tensors) {
-            std::memcpy(params->data() + at, t.values.data(), t.values.size() * sizeof(float));
-            at += t.values.size();
-          }
+          if (!w || w->tensors.size() != 1) return;
+          if (!*params) *params = std::make_shared<Parameters>(w->tensors.front().shape.at(0));
+          if (!(copy ? import_weights(**params, *w) : view_weights(**params, *w))) return;
           std::lock_guard<std::mutex> lock(arrivals->mu);
           ++arrivals->nodes_with[v];
           arrivals->cv.notify_all();
@@ -264,8 +267,10 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
                                     params / 1'000'000, members),
                         fmt::format("{:.1f} ms", s * 1e3),
                         fmt::format("{:.1f} ms bytes/raw-TCP bound", bound * 1e3), fmt::format("{:.2f}", bound / s),
-                        fmt::format("chunks of {} KiB, {} in flight per node; until every node's explorer copied it; versions 4-8",
-                                    c.weight_store.chunk_kb, bulk ? 16 : 4)});
+                        fmt::format("chunks of {} KiB, {} in flight per node; until every node's explorer swapped it in ({}); versions 4-8",
+                                    c.weight_store.chunk_kb, bulk ? 16 : 4,
+                                    std::getenv("RLX_BENCH_SWAP") && std::string(std::getenv("RLX_BENCH_SWAP")) == "copy"
+                                        ? "copied: import_weights" : "viewed: view_weights")});
       }
     }
   }

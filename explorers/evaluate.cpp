@@ -13,7 +13,7 @@ Result<Evaluation> evaluate(const WeightSetData& weights, const BatchEnvFactory&
   RLX_REQUIRE(o.episodes > 0, o.episodes);
   auto policy = make_seeded_policy(
       PolicyOptions{o.obs_dim, o.num_actions, o.policy.hidden, o.policy.experts, o.policy.top_k}, o.seed);
-  auto loaded = import_weights(*policy, weights);
+  auto loaded = view_weights(*policy, weights);
   if (!loaded) return loaded.error();
   policy->eval();
   auto env = envs(o.seed, 0, o.episodes);

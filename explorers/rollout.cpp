@@ -142,7 +142,7 @@ std::uint64_t Rollout::drop_segment() {
 }
 
 Result<void> Rollout::load_weights(const WeightSetData& w) {
-  auto ok = import_weights(*policy_->module, w);
+  auto ok = view_weights(*policy_->module, w);  // the set's own bytes: no copy (weights_io.hpp)
   if (!ok) return ok.error();
   version_ = w.version;
   return {};

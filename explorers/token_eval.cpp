@@ -194,7 +194,7 @@ HeldOutEvaluator::HeldOutEvaluator(const PolicyConfig& policy, const TokenEvalOp
       scorer_(std::move(scorer)) {}
 
 Result<TokenEvaluation> HeldOutEvaluator::evaluate(const WeightSetData& weights) {
-  if (auto ok = import_weights(*model_, weights); !ok) return ok.error();
+  if (auto ok = view_weights(*model_, weights); !ok) return ok.error();
   return evaluate_tokens(model_, *scorer_, options_);
 }
 

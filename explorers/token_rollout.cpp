@@ -70,7 +70,7 @@ AgentOptions agent_options(const TokensConfig& tokens, bool greedy) {
 TokenRollout::~TokenRollout() = default;
 
 Result<void> TokenRollout::load_weights(const WeightSetData& w) {
-  auto ok = import_weights(*impl_->model, w);
+  auto ok = view_weights(*impl_->model, w);  // the set's own bytes: no copy (weights_io.hpp)
   if (ok) version_ = w.version;
   return ok;
 }

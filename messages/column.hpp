@@ -42,6 +42,9 @@ class Column {
 
   // True while the column reads another's bytes (no copy was made).
   bool is_view() const { return keep_ != nullptr; }
+  // What keeps a view's bytes alive (the message), for a reader that
+  // outlives the column (an explorer's parameters viewing a weight set).
+  const std::shared_ptr<const void>& keeper() const { return keep_; }
 
   // Reading: never copies.
   std::size_t size() const { return is_view() ? view_size_ : own_.size(); }

@@ -33,8 +33,9 @@ WeightSetData export_weights(const torch::nn::Module& module, std::uint64_t vers
   return w;
 }
 
-Result<void> import_weights(torch::nn::Module& module, const WeightSetData& weights) {
-  auto params = module.named_parameters(true);
+namespace {
+
+Result<void> check_fits(const torch::OrderedDict<std::string, torch::Tensor>& params, const WeightSetData& weights) {
   if (params.size() != weights.tensors.size())
     return make_error(Errc::invalid_field, "weight set has " + std::to_string(weights.tensors.size()) +
                                                " tensors, the policy " + std::to_string(params.size()));
@@ -44,8 +45,35 @@ Result<void> import_weights(torch::nn::Module& module, const WeightSetData& weig
     if (t.name != p.key() || t.shape != p.value().sizes().vec())
       return make_error(Errc::invalid_field, "weight tensor " + t.name + " does not fit parameter " + p.key());
   }
+  return {};
+}
+
+}  // namespace
+
+Result<void> view_weights(torch::nn::Module& module, const WeightSetData& weights) {
+  auto params = module.named_parameters(true);
+  if (auto ok = check_fits(params, weights); !ok) return ok;
   torch::NoGradGuard guard;
-  i = 0;
+  std::size_t i = 0;
+  for (auto& p : params) {
+    const auto& t = weights.tensors[i++];
+    auto& v = p.value();
+    auto* data = const_cast<float*>(t.values.data());  // never written: see the header
+    if (t.values.is_view() && v.is_cpu() && v.scalar_type() == torch::kFloat32) {
+      auto keep = t.values.keeper();
+      v.set_data(torch::from_blob(data, v.sizes(), [keep](void*) {}, torch::kFloat32));
+    } else {
+      v.set_data(torch::from_blob(data, v.sizes(), torch::kFloat32).to(v.options(), false, true));
+    }
+  }
+  return {};
+}
+
+Result<void> import_weights(torch::nn::Module& module, const WeightSetData& weights) {
+  auto params = module.named_parameters(true);
+  if (auto ok = check_fits(params, weights); !ok) return ok;
+  torch::NoGradGuard guard;
+  std::size_t i = 0;
   for (auto& p : params) {
     const auto& t = weights.tensors[i++];
     auto src = torch::from_blob(const_cast<float*>(t.values.data()), p.value().sizes(), torch::kFloat32);

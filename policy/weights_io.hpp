@@ -22,6 +22,18 @@ WeightSetData export_weights(const torch::nn::Module& module, std::uint64_t vers
 // on mismatch nothing is changed and an invalid_field error is returned.
 Result<void> import_weights(torch::nn::Module& module, const WeightSetData& weights);
 
+// Points `module`'s parameters at a weight set's own bytes, for a module
+// that only reads them (an explorer's policy): each fp32 CPU parameter
+// becomes a view of its tensor in the set's message, kept alive by it
+// (no copy at all); a tensor the set holds in a vector of its own, or a
+// parameter elsewhere than on the CPU in fp32, gets fresh memory of its
+// own with the values. Nothing is ever written through a parameter into
+// the set: a module given view_weights must not be written in place
+// (import_weights copies into the parameters: for a trainer's model, never
+// after view_weights). Checks as import_weights does; on a mismatch
+// nothing changes.
+Result<void> view_weights(torch::nn::Module& module, const WeightSetData& weights);
+
 // xxh64 over all parameters (as export_weights would checksum them).
 std::uint64_t weights_checksum(const torch::nn::Module& module);
 

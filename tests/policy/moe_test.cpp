@@ -4,6 +4,7 @@
 #include "policy/moe_mlp_policy.hpp"
 #include "policy/sampling.hpp"
 #include "policy/weights_io.hpp"
+#include "messages/codec.hpp"
 
 using namespace rlx;
 
@@ -78,6 +79,63 @@ TEST_CASE("weights export and import round-trip and reject a mismatch", "[policy
   REQUIRE_FALSE(r.ok());
   CHECK(r.error().code == Errc::invalid_field);
   CHECK(weights_checksum(*c) == before);
+}
+
+TEST_CASE("an explorer's parameters view the weight set's message, which they keep alive, and never write into it",
+          "[policy][weights][zero_copy]") {
+  torch::manual_seed(1);
+  MoEMlpPolicy a(PolicyOptions{4, 2, 16, 4, 2});
+  torch::manual_seed(2);
+  MoEMlpPolicy b(PolicyOptions{4, 2, 16, 4, 2});
+  const auto input = torch::randn({8, 4});
+  const auto expected = a->forward(input).logits;
+  std::weak_ptr<const void> message;
+  const float* first = nullptr;
+  {
+    const WireBuffer m = encode(export_weights(*a, 7, "moe_mlp"), "t");
+    auto w = decode<WeightSetData>(m);
+    REQUIRE(w.ok());
+    REQUIRE(w->tensors.front().values.is_view());
+    message = w->tensors.front().values.keeper();
+    first = std::as_const(*w).tensors.front().values.data();  // const: a non-const data() would copy
+    REQUIRE(view_weights(*b, *w).ok());
+    // The first parameter reads the message's floats where they lie.
+    CHECK(b->named_parameters(true)[0].value().data_ptr<float>() == first);
+  }
+  // The set and its message are gone here but for the parameters' hold.
+  CHECK_FALSE(message.expired());
+  CHECK(torch::equal(b->forward(input).logits, expected));
+  CHECK(weights_checksum(*b) == weights_checksum(*a));
+
+  // The next version takes the parameters off the first message, which goes.
+  torch::manual_seed(3);
+  MoEMlpPolicy c(PolicyOptions{4, 2, 16, 4, 2});
+  {
+    const WireBuffer m = encode(export_weights(*c, 8, "moe_mlp"), "t");
+    auto w = decode<WeightSetData>(m);
+    REQUIRE(w.ok());
+    REQUIRE(view_weights(*b, *w).ok());
+  }
+  CHECK(message.expired());
+  CHECK(weights_checksum(*b) == weights_checksum(*c));
+
+  // A set whose values are vectors of its own: the parameters get their
+  // own copy (the set may go), not a view of memory that is not kept.
+  {
+    auto owned = export_weights(*a, 9, "moe_mlp");
+    REQUIRE_FALSE(owned.tensors.front().values.is_view());
+    REQUIRE(view_weights(*b, owned).ok());
+    CHECK(b->named_parameters(true)[0].value().data_ptr<float>() != std::as_const(owned).tensors.front().values.data());
+  }
+  CHECK(torch::equal(b->forward(input).logits, expected));
+
+  // A set that does not fit changes nothing.
+  MoEMlpPolicy d(PolicyOptions{4, 2, 8, 4, 2});
+  const auto before = weights_checksum(*d);
+  auto r = view_weights(*d, export_weights(*a, 10, "moe_mlp"));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == Errc::invalid_field);
+  CHECK(weights_checksum(*d) == before);
 }
 
 TEST_CASE("sampling follows the policy's probabilities", "[policy][sampling]") {
