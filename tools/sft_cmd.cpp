@@ -138,7 +138,8 @@ Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& toke
   for (int tries = 0; static_cast<int>(out.prompts.size()) < batch + drills; ++tries) {
     if (tries > 8 * drills) return too_long("drills");
     const auto task = make_workspace_task(TaskSplit::train, draw(rng), 1);
-    out.add(expert_drill(single_hole_task(task, rng() % task.functions.size()), sandbox), tokenizer,
+    // Every other drill reads the hole's function alone (a short context: more of them per second).
+    out.add(expert_drill(single_hole_task(task, rng() % task.functions.size()), sandbox, tries % 2 == 1), tokenizer,
             tokens.max_new_tokens);
   }
   return out;

@@ -127,12 +127,24 @@ Transcript expert_transcript(const WorkspaceTask& task, const Sandbox& sandbox, 
   return t;
 }
 
-Transcript expert_drill(const WorkspaceTask& task, const Sandbox& sandbox, ToolBudget budget) {
+Transcript expert_drill(const WorkspaceTask& task, const Sandbox& sandbox, bool focused, ToolBudget budget) {
   WorkspaceEpisode episode(task, {}, budget);
   Transcript t;
   t.prompt = episode.prompt();
-  for (const auto& turn : expert_turns(task)) {
+  for (auto turn : expert_turns(task)) {
     if (turn.rfind("@read ", 0) != 0 && turn.rfind("@replace ", 0) != 0) continue;  // no @run, no @submit
+    if (focused && turn.rfind("@read ", 0) == 0) {
+      // The hole's function alone: from its def line down to its raise.
+      const std::string path = turn.substr(6, turn.find_first_of(" \n", 6) - 6);
+      const auto* text = episode.files().find(path);
+      const auto lines = text ? split_lines(*text) : std::vector<std::string>{};
+      std::size_t hole = 0;
+      while (hole < lines.size() && lines[hole].find("raise NotImplementedError") == std::string::npos) ++hole;
+      if (hole == lines.size()) continue;  // not the hole's module
+      std::size_t def = hole;
+      while (def > 0 && lines[def].rfind("def ", 0) != 0) --def;
+      turn = fmt::format("@read {} {}-{}\n", path, def + 1, hole + 1);
+    }
     if (!t.parts.empty()) t.parts.push_back(episode.take_turn(t.parts.back(), sandbox).observation);
     t.parts.push_back(turn);
   }

@@ -115,9 +115,10 @@ Transcript expert_transcript(const WorkspaceTask& task, const Sandbox& sandbox, 
                              ToolBudget budget = {});
 
 // The expert's drill on a one-hole task (single_hole_task): the prompt,
-// the read of the hole's module and its fix, nothing run (no sandbox
+// the read of the hole's module (`focused`: of the hole's function alone,
+// from its def line to its raise) and its fix, nothing run (no sandbox
 // call), so a supervised start can train on every function of a project
 // for the price of a read. Parts as in Transcript: read, observation, fix.
-Transcript expert_drill(const WorkspaceTask& task, const Sandbox& sandbox, ToolBudget budget = {});
+Transcript expert_drill(const WorkspaceTask& task, const Sandbox& sandbox, bool focused = false, ToolBudget budget = {});
 
 }  // namespace rlx

@@ -20,13 +20,24 @@ struct SplitWords {
 const SplitWords& words(TaskSplit split) {
   static const SplitWords train = [] {
     SplitWords w;
-    w.modules = {"ledger", "inventory", "routes", "scores", "shapes", "tokens", "orders", "sensors"};
-    w.verbs = {"count", "total", "scale", "trim", "merge", "pick", "shift", "fold", "mark", "rank"};
-    w.nouns = {"items", "points", "steps", "marks", "lines", "parts", "loads", "ticks"};
-    w.int_params = {"n", "m", "limit", "offset"};
-    w.list_params = {"xs", "ys", "values", "counts"};
-    w.text_params = {"s", "word", "label", "tag"};
-    w.vocab.constants = {2, 3, 5, 7, 10};
+    // Many names, so that a policy learns to copy the names a task shows
+    // rather than to recall a few (held-out tasks use names training never draws).
+    w.modules = {"ledger", "inventory", "routes", "scores", "shapes", "tokens", "orders", "sensors", "billing",
+                 "catalog", "courses", "devices", "engines", "events", "fleet", "folders", "games", "grades",
+                 "invoices", "journeys", "kitchen", "lessons", "markets", "meters", "museum", "network", "parcels",
+                 "payroll", "planner", "playlist", "printers", "quotas", "rentals", "reports", "schedule", "shelves",
+                 "signals", "station", "storage", "tickets", "traffic", "tunnels", "vaults", "voters", "wallets"};
+    w.verbs = {"count", "total", "scale", "trim", "merge", "pick", "shift", "fold", "mark", "rank", "build", "check",
+               "crop", "fill", "find", "join", "keep", "load", "mix", "move", "pack", "pad", "parse", "pull", "push",
+               "rate", "score", "sort", "split", "stack", "step", "store", "tally", "tune", "wrap"};
+    w.nouns = {"items", "points", "steps", "marks", "lines", "parts", "loads", "ticks", "bills", "boxes", "cards",
+               "coins", "days", "files", "flags", "games", "hours", "jobs", "keys", "laps", "levels", "notes",
+               "pairs", "ranks", "rows", "runs", "slots", "tasks", "trips", "units", "votes", "words"};
+    w.int_params = {"n", "m", "limit", "offset", "size", "start", "stop", "base", "low", "high", "total", "scale"};
+    w.list_params = {"xs", "ys", "values", "counts", "items", "data", "scores", "sizes", "prices", "ages", "times",
+                     "marks"};
+    w.text_params = {"s", "word", "label", "tag", "title", "key", "line", "note", "prefix", "suffix", "unit", "path"};
+    w.vocab.constants = {2, 3, 5, 7, 10, 12, 13, 15};
     w.vocab.letters = {"a", "b", "c", "-"};
     return w;
   }();
@@ -256,10 +267,13 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
       f.name = unique_name(w, taken, rng);
       f.returns = tpl.returns[turn++ % tpl.returns.size()];
       f.param_types = param_types_for(f.returns, rng);
-      std::map<PyType, int> used;
       for (auto t : f.param_types) {
+        // Drawn, two of a type never alike: a name is to be read, not recalled.
         const auto& pool = t == PyType::integer ? w.int_params : t == PyType::list ? w.list_params : w.text_params;
-        f.params.push_back(pool[static_cast<std::size_t>(used[t]++) % pool.size()]);
+        std::string name;
+        do name = pool[rng() % pool.size()];
+        while (std::find(f.params.begin(), f.params.end(), name) != f.params.end());
+        f.params.push_back(name);
       }
       // Calls go at most three functions deep (values stay within 64 bits).
       std::vector<PyFunction> callable;

@@ -2,6 +2,8 @@
 // task and scores 1 on held-out and training tasks alike; the turn limit,
 // the token budget and bad calls end or count as they say; text decoded
 // past a call is not part of the turn.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 
 #include "envs/workspace/workspace_episode.hpp"
@@ -143,6 +145,15 @@ TEST_CASE("a drill makes any one function the hole, and its read and fix restore
           REQUIRE(played.files().find(path) != nullptr);
           CHECK(*played.files().find(path) == whole.text);
         }
+
+      // Focused: the read covers the hole's function alone, from its def to its raise.
+      const Transcript focused = expert_drill(drill, box, true);
+      REQUIRE(focused.parts.size() == 3);
+      CHECK_THAT(focused.parts[0], Catch::StartsWith("@read " + path + " "));
+      CHECK_THAT(focused.parts[1], Catch::Contains("def " + task.functions[f].name + "(") &&
+                                       Catch::EndsWith("raise NotImplementedError(\"restore this function\")\n[end]\n"));
+      CHECK(std::count(focused.parts[1].begin(), focused.parts[1].end(), '\n') <= 12);
+      CHECK(focused.parts[2] == t.parts[2]);
     }
   }
 }

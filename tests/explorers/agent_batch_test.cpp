@@ -40,7 +40,7 @@ TEST_CASE("a scripted expert restores its tasks turn by turn through the decoder
   const Sandbox box = test::open_sandbox(20.0);
   auto model = make_seeded_transformer(agent_model(4096), 9);
   std::vector<WorkspaceTask> tasks{make_workspace_task(TaskSplit::train, 4, 1),
-                                   make_workspace_task(TaskSplit::held_out, 2, 2)};
+                                   make_workspace_task(TaskSplit::held_out, 3, 2)};
   AgentOptions o;
   o.sample.max_new_tokens = 3500;
   o.sample.temperature = 1.0;
