@@ -46,13 +46,18 @@ struct Arrivals {
 // parameters as an explorer does (view_weights: the parameters view the
 // set's message), or, with RLX_BENCH_SWAP=copy, copies it in
 // (import_weights: what explorers did before, one copy).
+bool swap_by_copy() {
+  const char* swap = std::getenv("RLX_BENCH_SWAP");
+  return swap && std::string(swap) == "copy";
+}
+
 struct Parameters : torch::nn::Module {
   explicit Parameters(std::int64_t n) { register_parameter("w", torch::zeros({n})); }
 };
 
 caf::behavior fetching_listener(caf::event_based_actor* self, weight_store_actor store, Arrivals* arrivals) {
   auto params = std::make_shared<std::shared_ptr<Parameters>>();
-  const bool copy = std::getenv("RLX_BENCH_SWAP") && std::string(std::getenv("RLX_BENCH_SWAP")) == "copy";
+  const bool copy = swap_by_copy();
   return {[=](weights_atom, const WireMsg& m) {
     auto note = decode<WeightsAvailableData>(m.buf);
     if (!note) return;
@@ -269,8 +274,7 @@ std::vector<Row> bench_nodes(const EnvRegistry& envs) {
                         fmt::format("{:.1f} ms bytes/raw-TCP bound", bound * 1e3), fmt::format("{:.2f}", bound / s),
                         fmt::format("chunks of {} KiB, {} in flight per node; until every node's explorer swapped it in ({}); versions 4-8",
                                     c.weight_store.chunk_kb, bulk ? 16 : 4,
-                                    std::getenv("RLX_BENCH_SWAP") && std::string(std::getenv("RLX_BENCH_SWAP")) == "copy"
-                                        ? "copied: import_weights" : "viewed: view_weights")});
+                                    swap_by_copy() ? "copied: import_weights" : "viewed: view_weights")});
       }
     }
   }

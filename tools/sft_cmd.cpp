@@ -98,9 +98,10 @@ struct Transcripts {
   std::vector<std::vector<std::uint8_t>> observed;
   int skipped = 0;
 
-  // Takes `t` (turns targets, observations context) when it ended as
-  // the expert's do and fits `budget`; else counts it skipped.
-  void add(const Transcript& t, const Tokenizer& tokenizer, std::int64_t budget) {
+  // Takes `t` (turns targets, observations context) when it fits `budget`
+  // and, for a whole transcript (`drill` false), ended in a submit; else
+  // counts it skipped. A drill ends at its fix, unplayed.
+  void add(const Transcript& t, const Tokenizer& tokenizer, std::int64_t budget, bool drill = false) {
     std::vector<std::int64_t> completion;
     std::vector<std::uint8_t> marks;
     for (std::size_t i = 0; i < t.parts.size(); ++i) {
@@ -108,7 +109,7 @@ struct Transcripts {
       completion.insert(completion.end(), ids.begin(), ids.end());
       marks.insert(marks.end(), ids.size(), i % 2 == 1);
     }
-    if (t.end != EpisodeEnd::submitted || static_cast<std::int64_t>(completion.size()) > budget) {
+    if ((!drill && t.end != EpisodeEnd::submitted) || static_cast<std::int64_t>(completion.size()) > budget) {
       ++skipped;
       return;
     }
@@ -140,7 +141,7 @@ Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& toke
     const auto task = make_workspace_task(TaskSplit::train, draw(rng), 1);
     // Every other drill reads the hole's function alone (a short context: more of them per second).
     out.add(expert_drill(single_hole_task(task, rng() % task.functions.size()), sandbox, tries % 2 == 1), tokenizer,
-            tokens.max_new_tokens);
+            tokens.max_new_tokens, /*drill=*/true);
   }
   return out;
 }

@@ -148,7 +148,7 @@ Transcript expert_drill(const WorkspaceTask& task, const Sandbox& sandbox, bool 
     if (!t.parts.empty()) t.parts.push_back(episode.take_turn(t.parts.back(), sandbox).observation);
     t.parts.push_back(turn);
   }
-  t.end = EpisodeEnd::submitted;  // the fix is its last turn (never played: it ends the drill)
+  t.end = episode.end();  // running: the fix is the drill's last turn, never played
   return t;
 }
 

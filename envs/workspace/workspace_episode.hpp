@@ -118,7 +118,8 @@ Transcript expert_transcript(const WorkspaceTask& task, const Sandbox& sandbox, 
 // the read of the hole's module (`focused`: of the hole's function alone,
 // from its def line to its raise) and its fix, nothing run (no sandbox
 // call), so a supervised start can train on every function of a project
-// for the price of a read. Parts as in Transcript: read, observation, fix.
+// for the price of a read. Parts as in Transcript: read, observation, fix;
+// `end` stays running (nothing is submitted: the fix ends the drill unplayed).
 Transcript expert_drill(const WorkspaceTask& task, const Sandbox& sandbox, bool focused = false, ToolBudget budget = {});
 
 }  // namespace rlx
