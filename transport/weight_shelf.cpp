@@ -34,6 +34,12 @@ void WeightShelf::cut_ahead(std::shared_ptr<CutJob> job) {
   job_cv_.notify_all();
 }
 
+std::optional<std::uint64_t> WeightShelf::cutting_ahead() const {
+  std::lock_guard<std::mutex> lock(job_mu_);
+  if (!job_ || job_->stop) return std::nullopt;
+  return job_->version;
+}
+
 void WeightShelf::cut_loop() {
   std::uint64_t seen = 0;
   for (;;) {
@@ -48,7 +54,8 @@ void WeightShelf::cut_loop() {
     if (!job) continue;
     for (std::uint32_t i; !job->stop && (i = job->next.fetch_add(1)) < job->count;)
       std::call_once(job->cut->once[i], [&] {
-        auto framed = frame_weight_chunk(job->set, job->version, i, chunk_bytes_, "weight_store", &job->base);
+        auto framed = frame_weight_chunk(job->set, job->version, i, chunk_bytes_, "weight_store",
+                                         job->base ? &*job->base : nullptr);
         if (framed) job->cut->chunks[i] = std::move(*framed);
       });
   }
@@ -61,16 +68,20 @@ Result<void> WeightShelf::put(std::uint64_t version, WireBuffer set) {
                                                std::to_string(entries_.back().version));
   entries_.push_back(Entry{version, set});
   while (entries_.size() > keep_) entries_.pop_front();
-  if (!deltas_ || entries_.size() < 2 || corrupt_left_ > 0) return {};
-  // The nodes hold the version before this one: its deltas are cut now.
+  const bool against_last = deltas_ && entries_.size() >= 2;
+  if (corrupt_left_ > 0 || !(against_last || chunks_asked_)) return {};
+  // Nodes ask for this version next: its chunks are cut now, against the
+  // version before it (what nodes hold) with deltas, raw otherwise.
   auto job = std::make_shared<CutJob>();
   job->version = version;
   job->set = set;
-  job->base = DeltaBase{entries_[entries_.size() - 2].version, entries_[entries_.size() - 2].set};
+  if (against_last)
+    job->base = DeltaBase{entries_[entries_.size() - 2].version, entries_[entries_.size() - 2].set};
   job->count = weight_chunk_count(set.size(), chunk_bytes_);
   cut_version_ = version;
   cuts_.clear();
-  job->cut = cuts_[job->base.version] = std::make_shared<Cut>(job->count);
+  const std::optional<std::uint64_t> key = job->base ? std::optional(job->base->version) : std::nullopt;
+  job->cut = cuts_[key] = std::make_shared<Cut>(job->count);
   cut_ahead(std::move(job));
   return {};
 }
@@ -115,6 +126,7 @@ Result<ChunkFrame> WeightShelf::chunk_frame(std::uint64_t version, std::uint32_t
       if (deltas_ && base && *base < version && e.version == *base) against = DeltaBase{e.version, e.set};
     }
     if (!found) return make_error(Errc::not_found, "version " + std::to_string(version) + " is not held");
+    chunks_asked_ = true;
     const std::uint32_t count = weight_chunk_count(found->set.size(), chunk_bytes_);
     if (index >= count)
       return make_error(Errc::invalid_field, "chunk " + std::to_string(index) + " of version " + std::to_string(version) +

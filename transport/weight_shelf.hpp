@@ -28,9 +28,11 @@ class WeightShelf {
   // after their checksum was computed, so the receiver must notice.
   // `deltas`: a chunk asked for against a base version held here travels
   // as a delta against it when that is smaller (messages/weight_chunks.hpp).
-  // With deltas, each new version's chunks are cut against the version
-  // before it (what nodes hold) at once, on a few threads of the shelf's
-  // own, so the first node to ask finds them cut.
+  // Each new version's chunks are cut at once, on a few threads of the
+  // shelf's own, so the first node to ask finds them cut: with deltas,
+  // against the version before it (what nodes hold); raw (a frame's head
+  // and its checksum, the bytes staying in the set) once any chunk has
+  // been asked for (a store no node fetches from in chunks cuts nothing).
   WeightShelf(std::size_t keep, std::uint64_t chunk_bytes, std::uint32_t corrupt_chunks = 0, bool deltas = false);
   ~WeightShelf();  // stops and joins the cutting threads
   WeightShelf(const WeightShelf&) = delete;
@@ -60,6 +62,9 @@ class WeightShelf {
                                  std::optional<std::uint64_t> base = std::nullopt);
 
   std::uint64_t chunk_bytes() const { return chunk_bytes_; }
+  // The version whose chunks the shelf's threads were last set to cut
+  // ahead (done or not), none if it cuts nothing ahead.
+  std::optional<std::uint64_t> cutting_ahead() const;
   bool deltas() const { return deltas_; }
 
   // Forgets every set (a member node whose head restarted: its versions
@@ -82,12 +87,12 @@ class WeightShelf {
   };
   std::uint64_t cut_version_ = ~std::uint64_t{0};
   std::map<std::optional<std::uint64_t>, std::shared_ptr<Cut>> cuts_;  // by base (none: raw)
-  // Cutting the newest version's deltas ahead of the requests, on threads
+  // Cutting the newest version's chunks ahead of the requests, on threads
   // kept for the shelf's life (their compression contexts stay warm).
   struct CutJob {
     std::uint64_t version = 0;
     WireBuffer set;
-    DeltaBase base;
+    std::optional<DeltaBase> base;  // none: raw chunks
     std::shared_ptr<Cut> cut;
     std::uint32_t count = 0;
     std::atomic<std::uint32_t> next{0};  // the next chunk a cutter takes
@@ -95,13 +100,14 @@ class WeightShelf {
   };
   void cut_ahead(std::shared_ptr<CutJob> job);  // null: stop cutting
   void cut_loop();
-  std::mutex job_mu_;  // taken after mu_, never before; the cutters never take mu_
+  mutable std::mutex job_mu_;  // taken after mu_, never before; the cutters never take mu_
   std::condition_variable job_cv_;
   std::shared_ptr<CutJob> job_;
   std::uint64_t job_generation_ = 0;
   bool quit_ = false;
   std::vector<std::thread> cutters_;  // started with the first job
   std::uint32_t corrupt_left_;
+  bool chunks_asked_ = false;  // under mu_: a node has fetched chunks from this shelf
 };
 
 }  // namespace rlx

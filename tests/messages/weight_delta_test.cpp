@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "messages/codec.hpp"
@@ -220,4 +221,31 @@ TEST_CASE("a shelf cuts a new version's deltas ahead of the requests, and stops 
     REQUIRE(shelf.put(4, v1).ok());
     REQUIRE(shelf.put(5, v2).ok());
   }  // destroyed while it may still be cutting version 5
+}
+
+TEST_CASE("a shelf cuts raw chunks ahead only once a node has fetched chunks from it, and they are the chunks it would cut",
+          "[messages][weights][chunks]") {
+  const std::uint64_t chunk = 64 << 10;
+  const WireBuffer v1 = delta_trained_set(1, 300'000, 5), v2 = delta_trained_set(2, 300'000, 6),
+                   v3 = delta_trained_set(3, 300'000, 7);
+  WeightShelf shelf(4, chunk);
+  REQUIRE(shelf.put(1, v1).ok());
+  REQUIRE(shelf.put(2, v2).ok());
+  CHECK_FALSE(shelf.cutting_ahead());  // a store no node fetches chunks from spends nothing on them
+  REQUIRE(shelf.chunk(2, 0).ok());
+  REQUIRE(shelf.put(3, v3).ok());
+  CHECK(shelf.cutting_ahead() == 3u);
+  ChunkAssembler a(3, v3.size(), chunk);
+  for (std::uint32_t i = 0; i < a.count(); ++i) {
+    auto frame = shelf.chunk_frame(3, i);
+    REQUIRE(frame.ok());
+    auto direct = frame_weight_chunk(v3, 3, i, chunk, "weight_store");
+    REQUIRE(direct.ok());
+    CHECK(frame->flat().size() == direct->flat().size());
+    CHECK(std::memcmp(frame->flat().bytes().data(), direct->flat().bytes().data(), direct->flat().size()) == 0);
+    REQUIRE(a.add_encoded(frame->flat()).ok());
+  }
+  CHECK(delta_same_bytes(a.take(), v3));
+  shelf.clear();
+  CHECK_FALSE(shelf.cutting_ahead());
 }
