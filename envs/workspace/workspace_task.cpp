@@ -12,7 +12,14 @@ namespace rlx {
 namespace {
 
 // Each split's own vocabulary: nothing below is shared between the two.
+// Training names are made up, syllable by syllable, for each project, so
+// a policy cannot recall them and must copy the names a task shows (with
+// a few dozen real words it recalled them: on a held-out task it read a
+// training module's file). Held-out tasks take real words from pools of
+// their own, which the syllables (a consonant and one of a, i, o, u) cannot
+// spell, and a made-up name equal to one of them is drawn again anyway.
 struct SplitWords {
+  bool made_up = false;  // names drawn syllable by syllable (training)
   std::vector<std::string> modules, verbs, nouns, int_params, list_params, text_params;
   PyVocabulary vocab;
 };
@@ -20,23 +27,7 @@ struct SplitWords {
 const SplitWords& words(TaskSplit split) {
   static const SplitWords train = [] {
     SplitWords w;
-    // Many names, so that a policy learns to copy the names a task shows
-    // rather than to recall a few (held-out tasks use names training never draws).
-    w.modules = {"ledger", "inventory", "routes", "scores", "shapes", "tokens", "orders", "sensors", "billing",
-                 "catalog", "courses", "devices", "engines", "events", "fleet", "folders", "games", "grades",
-                 "invoices", "journeys", "kitchen", "lessons", "markets", "meters", "museum", "network", "parcels",
-                 "payroll", "planner", "playlist", "printers", "quotas", "rentals", "reports", "schedule", "shelves",
-                 "signals", "station", "storage", "tickets", "traffic", "tunnels", "vaults", "voters", "wallets"};
-    w.verbs = {"count", "total", "scale", "trim", "merge", "pick", "shift", "fold", "mark", "rank", "build", "check",
-               "crop", "fill", "find", "join", "keep", "load", "mix", "move", "pack", "pad", "parse", "pull", "push",
-               "rate", "score", "sort", "split", "stack", "step", "store", "tally", "tune", "wrap"};
-    w.nouns = {"items", "points", "steps", "marks", "lines", "parts", "loads", "ticks", "bills", "boxes", "cards",
-               "coins", "days", "files", "flags", "games", "hours", "jobs", "keys", "laps", "levels", "notes",
-               "pairs", "ranks", "rows", "runs", "slots", "tasks", "trips", "units", "votes", "words"};
-    w.int_params = {"n", "m", "limit", "offset", "size", "start", "stop", "base", "low", "high", "total", "scale"};
-    w.list_params = {"xs", "ys", "values", "counts", "items", "data", "scores", "sizes", "prices", "ages", "times",
-                     "marks"};
-    w.text_params = {"s", "word", "label", "tag", "title", "key", "line", "note", "prefix", "suffix", "unit", "path"};
+    w.made_up = true;
     w.vocab.constants = {2, 3, 5, 7, 10, 12, 13, 15};
     w.vocab.letters = {"a", "b", "c", "-"};
     return w;
@@ -54,6 +45,30 @@ const SplitWords& words(TaskSplit split) {
     return w;
   }();
   return split == TaskSplit::train ? train : held_out;
+}
+
+bool held_out_word(const std::string& s) {
+  static const std::set<std::string> all = [] {
+    const SplitWords& h = words(TaskSplit::held_out);
+    std::set<std::string> a;
+    for (const auto* pool : {&h.modules, &h.verbs, &h.nouns, &h.int_params, &h.list_params, &h.text_params})
+      a.insert(pool->begin(), pool->end());
+    return a;
+  }();
+  return all.count(s) > 0;
+}
+
+// A made-up word of `syllables` syllables, none of them a held-out word.
+std::string made_up_word(int syllables, std::mt19937_64& rng) {
+  static const std::string consonants = "bdfgklmnprstvz", vowels = "aiou";
+  for (;;) {
+    std::string s;
+    for (int i = 0; i < syllables; ++i) {
+      s += consonants[rng() % consonants.size()];
+      s += vowels[rng() % vowels.size()];
+    }
+    if (!held_out_word(s)) return s;
+  }
 }
 
 // A project's shape: modules, functions per module, and the return types it favours.
@@ -116,9 +131,31 @@ std::vector<PyType> param_types_for(PyType returns, std::mt19937_64& rng) {
 
 std::string unique_name(const SplitWords& w, std::set<std::string>& taken, std::mt19937_64& rng) {
   for (;;) {
-    std::string n = w.verbs[rng() % w.verbs.size()] + "_" + w.nouns[rng() % w.nouns.size()];
+    std::string n = w.made_up ? made_up_word(2, rng) + "_" + made_up_word(2, rng)
+                              : w.verbs[rng() % w.verbs.size()] + "_" + w.nouns[rng() % w.nouns.size()];
     if (taken.insert(n).second) return n;
   }
+}
+
+// The split's modules for a project of `count` (distinct): three
+// syllables each when made up, so never a parameter's name (one or two).
+std::vector<std::string> module_names(const SplitWords& w, int count, std::mt19937_64& rng) {
+  std::vector<std::string> modules = w.modules;
+  if (w.made_up) {
+    std::set<std::string> taken;
+    while (static_cast<int>(modules.size()) < count)
+      if (auto m = made_up_word(3, rng); taken.insert(m).second) modules.push_back(m);
+    return modules;
+  }
+  std::shuffle(modules.begin(), modules.end(), rng);
+  modules.resize(static_cast<std::size_t>(count));
+  return modules;
+}
+
+std::string param_name(const SplitWords& w, PyType t, std::mt19937_64& rng) {
+  if (w.made_up) return made_up_word(1 + static_cast<int>(rng() % 2), rng);
+  const auto& pool = t == PyType::integer ? w.int_params : t == PyType::list ? w.list_params : w.text_params;
+  return pool[rng() % pool.size()];
 }
 
 std::string describe(PyType t) {
@@ -252,9 +289,7 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
 
   PyVocabulary vocab = w.vocab;
   for (int op = 0; op < kPyOps; ++op) vocab.ops.insert(static_cast<PyOp>(op));
-  std::vector<std::string> modules = w.modules;
-  std::shuffle(modules.begin(), modules.end(), rng);
-  modules.resize(static_cast<std::size_t>(tpl.modules));
+  const std::vector<std::string> modules = module_names(w, tpl.modules, rng);
 
   std::vector<PyFunction>& fns = task.functions;
   std::vector<int> levels;
@@ -269,9 +304,8 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
       f.param_types = param_types_for(f.returns, rng);
       for (auto t : f.param_types) {
         // Drawn, two of a type never alike: a name is to be read, not recalled.
-        const auto& pool = t == PyType::integer ? w.int_params : t == PyType::list ? w.list_params : w.text_params;
         std::string name;
-        do name = pool[rng() % pool.size()];
+        do name = param_name(w, t, rng);
         while (std::find(f.params.begin(), f.params.end(), name) != f.params.end());
         f.params.push_back(name);
       }

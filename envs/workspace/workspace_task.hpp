@@ -7,7 +7,8 @@
 //
 // Held out by construction, not by seed: training and held-out tasks come
 // from disjoint project templates, disjoint vocabularies of constants,
-// letters and names, and disjoint sets of body shapes (a shape belongs to
+// letters and names (training names are made up syllable by syllable for
+// each project, held-out ones are real words), and disjoint sets of body shapes (a shape belongs to
 // one split by its hash), so no held-out function is a training function
 // under another seed (tests/envs/workspace_task_test.cpp proves it on
 // samples). CAF-free.

@@ -108,7 +108,7 @@ TEST_CASE("the workspace holds no hidden test and every hole raises until restor
 
 TEST_CASE("held-out workspace tasks are held out by construction: other templates, names, constants and body shapes",
           "[envs][workspace]") {
-  std::set<std::string> train_sources, train_names;
+  std::set<std::string> train_sources, train_names;  // names: functions', modules' and parameters'
   std::set<int> train_templates;
   for (std::uint64_t seed = 0; seed < 400; ++seed) {
     const auto task = make_workspace_task(TaskSplit::train, seed, 1);
@@ -116,9 +116,12 @@ TEST_CASE("held-out workspace tasks are held out by construction: other template
     for (const auto& f : task.functions) {
       train_sources.insert(normalised_source(f, task.functions));
       train_names.insert(f.name);
+      train_names.insert(f.module);
+      train_names.insert(f.params.begin(), f.params.end());
       CHECK(shape_split(expr_shape(f.body)) == TaskSplit::train);
     }
   }
+  CHECK(train_names.size() > 3000);  // made up for each project: a policy must copy them, it cannot recall them
   std::set<int> held_templates;
   std::size_t held_functions = 0;
   for (std::uint64_t seed = 0; seed < 200; ++seed) {
@@ -129,6 +132,8 @@ TEST_CASE("held-out workspace tasks are held out by construction: other template
       INFO(normalised_source(f, task.functions));
       CHECK(train_sources.count(normalised_source(f, task.functions)) == 0);  // not a training function renamed
       CHECK(train_names.count(f.name) == 0);
+      CHECK(train_names.count(f.module) == 0);
+      for (const auto& p : f.params) CHECK(train_names.count(p) == 0);
       CHECK(shape_split(expr_shape(f.body)) == TaskSplit::held_out);
     }
   }
