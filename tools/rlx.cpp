@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
   sft_cmd->add_option("--init", sft_args.init,
                       "start from these weights instead of the config's [policy] init (a file, or hf:DIR for a Hugging Face checkpoint)");
   sft_cmd->add_option("--steps", sft_args.steps, "optimizer steps")->check(CLI::Range(1, 10000000));
+  sft_cmd->add_option("--seconds", sft_args.seconds,
+                      "stop after the step that ends past this many seconds (evaluations included), if before --steps; "
+                      "0: no limit")
+      ->check(CLI::Range(0.0, 1e9));
   sft_cmd->add_option("--batch", sft_args.batch, "(task, reference) pairs per step")->check(CLI::Range(1, 65536));
   sft_cmd->add_option("--drills", sft_args.drills,
                       "workspace: one-hole drills per step besides the transcripts (any function of a training project "

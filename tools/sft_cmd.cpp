@@ -31,9 +31,9 @@ double since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-void report(const char* when, int step, const TokenEvaluation& ev) {
-  std::printf("%s step %d: held-out pass@1 %.3f (mean tests passed %.3f, %d tasks%s)\n", when, step, ev.pass_at_1,
-              ev.mean_score, ev.tasks, ev.unscored ? ", some unscored" : "");
+void report(const char* when, int step, double seconds, const TokenEvaluation& ev) {
+  std::printf("%s step %d: held-out pass@1 %.3f (mean tests passed %.3f, %d tasks%s), %.0f s in\n", when, step,
+              ev.pass_at_1, ev.mean_score, ev.tasks, ev.unscored ? ", some unscored" : "", seconds);
   if (ev.train_tasks > 0)
     std::printf("  fresh training tasks pass@1 %.3f (mean tests passed %.3f, %d tasks); per episode %.1f turns, %.1f tool "
                 "calls, %.1f bad calls\n",
@@ -236,7 +236,7 @@ int sft_command(const SftArgs& a) {
     auto model = on_cpu(trainer);
     return evaluate_tokens(model, **scorer, eo);
   };
-  report("before training,", 0, evaluate());
+  report("before training,", 0, 0.0, evaluate());
 
   std::mt19937_64 rng(a.seed);
   std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);
@@ -244,7 +244,8 @@ int sft_command(const SftArgs& a) {
   std::int64_t tokens = 0;
   double loss = 0;
   int skipped = 0;
-  for (int step = 1; step <= a.steps; ++step) {
+  int last = a.steps;  // the last step taken: --steps, or the one that ran past --seconds
+  for (int step = 1; step <= last; ++step) {
     std::vector<std::vector<std::int64_t>> prompts, completions;
     std::vector<std::vector<std::uint8_t>> observed;
     if (workspace) {
@@ -268,22 +269,25 @@ int sft_command(const SftArgs& a) {
     auto s = trainer.sft_step(prompts, completions, observed);
     tokens += s.tokens;
     loss = s.policy_loss;
-    if (step % 20 == 0 || step == a.steps) {
+    if (a.seconds > 0 && since(start) >= a.seconds) last = step;
+    if (step % 20 == 0 || step == last) {
       // The pace so far includes the evaluations, as what remains will.
       std::printf("step %d/%d  loss %.4f per token  %.0f tokens/s  %s%s%s\n", step, a.steps, loss,
                   static_cast<double>(tokens) / since(start), human_duration(since(start)).c_str(),
-                  step < a.steps ? (", " + left_text(step, a.steps, since(start))).c_str() : "",
+                  step < last ? (", " + left_text(step, a.steps, since(start))).c_str() : "",
                   skipped ? (", " + std::to_string(skipped) + " transcripts over the budget skipped").c_str() : "");
       std::fflush(stdout);
     }
-    if (a.eval_every > 0 && step % a.eval_every == 0 && step != a.steps) {
+    if (a.eval_every > 0 && step % a.eval_every == 0 && step != last) {
       // The checkpoint so far goes with each evaluation: a run stopped
       // early keeps the progress it reported.
       if (!save(trainer, a.out, config ? config->tokens.tokenizer : std::string())) return 2;
-      report("at", step, evaluate());
+      const double at = since(start);
+      report("at", step, at, evaluate());
     }
   }
-  report("after training,", a.steps, evaluate());
+  if (last < a.steps) std::printf("stopped at step %d: --seconds %g reached\n", last, a.seconds);
+  report("after training,", last, since(start), evaluate());
   if (!save(trainer, a.out, config ? config->tokens.tokenizer : std::string())) return 2;
   std::printf("weights written to %s\n", a.out.c_str());
   return 0;

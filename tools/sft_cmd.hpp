@@ -22,6 +22,10 @@ struct SftArgs {
   // file or "hf:DIR"; with hf:, the policy's shape is that checkpoint's).
   std::string init;
   int steps = 300;
+  // Stops after the step that ends past this many seconds of training
+  // (evaluations included), if it comes before --steps: RL's fair
+  // baseline for the same time. 0: no limit.
+  double seconds = 0;
   int batch = 32;                // (task, reference) pairs per step
   // Workspace: one-hole drills per step besides the batch's transcripts
   // (any function of a training project made the hole; read and fix,

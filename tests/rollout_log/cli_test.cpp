@@ -171,6 +171,16 @@ TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU 
   policy.kind = PolicyKind::moe_transformer;
   policy.init = out.string();
   CHECK(check_policy_init(policy, TokensConfig{}).ok());
+  // A time limit ends training at the step that runs past it, evaluated and written as at the last step.
+  const auto timed = dir / "timed.pt";
+  auto limited = run_cli("sft --kind arithmetic --steps 100000 --seconds 0.001 --eval-every 0 --eval-tasks 2 --out " +
+                             timed.string(),
+                         dir);
+  INFO(limited.out << limited.err);
+  REQUIRE(limited.code == 0);
+  CHECK(limited.out.find("stopped at step 1: --seconds 0.001 reached") != std::string::npos);
+  CHECK(limited.out.find("after training, step 1: held-out pass@1") != std::string::npos);
+  CHECK(fs::exists(timed));
   if (check_device("cuda").ok()) return;  // a GPU here: nothing to refuse
   auto gpu = run_cli("sft --kind arithmetic --steps 2 --device cuda --out " + (dir / "gpu.pt").string(), dir);
   CHECK(gpu.code == 2);

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Issue 24 item 8's measurement: RL from a supervised start against the
+# same time of continued supervised training from the same checkpoint,
+# one seed at a time, each measured the same way (greedy, the same
+# held-out and fresh training tasks: the evaluator's first EVAL_TASKS of
+# each split).
+#   RL:  `rlx launch` on CONFIG with [policy] init = INIT, [run] seed = s,
+#        max_seconds = MINUTES x 60, evaluations every EVAL_EVERY versions.
+#   SFT: `rlx sft --config CONFIG --init INIT --seconds MINUTES x 60` with
+#        seed 100 + s (transcripts the start's own run did not draw; the
+#        optimizer starts afresh), SFT_BATCH transcripts and SFT_DRILLS
+#        drills a step, evaluations every SFT_EVAL_EVERY steps.
+# Each evaluation is placed at the time its weights existed: for RL the
+# first metrics line whose policy_version reached the evaluated version,
+# for SFT the training time when the checkpoint was taken.
+# usage: INIT=W CONFIG=C bench/agent_rl_vs_sft.sh OUT_DIR
+#   env: SEEDS ("1 2 3"), MINUTES (30), EVAL_TASKS (32), EVAL_EVERY (60),
+#        SFT_EVAL_EVERY (100), SFT_BATCH (2), SFT_DRILLS (30);
+#        REPORT_ONLY=1: summarise the runs already in OUT_DIR, launching none.
+#   C: a workspace config (run.env = "tokens:workspace"), e.g. examples/agent.toml
+#      with the wide policy of docs/BENCHMARKS.md; W: `rlx sft --config C ... --out W`.
+# Writes OUT_DIR/points.tsv (arm, seed, minutes, held-out pass@1 and tests
+# passed, fresh training pass@1 and tests passed), OUT_DIR/table.md and, with gnuplot, OUT_DIR/curve.png.
+set -euo pipefail
+out=${1:?usage: INIT=W CONFIG=C bench/agent_rl_vs_sft.sh OUT_DIR}
+init=$(realpath "${INIT:?INIT: the supervised start (see the header)}")
+config=$(realpath "${CONFIG:?CONFIG: the workspace config (see the header)}")
+seeds=${SEEDS:-1 2 3}
+minutes=${MINUTES:-30}
+eval_tasks=${EVAL_TASKS:-32}
+eval_every=${EVAL_EVERY:-60}
+sft_eval_every=${SFT_EVAL_EVERY:-100}
+sft_batch=${SFT_BATCH:-2}
+sft_drills=${SFT_DRILLS:-30}
+rlx=${RLX:-build/tools/rlx}
+seconds=$((minutes * 60))
+mkdir -p "$out"
+out=$(realpath "$out")
+grep -q '^env = "tokens:workspace"' "$config" || { echo "$config: not a workspace config" >&2; exit 2; }
+for s in $seeds; do
+  d="$out/rl-$s" e="$out/sft-$s"
+  if [[ -z "${REPORT_ONLY:-}" ]]; then
+    rm -rf "$d" "$e"
+    mkdir -p "$d" "$e"
+    # The config's own folder holds its vocabulary: the edited copy names it there.
+    vocab=$(sed -n 's/^tokenizer = "\([^"]*\)".*/\1/p' "$config")
+    [[ "$vocab" == /* ]] || vocab="$(dirname "$config")/$vocab"
+    sed -e "/^init = /d" -e "s/^seed = .*/seed = $s/" -e "s#^log_dir = .*#log_dir = \"$d\"#" \
+        -e "s/^stop = .*/stop = { mean_return = 2.0, max_env_steps = 1_000_000_000, max_seconds = $seconds.0 }/" \
+        -e "s/^eval_tasks = .*/eval_tasks = $eval_tasks/" -e "s/^eval_every = .*/eval_every = $eval_every/" \
+        -e "s#^tokenizer = .*#tokenizer = \"$vocab\"#" -e "s#^\[policy\]#[policy]\ninit = \"$init\"#" \
+        "$config" > "$d/c.toml"
+    for want in "seed = $s" "max_seconds = $seconds.0" "eval_tasks = $eval_tasks" "eval_every = $eval_every" \
+                "init = \"$init\"" "log_dir = \"$d\""; do
+      grep -qF "$want" "$d/c.toml" || { echo "$config: the edit to \"$want\" did not apply" >&2; exit 1; }
+    done
+    echo "seed $s: RL for $minutes min ($d)"
+    "$rlx" launch "$d/c.toml" > "$d/out.txt" 2>&1 || [[ $? == 3 ]]  # 3: max_seconds reached
+    echo "seed $s: continued supervised training for $minutes min ($e)"
+    "$rlx" sft --config "$d/c.toml" --init "$init" --seconds "$seconds" --steps 10000000 --batch "$sft_batch" \
+      --drills "$sft_drills" --seed $((100 + s)) --eval-every "$sft_eval_every" --eval-tasks "$eval_tasks" \
+      --out "$e/sft.pt" > "$e/out.txt" 2>&1
+  fi
+done
+python3 - "$out" "$seeds" <<'PY'
+import json, re, statistics, sys
+out, seeds = sys.argv[1], sys.argv[2].split()
+points = []  # (arm, seed, minutes, held-out pass@1, held-out tests passed, fresh training pass@1, tests passed)
+both = re.compile(r".*held-out pass@1 ([0-9.]+) \((?:mean )?tests passed ([0-9.]+).*"
+                  r"fresh training tasks pass@1 ([0-9.]+) \((?:mean )?tests passed ([0-9.]+)")
+for s in seeds:
+    lines = [json.loads(l) for l in open(f"{out}/rl-{s}/metrics.jsonl") if l.strip().startswith("{")]
+    seen = {}
+    for l in open(f"{out}/rl-{s}/out.txt", errors="replace"):  # the evaluator's lines
+        r = re.match(r".*evaluator: v(\d+) ", l)
+        m = both.match(l)
+        if r and m and int(r.group(1)) not in seen:
+            v = int(r.group(1))
+            t = next((x["time_s"] for x in lines if x["policy_version"] >= v), lines[-1]["time_s"] if lines else 0)
+            seen[v] = (t,) + tuple(float(g) for g in m.groups())
+    for v, (t, *scores) in sorted(seen.items()):
+        points.append(("rl", s, t / 60, *scores))
+    text = open(f"{out}/sft-{s}/out.txt", errors="replace").read()  # its episodes hold sampled bytes
+    for r in re.finditer(r"step (\d+): held-out pass@1 ([0-9.]+) \(mean tests passed ([0-9.]+)[^\n]*, (\d+) s in\n"
+                         r"\s*fresh training tasks pass@1 ([0-9.]+) \(mean tests passed ([0-9.]+)", text):
+        points.append(("sft", s, int(r.group(4)) / 60, float(r.group(2)), float(r.group(3)), float(r.group(5)),
+                       float(r.group(6))))
+with open(f"{out}/points.tsv", "w") as f:
+    for p in points:
+        f.write("%s\t%s\t%.2f\t%.4f\t%.4f\t%.4f\t%.4f\n" % p)
+rows = ["| arm | seed | held-out pass@1 at the start | at the end (minute) | best | held-out tests passed, start -> end | "
+        "fresh training pass@1, start -> end | fresh training tests passed, start -> end |",
+        "|---|---|---|---|---|---|---|---|"]
+ends = {"rl": [], "sft": []}
+for arm in ("rl", "sft"):
+    for s in seeds:
+        ps = sorted((p for p in points if p[0] == arm and p[1] == s), key=lambda p: p[2])
+        if not ps:
+            continue
+        ends[arm].append(ps[-1][3] - ps[0][3])
+        rows.append("| %s | %s | %.3f | %.3f (%.1f) | %.3f | %.3f -> %.3f | %.3f -> %.3f | %.3f -> %.3f |" %
+                    (arm, s, ps[0][3], ps[-1][3], ps[-1][2], max(p[3] for p in ps), ps[0][4], ps[-1][4], ps[0][5],
+                     ps[-1][5], ps[0][6], ps[-1][6]))
+for arm, d in ends.items():
+    if d:
+        rows.append("\n%s: median change in held-out pass@1 over the run %+.3f (seeds: %s)" %
+                    (arm, statistics.median(d), ", ".join("%+.3f" % x for x in d)))
+open(f"{out}/table.md", "w").write("\n".join(rows) + "\n")
+print("\n".join(rows))
+PY
+if command -v gnuplot >/dev/null; then
+  gnuplot <<GP
+set terminal pngcairo size 800,480 noenhanced
+set output "$out/curve.png"
+set xlabel "minutes"
+set ylabel "held-out pass@1 (greedy, $eval_tasks tasks)"
+set key top left
+set datafile separator "\t"
+plot "$out/points.tsv" using 3:(strcol(1) eq "rl" ? \$4 : 1/0) with points pt 7 title "RL (each seed's evaluations)", \
+     "$out/points.tsv" using 3:(strcol(1) eq "sft" ? \$4 : 1/0) with points pt 4 title "continued SFT (each seed's evaluations)"
+GP
+  echo "wrote $out/curve.png"
+fi
