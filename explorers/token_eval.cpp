@@ -86,8 +86,9 @@ TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, 
     fresh.push_back(make_workspace_task(TaskSplit::train, heldout_seed() + static_cast<std::uint64_t>(i), difficulty));
   }
   int episodes = 0;
-  auto tally = [&](const std::vector<Played>& played, double& pass, double& mean, int& tasks) {
+  auto tally = [&](const std::vector<Played>& played, double& pass, double& mean, int& tasks, double& found) {
     int scored = 0;
+    for (const auto& p : played) found += p.stats.hole_file_calls > 0 ? 1.0 / static_cast<double>(played.size()) : 0.0;
     for (const auto& p : played) {
       if (&p == &played.front()) ev.episodes.push_back(p.transcript.empty() ? p.sample : p.transcript);
       ++tasks;
@@ -114,8 +115,9 @@ TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, 
     }
     return scored;
   };
-  tally(play_workspace(model, scorer, o, *sandbox, held), ev.pass_at_1, ev.mean_score, ev.tasks);
-  tally(play_workspace(model, scorer, o, *sandbox, fresh), ev.train_pass_at_1, ev.train_mean_score, ev.train_tasks);
+  tally(play_workspace(model, scorer, o, *sandbox, held), ev.pass_at_1, ev.mean_score, ev.tasks, ev.found_hole);
+  tally(play_workspace(model, scorer, o, *sandbox, fresh), ev.train_pass_at_1, ev.train_mean_score, ev.train_tasks,
+        ev.train_found_hole);
   if (episodes > 0) {
     ev.mean_turns /= episodes;
     ev.mean_tool_calls /= episodes;

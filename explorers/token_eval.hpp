@@ -52,6 +52,9 @@ struct TokenEvaluation {
   // line naming the task and how it ended, then its turns and observations.
   std::vector<std::string> episodes;
   double mean_turns = 0, mean_tool_calls = 0, mean_bad_calls = 0;
+  // Share of episodes with a call that ran on a file holding a hole (the
+  // README's module name copied into a path), held-out and fresh training.
+  double found_hole = 0, train_found_hole = 0;
 };
 
 // "add_k 17/19, clamp 3/18, ...": by_family for a log line.

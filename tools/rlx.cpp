@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
                       "needed for workspace");
   sft_cmd->add_option("--init", sft_args.init,
                       "start from these weights instead of the config's [policy] init (a file, or hf:DIR for a Hugging Face checkpoint)");
-  sft_cmd->add_option("--steps", sft_args.steps, "optimizer steps")->check(CLI::Range(1, 10000000));
+  sft_cmd->add_option("--steps", sft_args.steps, "optimizer steps (0: evaluate the start and stop)")
+      ->check(CLI::Range(0, 10000000));
   sft_cmd->add_option("--seconds", sft_args.seconds,
                       "stop after the step that ends past this many seconds (evaluations included), if before --steps; "
                       "0: no limit")

@@ -36,9 +36,9 @@ void report(const char* when, int step, double seconds, const TokenEvaluation& e
               ev.pass_at_1, ev.mean_score, ev.tasks, ev.unscored ? ", some unscored" : "", seconds);
   if (ev.train_tasks > 0)
     std::printf("  fresh training tasks pass@1 %.3f (mean tests passed %.3f, %d tasks); per episode %.1f turns, %.1f tool "
-                "calls, %.1f bad calls\n",
+                "calls, %.1f bad calls; a hole's file opened in %.2f of held-out and %.2f of fresh training episodes\n",
                 ev.train_pass_at_1, ev.train_mean_score, ev.train_tasks, ev.mean_turns, ev.mean_tool_calls,
-                ev.mean_bad_calls);
+                ev.mean_bad_calls, ev.found_hole, ev.train_found_hole);
   std::printf("  by family: %s\n", family_summary(ev).c_str());
   for (const auto& s : ev.samples) std::printf("  e.g. %s\n", s.c_str());
   // The first episode of each split, as played, each line marked.
@@ -237,6 +237,10 @@ int sft_command(const SftArgs& a) {
     return evaluate_tokens(model, **scorer, eo);
   };
   report("before training,", 0, 0.0, evaluate());
+  if (a.steps == 0) {
+    std::printf("--steps 0: the start evaluated; nothing trained or written\n");
+    return 0;
+  }
 
   std::mt19937_64 rng(a.seed);
   std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);

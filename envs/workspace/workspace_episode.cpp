@@ -50,6 +50,13 @@ WorkspaceEpisode::WorkspaceEpisode(WorkspaceTask task, EpisodeLimits limits, Too
       files_(task_.workspace, files),
       prompt_(episode_prompt(task_)) {}
 
+bool WorkspaceEpisode::on_hole_file(const ToolCall& call) const {
+  if (call.kind != ToolKind::read && call.kind != ToolKind::replace && call.kind != ToolKind::write) return false;
+  for (const auto& hole : task_.holes)
+    if (call.path == "pkg/" + hole.substr(0, hole.find('.')) + ".py") return true;
+  return false;
+}
+
 TurnOutcome WorkspaceEpisode::take_turn(std::string_view text, const Sandbox& sandbox) {
   TurnOutcome out;
   if (done()) {
@@ -69,6 +76,7 @@ TurnOutcome WorkspaceEpisode::take_turn(std::string_view text, const Sandbox& sa
   }
   stats_.bad_calls += result.bad_call;
   if (result.bad_call && turn.state == ParsedTurn::State::call) --stats_.tool_calls;
+  if (!result.bad_call && turn.state == ParsedTurn::State::call && on_hole_file(turn.call)) ++stats_.hole_file_calls;
   out.observation = framed_observation(result.observation);
   transcript_.append(text.substr(0, out.kept));
   if (!transcript_.empty() && transcript_.back() != '\n') transcript_ += '\n';

@@ -37,6 +37,9 @@ struct EpisodeStats {
   int tool_calls = 0;  // calls that ran
   int bad_calls = 0;   // turns whose call could not run (said in their observation)
   int runs = 0;        // @run calls
+  // Calls that ran on a file holding a hole (@read, @replace or @write of
+  // the module the README names): the task's names were copied, not made up.
+  int hole_file_calls = 0;
 };
 
 // What a turn leaves: how much of the policy's text belongs to the turn
@@ -85,6 +88,8 @@ class WorkspaceEpisode {
   const std::string& transcript() const { return transcript_; }
 
  private:
+  bool on_hole_file(const ToolCall& call) const;
+
   WorkspaceTask task_;
   EpisodeLimits limits_;
   ToolBudget budget_;

@@ -37,6 +37,7 @@ TEST_CASE("the expert's turns restore a task and its hidden tests score 1", "[en
     CHECK(episode.stats().tool_calls == static_cast<int>(turns.size()));
     CHECK(episode.stats().bad_calls == 0);
     CHECK(episode.stats().runs == 2);
+    CHECK(episode.stats().hole_file_calls == static_cast<int>(turns.size()) - 3);  // all but run, run, submit
     auto changes = decode_changes(episode.payload());
     REQUIRE(changes.ok());
     const WorkspaceScore s = score_workspace(box, episode.task(), *changes);
@@ -65,9 +66,25 @@ TEST_CASE("an episode ends at its turn limit or its budget, and counts the calls
   CHECK(episode.stats().turns == 3);
   CHECK(episode.stats().tool_calls == 1);
   CHECK(episode.stats().bad_calls == 2);
+  CHECK(episode.stats().hole_file_calls == 0);
   CHECK(episode.take_turn("@submit\n", box).done);
   CHECK(episode.stats().turns == 3);  // nothing happens after the end
   CHECK(episode.payload().empty());   // nothing changed
+
+  // A call counts as on a hole's file when it ran on the module the README names, and only then.
+  const WorkspaceTask task = make_workspace_task(TaskSplit::train, 4, 1);
+  const std::string hole_module = task.holes.front().substr(0, task.holes.front().find('.'));
+  std::string other_module;
+  for (const auto& f : task.functions)
+    if (f.module != hole_module) other_module = f.module;
+  REQUIRE_FALSE(other_module.empty());
+  WorkspaceEpisode reading(task);
+  reading.take_turn("@read pkg/" + other_module + ".py\n", box);
+  reading.take_turn("@read pkg/" + hole_module + "x.py\n", box);  // no such file: a bad call
+  CHECK(reading.stats().hole_file_calls == 0);
+  reading.take_turn("@read pkg/" + hole_module + ".py 1-5\n", box);
+  CHECK(reading.stats().hole_file_calls == 1);
+  CHECK(reading.stats().bad_calls == 1);
 
   WorkspaceEpisode cut(make_workspace_task(TaskSplit::train, 4, 1));
   cut.take_turn("@write notes.txt\nhalf a pl", box);

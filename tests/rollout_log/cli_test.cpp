@@ -181,6 +181,12 @@ TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU 
   CHECK(limited.out.find("stopped at step 1: --seconds 0.001 reached") != std::string::npos);
   CHECK(limited.out.find("after training, step 1: held-out pass@1") != std::string::npos);
   CHECK(fs::exists(timed));
+  // No steps: the start is evaluated and nothing is written.
+  auto none = run_cli("sft --kind arithmetic --steps 0 --eval-tasks 2 --out " + (dir / "none.pt").string(), dir);
+  CHECK(none.code == 0);
+  CHECK(none.out.find("before training, step 0: held-out pass@1") != std::string::npos);
+  CHECK(none.out.find("--steps 0: the start evaluated; nothing trained or written") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "none.pt"));
   if (check_device("cuda").ok()) return;  // a GPU here: nothing to refuse
   auto gpu = run_cli("sft --kind arithmetic --steps 2 --device cuda --out " + (dir / "gpu.pt").string(), dir);
   CHECK(gpu.code == 2);
