@@ -1,5 +1,7 @@
 #include "envs/workspace/workspace_task.hpp"
 
+#include "envs/workspace/task_names.hpp"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -10,88 +12,6 @@
 namespace rlx {
 
 namespace {
-
-// Each split's own vocabulary: nothing below is shared between the two.
-// Training names are made up, syllable by syllable, for each project, so
-// a policy cannot recall them and must copy the names a task shows (with
-// a few dozen real words it recalled them: on a held-out task it read a
-// training module's file). The syllables are English-like (an onset such
-// as "br" or "st", a vowel, a coda such as "nd"), so the made-up names
-// are spelled with the same letters and pieces as real words: trained on
-// names of plain consonant-vowel syllables, a policy copied them (0.94 of
-// fresh training episodes opened the hole's file) and no held-out name
-// (0.00). Held-out tasks take real words from pools of their own; a
-// made-up word equal to one of them (or to a Python keyword or builtin)
-// is drawn again, so no training task ever holds one.
-struct SplitWords {
-  bool made_up = false;  // names drawn syllable by syllable (training)
-  std::vector<std::string> modules, verbs, nouns, int_params, list_params, text_params;
-  PyVocabulary vocab;
-};
-
-const SplitWords& words(TaskSplit split) {
-  static const SplitWords train = [] {
-    SplitWords w;
-    w.made_up = true;
-    w.vocab.constants = {2, 3, 5, 7, 10, 12, 13, 15};
-    w.vocab.letters = {"a", "b", "c", "-"};
-    return w;
-  }();
-  static const SplitWords held_out = [] {
-    SplitWords w;
-    w.modules = {"orbits", "recipes", "weather", "library", "harbor", "garden"};
-    w.verbs = {"blend", "sweep", "align", "clip", "gather", "spread", "weigh", "drift"};
-    w.nouns = {"tides", "grains", "pages", "stars", "seeds", "cells"};
-    w.int_params = {"k", "q", "depth", "width"};
-    w.list_params = {"nums", "samples", "heights", "readings"};
-    w.text_params = {"text", "name", "code", "motto"};
-    w.vocab.constants = {4, 6, 8, 9, 11};
-    w.vocab.letters = {"d", "e", ":", "+"};
-    return w;
-  }();
-  return split == TaskSplit::train ? train : held_out;
-}
-
-// Words a made-up name must not be: every held-out name, and what the
-// generated Python means by a name of its own (keywords, builtins, the
-// comprehension's variable, the project's folders).
-bool forbidden_word(const std::string& s) {
-  static const std::set<std::string> all = [] {
-    const SplitWords& h = words(TaskSplit::held_out);
-    std::set<std::string> a;
-    for (const auto* pool : {&h.modules, &h.verbs, &h.nouns, &h.int_params, &h.list_params, &h.text_params})
-      a.insert(pool->begin(), pool->end());
-    for (const char* w : {"and", "as", "assert", "async", "await", "break", "case", "class", "continue", "def", "del",
-                          "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is",
-                          "lambda", "match", "nonlocal", "not", "or", "pass", "raise", "return", "try", "type", "while",
-                          "with", "yield", "abs", "all", "any", "ascii", "bin", "bool", "bytes", "chr", "dict", "dir",
-                          "divmod", "enumerate", "eval", "exec", "filter", "float", "format", "hash", "help", "hex", "id",
-                          "input", "int", "iter", "len", "list", "map", "max", "min", "next", "object", "oct", "open",
-                          "ord", "pow", "print", "range", "repr", "reversed", "round", "set", "slice", "sorted", "str",
-                          "sum", "super", "tuple", "vars", "zip", "self", "x", "pkg", "tests", "hidden", "run_tests"})
-      a.insert(w);
-    return a;
-  }();
-  return all.count(s) > 0;
-}
-
-// A made-up word of `syllables` English-like syllables, none forbidden.
-std::string made_up_word(int syllables, std::mt19937_64& rng) {
-  static const std::vector<std::string> onsets = {
-      "",   "",   "",  "b",  "bl", "br", "c",  "ch", "cl", "cr", "d",  "dr", "f",  "fl", "fr", "g",  "gl", "gr", "h",
-      "j",  "k",  "l", "m",  "n",  "p",  "pl", "pr", "r",  "s",  "sh", "sk", "sl", "sm", "sn", "sp", "st", "sw", "t",
-      "th", "tr", "v", "w",  "wh", "y",  "z"};
-  static const std::vector<std::string> vowels = {"a", "e", "i", "o", "u", "a", "e", "i", "o", "u", "ai", "ea", "ee", "oo", "ou"};
-  static const std::vector<std::string> codas = {"",   "",   "",   "",   "b",  "ck", "d",  "g",  "k",  "l",  "ld",
-                                                 "lt", "m",  "mp", "n",  "nd", "ng", "nk", "nt", "p",  "r",  "rd",
-                                                 "rk", "rm", "rn", "rt", "s",  "sk", "ss", "st", "t",  "th", "x"};
-  for (;;) {
-    std::string s;
-    for (int i = 0; i < syllables; ++i)
-      s += onsets[rng() % onsets.size()] + vowels[rng() % vowels.size()] + codas[rng() % codas.size()];
-    if (s.size() >= 2 && !forbidden_word(s)) return s;
-  }
-}
 
 // A project's shape: modules, functions per module, and the return types it favours.
 struct ProjectTemplate {
@@ -149,35 +69,6 @@ std::vector<PyType> param_types_for(PyType returns, std::mt19937_64& rng) {
   if (rng() % 2 == 0) t.push_back(static_cast<PyType>(rng() % 3));
   if (returns == PyType::integer && rng() % 2 == 0) t[0] = rng() % 2 ? PyType::list : PyType::text;
   return t;
-}
-
-std::string unique_name(const SplitWords& w, std::set<std::string>& taken, std::mt19937_64& rng) {
-  for (;;) {
-    std::string n = w.made_up ? made_up_word(1, rng) + "_" + made_up_word(1 + static_cast<int>(rng() % 2), rng)
-                              : w.verbs[rng() % w.verbs.size()] + "_" + w.nouns[rng() % w.nouns.size()];
-    if (taken.insert(n).second) return n;
-  }
-}
-
-// The split's modules for a project of `count` (distinct): two syllables
-// each when made up.
-std::vector<std::string> module_names(const SplitWords& w, int count, std::mt19937_64& rng) {
-  std::vector<std::string> modules = w.modules;
-  if (w.made_up) {
-    std::set<std::string> taken;
-    while (static_cast<int>(modules.size()) < count)
-      if (auto m = made_up_word(2, rng); taken.insert(m).second) modules.push_back(m);
-    return modules;
-  }
-  std::shuffle(modules.begin(), modules.end(), rng);
-  modules.resize(static_cast<std::size_t>(count));
-  return modules;
-}
-
-std::string param_name(const SplitWords& w, PyType t, std::mt19937_64& rng) {
-  if (w.made_up) return made_up_word(1, rng);
-  const auto& pool = t == PyType::integer ? w.int_params : t == PyType::list ? w.list_params : w.text_params;
-  return pool[rng() % pool.size()];
 }
 
 std::string describe(PyType t) {
@@ -299,7 +190,6 @@ std::string workspace_readme(const std::vector<std::string>& holes) {
 }
 
 WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int difficulty) {
-  const SplitWords& w = words(split);
   std::mt19937_64 rng(fnv1a(std::string(task_split_name(split)) + ":" + std::to_string(seed)));
   WorkspaceTask task;
   task.split = split;
@@ -309,9 +199,9 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
                                                   : kTrainTemplates + static_cast<int>(rng() % (kTemplates - kTrainTemplates));
   const ProjectTemplate& tpl = project_template(task.template_index);
 
-  PyVocabulary vocab = w.vocab;
+  PyVocabulary vocab = split_vocabulary(split);
   for (int op = 0; op < kPyOps; ++op) vocab.ops.insert(static_cast<PyOp>(op));
-  const std::vector<std::string> modules = module_names(w, tpl.modules, rng);
+  const std::vector<std::string> modules = module_names(split, tpl.modules, rng);
 
   std::vector<PyFunction>& fns = task.functions;
   std::vector<int> levels;
@@ -321,13 +211,13 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
     for (int j = 0; j < tpl.functions_per_module; ++j) {
       PyFunction f;
       f.module = module;
-      f.name = unique_name(w, taken, rng);
+      f.name = function_name(split, taken, rng);
       f.returns = tpl.returns[turn++ % tpl.returns.size()];
       f.param_types = param_types_for(f.returns, rng);
       for (auto t : f.param_types) {
         // Drawn, two of a type never alike: a name is to be read, not recalled.
         std::string name;
-        do name = param_name(w, t, rng);
+        do name = param_name(split, t, rng);
         while (std::find(f.params.begin(), f.params.end(), name) != f.params.end());
         f.params.push_back(name);
       }
