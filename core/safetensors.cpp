@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_int.hpp"
+
 namespace rlx {
 
 namespace {
@@ -37,14 +39,7 @@ Error st_error(const std::string& file, const std::string& why) {
 }
 
 // A non-negative integer of a JSON value, or -1.
-std::int64_t whole(const json& v) {
-  if (v.is_number_unsigned()) {
-    const auto u = v.get<std::uint64_t>();
-    return u > static_cast<std::uint64_t>(INT64_MAX) ? -1 : static_cast<std::int64_t>(u);
-  }
-  if (v.is_number_integer()) return std::max<std::int64_t>(v.get<std::int64_t>(), -1);
-  return -1;
-}
+std::int64_t whole(const json& v) { return std::max<std::int64_t>(json_int64(v).value_or(-1), -1); }
 
 }  // namespace
 

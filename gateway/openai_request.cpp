@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_int.hpp"
+
 namespace rlx {
 
 namespace {
@@ -24,12 +26,9 @@ Result<std::int64_t> integer_field(const json& body, const char* field, std::int
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return fallback;
   const auto must = fmt::format("an integer {}..{}", lo, hi);
-  if (!it->is_number_integer()) return bad_field(field, must, *it);
-  if (it->is_number_unsigned() && it->get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
-    return bad_field(field, must, *it);
-  const auto v = it->get<std::int64_t>();
-  if (v < lo || v > hi) return bad_field(field, must, *it);
-  return v;
+  const auto v = json_int64(*it);
+  if (!v || *v < lo || *v > hi) return bad_field(field, must, *it);
+  return *v;
 }
 
 Result<double> number_field(const json& body, const char* field, double lo, double hi, bool lo_open, double fallback) {
@@ -47,9 +46,9 @@ Result<std::vector<std::int64_t>> token_ids(const json& v, const char* field, st
   std::vector<std::int64_t> ids;
   ids.reserve(v.size());
   for (const auto& x : v) {
-    if (!x.is_number_unsigned() || x.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-      return bad_field(field, "token ids (integers >= 0)", x);
-    ids.push_back(x.get<std::int64_t>());
+    const auto id = json_int64(x);
+    if (!id || *id < 0) return bad_field(field, "token ids (integers >= 0)", x);
+    ids.push_back(*id);
   }
   return ids;
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.hpp"
+#include "core/json_int.hpp"
 
 namespace rlx {
 
@@ -76,25 +77,35 @@ Result<TransformerOptions> hf_transformer_options(const std::string& config_json
     if (qwen2 && !c.value("qkv_bias", true)) return fail("qkv_bias = false is not supported (Qwen2-MoE's q, k, v have biases)");
     if (c.value("use_sliding_window", false)) return fail("use_sliding_window is not supported");
     if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) return fail("rope_scaling is not supported");
-    if (c.value("decoder_sparse_step", 1) != 1 || !c.value("mlp_only_layers", json::array()).empty())
+    // A size: its fallback when absent (a required one has none); a value that
+    // is not an integer that fits (a float, a string) is named in the error.
+    std::string bad;
+    const auto size = [&](const char* key, std::optional<std::int64_t> fallback) {
+      const auto it = c.find(key);
+      const auto v = it == c.end() || it->is_null() ? fallback : json_int64(*it);
+      if (!v && bad.empty()) bad = key;
+      return v.value_or(-1);
+    };
+    if (size("decoder_sparse_step", 1) != 1 || !c.value("mlp_only_layers", json::array()).empty())
       return fail("dense layers among the MoE ones (decoder_sparse_step, mlp_only_layers) are not supported");
     TransformerOptions o;
     o.arch = TransformerArch::qwen3_moe;
     o.family = qwen2 ? HfFamily::qwen2_moe : HfFamily::qwen3_moe;
-    o.vocab = c.at("vocab_size").get<std::int64_t>();
-    o.d_model = c.at("hidden_size").get<std::int64_t>();
-    o.layers = c.at("num_hidden_layers").get<std::int64_t>();
-    o.heads = c.at("num_attention_heads").get<std::int64_t>();
-    o.kv_heads = c.value("num_key_value_heads", o.heads);
-    o.head_dim = c.value("head_dim", o.heads > 0 ? o.d_model / o.heads : 0);
-    o.experts = c.at("num_experts").get<std::int64_t>();
-    o.top_k = c.at("num_experts_per_tok").get<std::int64_t>();
-    o.expert_hidden = c.at("moe_intermediate_size").get<std::int64_t>();
+    o.vocab = size("vocab_size", std::nullopt);
+    o.d_model = size("hidden_size", std::nullopt);
+    o.layers = size("num_hidden_layers", std::nullopt);
+    o.heads = size("num_attention_heads", std::nullopt);
+    o.kv_heads = size("num_key_value_heads", o.heads);
+    o.head_dim = size("head_dim", o.heads > 0 ? o.d_model / o.heads : 0);
+    o.experts = size("num_experts", std::nullopt);
+    o.top_k = size("num_experts_per_tok", std::nullopt);
+    o.expert_hidden = size("moe_intermediate_size", std::nullopt);
     o.norm_topk_prob = c.value("norm_topk_prob", false);
     o.rms_eps = c.value("rms_norm_eps", 1e-6);
     o.rope_theta = c.value("rope_theta", 1e6);
     o.tie_embeddings = c.value("tie_word_embeddings", false);
-    o.max_len = max_len > 0 ? max_len : c.value("max_position_embeddings", std::int64_t{4096});
+    o.max_len = max_len > 0 ? max_len : size("max_position_embeddings", 4096);
+    if (!bad.empty()) return fail(bad + " is missing or not an integer");
     const auto positive = [](std::int64_t v) { return v > 0 && v <= (1 << 24); };
     if (!positive(o.vocab) || !positive(o.d_model) || !positive(o.layers) || !positive(o.heads) || !positive(o.kv_heads) ||
         !positive(o.head_dim) || !positive(o.experts) || !positive(o.expert_hidden) || !positive(o.max_len))
@@ -105,7 +116,8 @@ Result<TransformerOptions> hf_transformer_options(const std::string& config_json
     if (qwen2) {
       if (o.head_dim != o.d_model / o.heads || o.d_model % o.heads != 0)
         return fail("qwen2_moe: head_dim must be hidden_size / num_attention_heads");
-      o.shared_expert_hidden = c.at("shared_expert_intermediate_size").get<std::int64_t>();
+      o.shared_expert_hidden = size("shared_expert_intermediate_size", std::nullopt);
+      if (!bad.empty()) return fail(bad + " is missing or not an integer");
       if (!positive(o.shared_expert_hidden)) return fail("shared_expert_intermediate_size is not a positive integer");
     }
     return o;

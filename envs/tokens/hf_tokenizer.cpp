@@ -11,6 +11,7 @@
 #include <unicode/unistr.h>
 
 #include "core/files.hpp"
+#include "core/json_int.hpp"
 
 namespace rlx {
 
@@ -109,16 +110,20 @@ Result<std::shared_ptr<const HfTokenizer>> HfTokenizer::parse(std::string_view j
     t->ignore_merges_ = m.value("ignore_merges", false);
     const auto& vocab = m.at("vocab");
     if (!vocab.is_object() || vocab.empty()) return fail("model.vocab must be an object of tokens and ids");
+    // An id must be an integer >= 0 (a float such as 2e57 is not one).
+    const auto json_id = [](const json& v) { return json_int64(v).value_or(-1); };
     std::int64_t top = -1;
-    for (const auto& [tok, id] : vocab.items()) top = std::max(top, id.get<std::int64_t>());
-    for (const auto& a : j.value("added_tokens", json::array())) top = std::max(top, a.at("id").get<std::int64_t>());
+    for (const auto& [tok, id_json] : vocab.items()) {
+      if (json_id(id_json) < 0) return fail(fmt::format("model.vocab: token {} has id {}, not an integer >= 0", tok, id_json.dump()));
+      top = std::max(top, json_id(id_json));
+    }
+    for (const auto& a : j.value("added_tokens", json::array())) top = std::max(top, json_id(a.at("id")));
     if (top >= (1 << 24)) return fail(fmt::format("an id of {} is past the 2^24 this reader takes", top));
     t->tokens_.assign(static_cast<std::size_t>(top + 1), std::string());
     t->kind_.assign(t->tokens_.size(), Kind::learned);
     std::vector<bool> taken(t->tokens_.size(), false);
     for (const auto& [tok, id_json] : vocab.items()) {
-      const auto id = id_json.get<std::int64_t>();
-      if (id < 0) return fail(fmt::format("model.vocab: token {} has id {}", tok, id));
+      const auto id = json_id(id_json);
       if (taken[static_cast<std::size_t>(id)]) return fail(fmt::format("model.vocab: id {} is given twice", id));
       taken[static_cast<std::size_t>(id)] = true;
       t->tokens_[static_cast<std::size_t>(id)] = tok;
@@ -136,7 +141,7 @@ Result<std::shared_ptr<const HfTokenizer>> HfTokenizer::parse(std::string_view j
     }
     // Added tokens.
     for (const auto& a : j.value("added_tokens", json::array())) {
-      Added x{a.at("content").get<std::string>(), a.at("id").get<std::int64_t>(), a.value("special", false)};
+      Added x{a.at("content").get<std::string>(), json_id(a.at("id")), a.value("special", false)};
       if (x.content.empty() || x.id < 0) return fail("added_tokens: a token needs content and an id >= 0");
       for (const char* k : {"lstrip", "rstrip", "single_word"})
         if (a.value(k, false)) return fail(fmt::format("added token {}: {} is not supported", x.content, k));

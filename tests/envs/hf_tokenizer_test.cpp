@@ -143,6 +143,15 @@ TEST_CASE("a tokenizer.json this reader cannot follow is refused naming what", "
   j["model"]["vocab"]["huge"] = 1 << 30;
   CHECK_THAT(refusal(j), Catch::Contains("2^24"));
   j = tiny_tokenizer();
+  j["model"]["vocab"]["huge"] = 2e57;  // a float is not an id (casting it would be undefined)
+  CHECK_THAT(refusal(j), Catch::Contains("token huge has id 2e+57, not an integer >= 0"));
+  j = tiny_tokenizer();
+  j["model"]["vocab"]["minus"] = -3;
+  CHECK_THAT(refusal(j), Catch::Contains("token minus has id -3"));
+  j = tiny_tokenizer();
+  j["added_tokens"][0]["id"] = 1e300;
+  CHECK_THAT(refusal(j), Catch::Contains("an id >= 0"));
+  j = tiny_tokenizer();
   j["model"]["merges"] = json::array({7});
   CHECK_THAT(refusal(j), Catch::Contains("model.merges[0]"));
   j = tiny_tokenizer();

@@ -108,6 +108,7 @@ TEST_CASE("a malformed request is refused with the field and what it must be", "
       {R"({"prompt":["a","b"]})", false, "`prompt` must be a string, a list of one string, or token ids"},
       {R"({"prompt":[1,-2]})", false, "`prompt` must be token ids (integers >= 0); got -2"},
       {R"({"prompt":[1,"2"]})", false, "`prompt` must be token ids"},
+      {R"({"prompt":[1,2e57]})", false, "`prompt` must be token ids (integers >= 0); got 2e+57"},
       {R"({"prompt":[]})", false, "`prompt` must be a string, a list of one string, or token ids"},
       {R"({"prompt":"x","rlx_session":""})", false, "`rlx_session` must be a session id"},
       {R"({"messages":[]})", true, "`messages` must be an array of 1..1024 messages"},

@@ -201,7 +201,10 @@ TEST_CASE("a checkpoint or config.json the Qwen3-MoE policy cannot take is refus
         std::tuple{"mlp_only_layers", json::array({1}), "dense layers"},
         std::tuple{"rope_scaling", json{{"type", "yarn"}}, "rope_scaling"},
         std::tuple{"num_key_value_heads", json(3), "multiple"}, std::tuple{"num_experts_per_tok", json(9), "1..num_experts"},
-        std::tuple{"hidden_size", json("wide"), "wrong type"}}) {
+        std::tuple{"hidden_size", json("wide"), "hidden_size is missing or not an integer"},
+        std::tuple{"hidden_size", json(2e57), "hidden_size is missing or not an integer"},  // no cast of a float
+        std::tuple{"head_dim", json(16.5), "head_dim is missing or not an integer"},
+        std::tuple{"vocab_size", json(nullptr), "vocab_size is missing"}}) {
     auto c = config;
     c[field] = value;
     auto r = hf_transformer_options(c.dump());
