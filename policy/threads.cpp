@@ -1,6 +1,9 @@
 #include "policy/threads.hpp"
 
 #include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <mutex>
 
@@ -17,6 +20,12 @@ void configure_compute_threads(int n) {
   // setter up instead of linking it.
   using SetThreads = void (*)(int);
   if (auto f = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
+}
+
+void rerun_with_passive_openmp(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  execv("/proc/self/exe", argv);  // only returns when it failed (no /proc): go on spinning
 }
 
 }  // namespace rlx

@@ -8,6 +8,7 @@
 #include "bench/bench.hpp"
 #include "core/free_memory.hpp"
 #include "envs/env.hpp"
+#include "policy/threads.hpp"
 #include "tools/corpus_cmd.hpp"
 #include "tools/hf_cmd.hpp"
 #include "tools/launch_cmd.hpp"
@@ -174,8 +175,10 @@ int main(int argc, char** argv) {
   // The processes that train or sample give the heap's freed pages back
   // every 2 s (core/free_memory.hpp): without it their resident memory
   // climbs with every update. Not the benchmarks, whose timings it would blur.
+  const bool computes = *launch_cmd || *node_cmd || *rank_cmd || *sft_cmd || *replay_cmd;
+  if (computes) rlx::rerun_with_passive_openmp(argv);  // before anything starts (policy/threads.hpp)
   std::optional<rlx::FreeMemoryReturner> returner;
-  if (*launch_cmd || *node_cmd || *rank_cmd || *sft_cmd || *replay_cmd) returner.emplace(std::chrono::seconds(2));
+  if (computes) returner.emplace(std::chrono::seconds(2));
   if (*tools_cmd) return rlx::workspace_tools_command(tools_turns);
   if (*serve_cmd) return rlx::serve_env(serve_name, *rlx::choice_of<rlx::EnvProtocol>(serve_protocol), rlx::builtin_envs());
   if (*launch_cmd) return rlx::launch_command(launch_args);

@@ -35,6 +35,9 @@ cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" > "$build.configure.log" 2>&1
 NINJA_STATUS="[%f/%t %p, %e s] " ninja -C "$build" -j "$(nproc)" "${targets[@]}"
 
 if [[ "$mode" == run ]]; then
+  # OpenMP threads sleep instead of spinning (policy/threads.hpp): set here,
+  # rlx need not run itself again to set it.
+  export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
   exec "$build/tools/rlx" launch "$@"
 fi
 if [[ "$build" == build ]]; then

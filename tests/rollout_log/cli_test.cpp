@@ -21,9 +21,11 @@ struct CliRun {
   std::string out, err;
 };
 
-CliRun run_cli(const std::string& args, const fs::path& dir) {
+// `env`: what `env` (the command) is given before the binary, if anything.
+CliRun run_cli(const std::string& args, const fs::path& dir, const std::string& env = "") {
   const auto out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string cmd = std::string(RLX_BINARY) + " " + args + " > " + out.string() + " 2> " + err.string();
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(RLX_BINARY) + " " + args + " > " +
+                          out.string() + " 2> " + err.string();
   const int status = std::system(cmd.c_str());
   CliRun r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -192,6 +194,37 @@ TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU 
   CHECK(gpu.code == 2);
   CHECK(gpu.err.find("no CUDA or no GPU is visible") != std::string::npos);
   CHECK_FALSE(fs::exists(dir / "gpu.pt"));
+}
+
+// Each line libgomp prints of GOMP_SPINCOUNT as it loads (OMP_DISPLAY_ENV=VERBOSE): one per program image.
+std::vector<std::string> spin_counts(const std::string& err) {
+  std::vector<std::string> counts;
+  const std::string key = "GOMP_SPINCOUNT = '";
+  for (auto at = err.find(key); at != std::string::npos; at = err.find(key, at + 1))
+    counts.push_back(err.substr(at + key.size(), err.find('\'', at + key.size()) - at - key.size()));
+  return counts;
+}
+
+TEST_CASE("a computing rlx command runs itself again with OpenMP threads that sleep, unless the environment chose",
+          "[tools][threads]") {
+  TempDir t("rlx-omp-cli");
+  const std::string clean = "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=VERBOSE";
+  // Unset: the first image spins (libgomp's default), the one it runs again does not.
+  auto rerun = run_cli("sft --kind arithmetic --steps 0 --eval-tasks 1", t.path, clean);
+  INFO(rerun.err);
+  CHECK(rerun.code == 0);
+  const auto counts = spin_counts(rerun.err);
+  REQUIRE(counts.size() == 2);
+  CHECK(counts[0] != "0");
+  CHECK(counts[1] == "0");
+  // The user's choice stands, and nothing runs twice.
+  auto chosen = run_cli("sft --kind arithmetic --steps 0 --eval-tasks 1", t.path, clean + " GOMP_SPINCOUNT=1000");
+  CHECK(chosen.code == 0);
+  CHECK(spin_counts(chosen.err) == std::vector<std::string>{"1000"});
+  // A command that computes nothing is not run again.
+  auto quick = run_cli("plot " + (t.path / "none").string() + " --out " + (t.path / "p.png").string(), t.path, clean);
+  REQUIRE(spin_counts(quick.err).size() == 1);
+  CHECK(spin_counts(quick.err)[0] != "0");
 }
 
 TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a config names, and needs that config",
