@@ -1,6 +1,11 @@
 // Thread counts of the compute libraries for this process.
 #pragma once
 
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace rlx {
 // Process-wide (run_cluster calls it with the topology's learner.threads).
 // Sets LibTorch's intra-op threads and, when OpenBLAS is the BLAS, its
@@ -8,17 +13,27 @@ namespace rlx {
 // cores only add contention).
 void configure_compute_threads(int n);
 
-// LibTorch's intra-op threads are an OpenMP team (libgomp), whose threads
-// spin at each barrier before they sleep. On 2 cores, with actors,
-// sandboxes and the other thread of the team wanting the same cores, the
-// spinning is a third of the time: `rlx sft` with 2 threads ran 414
-// tokens/s spinning and 627 with OMP_WAIT_POLICY=PASSIVE
+// Compute threads that sleep when idle instead of spinning. LibTorch's
+// intra-op threads are an OpenMP team (libgomp), whose threads spin at
+// each barrier before they sleep, and OpenBLAS's threads yield for ~0.1 s
+// before they sleep. On 2 cores, with actors, sandboxes and the other
+// thread of the team wanting the same cores, that spinning took a third
+// of `rlx sft`'s time: 393-407 tokens/s spinning, 647-650 with
+// OMP_WAIT_POLICY=PASSIVE, 724-760 with OPENBLAS_THREAD_TIMEOUT=4 as well
 // (docs/BENCHMARKS.md "OpenMP threads that sleep instead of spinning").
-// libgomp reads its environment as it loads, before main, so a command
-// that computes runs itself again with OMP_WAIT_POLICY=PASSIVE, once,
-// before it does anything else (~0.4 s of start-up), unless the
-// environment already says OMP_WAIT_POLICY or GOMP_SPINCOUNT (then that
-// choice stands). Returns only if nothing was run again (the choice was
-// made, or exec failed: then the process goes on as it is).
-void rerun_with_passive_openmp(char** argv);
+// Both libraries read their environment as they load, before main, so a
+// command that computes runs itself again with them set, once, before it
+// does anything else (~0.2 s of start-up).
+
+// What to add to an environment (`env` looks a name up) so that idle
+// compute threads sleep: OMP_WAIT_POLICY=PASSIVE unless OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT is set, OPENBLAS_THREAD_TIMEOUT=4 unless it or
+// GOTO_THREAD_TIMEOUT is set. A choice already made stands.
+std::vector<std::pair<std::string, std::string>> sleeping_thread_settings(
+    const std::function<const char*(const char*)>& env);
+
+// Adds those settings and runs this program again (execv of /proc/self/exe,
+// the same arguments), when there is anything to add. Returns only if
+// nothing was added, or exec failed (the process then goes on as it is).
+void rerun_with_sleeping_threads(char** argv);
 }  // namespace rlx

@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
   // every 2 s (core/free_memory.hpp): without it their resident memory
   // climbs with every update. Not the benchmarks, whose timings it would blur.
   const bool computes = *launch_cmd || *node_cmd || *rank_cmd || *sft_cmd || *replay_cmd;
-  if (computes) rlx::rerun_with_passive_openmp(argv);  // before anything starts (policy/threads.hpp)
+  if (computes) rlx::rerun_with_sleeping_threads(argv);  // before anything starts (policy/threads.hpp)
   std::optional<rlx::FreeMemoryReturner> returner;
   if (computes) returner.emplace(std::chrono::seconds(2));
   if (*tools_cmd) return rlx::workspace_tools_command(tools_turns);

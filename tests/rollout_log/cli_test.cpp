@@ -3,11 +3,13 @@
 #include <sys/wait.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/config.hpp"
 #include "envs/env.hpp"
 #include "learner/trainer.hpp"
+#include "policy/threads.hpp"
 #include "tools/embedded_config.hpp"
 #include "tests/rollout_log/log_fixture.hpp"
 
@@ -205,10 +207,27 @@ std::vector<std::string> spin_counts(const std::string& err) {
   return counts;
 }
 
+TEST_CASE("idle compute threads are set to sleep only where the environment has not chosen", "[tools][threads]") {
+  using Settings = std::vector<std::pair<std::string, std::string>>;
+  const auto with = [](std::map<std::string, std::string> env) {
+    return sleeping_thread_settings([env = std::move(env)](const char* name) -> const char* {
+      auto it = env.find(name);
+      return it == env.end() ? nullptr : it->second.c_str();
+    });
+  };
+  CHECK(with({}) == Settings{{"OMP_WAIT_POLICY", "PASSIVE"}, {"OPENBLAS_THREAD_TIMEOUT", "4"}});
+  CHECK(with({{"OMP_WAIT_POLICY", "ACTIVE"}}) == Settings{{"OPENBLAS_THREAD_TIMEOUT", "4"}});
+  CHECK(with({{"GOMP_SPINCOUNT", "10"}}) == Settings{{"OPENBLAS_THREAD_TIMEOUT", "4"}});
+  CHECK(with({{"OPENBLAS_THREAD_TIMEOUT", "8"}}) == Settings{{"OMP_WAIT_POLICY", "PASSIVE"}});
+  CHECK(with({{"GOTO_THREAD_TIMEOUT", "8"}}) == Settings{{"OMP_WAIT_POLICY", "PASSIVE"}});
+  CHECK(with({{"OMP_WAIT_POLICY", "PASSIVE"}, {"OPENBLAS_THREAD_TIMEOUT", "4"}}).empty());
+}
+
 TEST_CASE("a computing rlx command runs itself again with OpenMP threads that sleep, unless the environment chose",
           "[tools][threads]") {
   TempDir t("rlx-omp-cli");
-  const std::string clean = "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_DISPLAY_ENV=VERBOSE";
+  const std::string clean =
+      "-u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_THREAD_TIMEOUT -u GOTO_THREAD_TIMEOUT OMP_DISPLAY_ENV=VERBOSE";
   // Unset: the first image spins (libgomp's default), the one it runs again does not.
   auto rerun = run_cli("sft --kind arithmetic --steps 0 --eval-tasks 1", t.path, clean);
   INFO(rerun.err);
@@ -217,10 +236,15 @@ TEST_CASE("a computing rlx command runs itself again with OpenMP threads that sl
   REQUIRE(counts.size() == 2);
   CHECK(counts[0] != "0");
   CHECK(counts[1] == "0");
-  // The user's choice stands, and nothing runs twice.
-  auto chosen = run_cli("sft --kind arithmetic --steps 0 --eval-tasks 1", t.path, clean + " GOMP_SPINCOUNT=1000");
+  // Both chosen: the choice stands, and nothing runs twice.
+  auto chosen = run_cli("sft --kind arithmetic --steps 0 --eval-tasks 1", t.path,
+                        clean + " GOMP_SPINCOUNT=1000 OPENBLAS_THREAD_TIMEOUT=10");
   CHECK(chosen.code == 0);
   CHECK(spin_counts(chosen.err) == std::vector<std::string>{"1000"});
+  // OpenMP's chosen, OpenBLAS's not: run again for OpenBLAS, OpenMP's choice kept.
+  auto half = run_cli("sft --kind arithmetic --steps 0 --eval-tasks 1", t.path, clean + " GOMP_SPINCOUNT=1000");
+  CHECK(half.code == 0);
+  CHECK(spin_counts(half.err) == std::vector<std::string>{"1000", "1000"});
   // A command that computes nothing is not run again.
   auto quick = run_cli("plot " + (t.path / "none").string() + " --out " + (t.path / "p.png").string(), t.path, clean);
   REQUIRE(spin_counts(quick.err).size() == 1);
