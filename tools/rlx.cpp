@@ -172,11 +172,13 @@ int main(int argc, char** argv) {
   tools_cmd->add_option("--max-turns", tools_turns, "turns before an episode ends unsubmitted ([tokens] max_turns)")
       ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
-  // The processes that train or sample give the heap's freed pages back
-  // every 2 s (core/free_memory.hpp): without it their resident memory
-  // climbs with every update. Not the benchmarks, whose timings it would blur.
+  // The processes that train or sample run with compute threads that sleep
+  // when idle: set before anything starts, by running again (policy/threads.hpp).
   const bool computes = *launch_cmd || *node_cmd || *rank_cmd || *sft_cmd || *replay_cmd;
-  if (computes) rlx::rerun_with_sleeping_threads(argv);  // before anything starts (policy/threads.hpp)
+  if (computes) rlx::rerun_with_sleeping_threads(argv);
+  // They give the heap's freed pages back every 2 s (core/free_memory.hpp):
+  // without it their resident memory climbs with every update. Not the
+  // benchmarks, whose timings it would blur.
   std::optional<rlx::FreeMemoryReturner> returner;
   if (computes) returner.emplace(std::chrono::seconds(2));
   if (*tools_cmd) return rlx::workspace_tools_command(tools_turns);
