@@ -81,7 +81,8 @@ TEST_CASE("a safetensors file laid out by hand reads as the format says, and BF1
   const std::string header =
       R"({"b":{"dtype":"BF16","shape":[1],"data_offsets":[4,6]},"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})";
   const std::string data = std::string("\x00\x3c\x00\xc0", 4) + std::string("\xc0\x3f", 2);  // 1.0, -2.0; 1.5
-  auto f = parse_bytes(st_bytes(header, data));
+  const std::string bytes = st_bytes(header, data);  // the parsed file views these: they outlive it
+  auto f = parse_bytes(bytes);
   INFO((f ? std::string() : f.error().message));
   REQUIRE(f.ok());
   CHECK(f->tensors().front().name == "a");  // in the data's order
