@@ -114,8 +114,9 @@ Result<std::shared_ptr<const HfTokenizer>> HfTokenizer::parse(std::string_view j
     const auto json_id = [](const json& v) { return json_int64(v).value_or(-1); };
     std::int64_t top = -1;
     for (const auto& [tok, id_json] : vocab.items()) {
-      if (json_id(id_json) < 0) return fail(fmt::format("model.vocab: token {} has id {}, not an integer >= 0", tok, id_json.dump()));
-      top = std::max(top, json_id(id_json));
+      const auto id = json_id(id_json);
+      if (id < 0) return fail(fmt::format("model.vocab: token {} has id {}, not an integer >= 0", tok, id_json.dump()));
+      top = std::max(top, id);
     }
     for (const auto& a : j.value("added_tokens", json::array())) top = std::max(top, json_id(a.at("id")));
     if (top >= (1 << 24)) return fail(fmt::format("an id of {} is past the 2^24 this reader takes", top));
