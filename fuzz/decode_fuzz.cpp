@@ -124,12 +124,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 22: {  // a workspace episode's bytes: the changed files a reward request carries (up to a NUL), then a policy's turn
       const std::string_view all(reinterpret_cast<const char*>(data), size);
       const auto nul = std::min(all.find('\0'), all.size());
-      (void)decode_changes(all.substr(0, nul));
+      const auto changes = decode_changes(all.substr(0, nul));
       const std::string_view turn = all.substr(std::min(nul + 1, all.size()));
       for (const bool ended : {false, true}) {
         const ParsedTurn t = parse_turn(turn, ended);
         if (t.end > turn.size()) __builtin_trap();
         if (t.state == ParsedTurn::State::call) (void)bad_workspace_path(t.call.path);
+        // A replace by name, on the first file the payload carries (or on the turn itself).
+        if (t.state == ParsedTurn::State::call && !t.call.function.empty()) {
+          const auto lines = split_lines(changes && !changes->empty() ? changes->front().text : std::string(turn));
+          const BodyLines b = function_body(lines, t.call.function);
+          const auto n = static_cast<int>(lines.size());
+          if (b.why.empty() && (b.first < 1 || b.last < b.first - 1 || b.last > n || b.first > n + 1)) __builtin_trap();
+        }
       }
       break;
     }

@@ -171,7 +171,8 @@ int main(int argc, char** argv) {
     put(dir, "ext_env_capnp", stream.data(), stream.size());
   }
   {  // a workspace episode's changed files (a payload), then a policy's turn
-    static const char bytes[] = "pkg/ledger.py\n27\ndef f(n):\n    return n + 1\n\0@replace pkg/ledger.py 3-4\n    return 2\n@end\n";
+    static const char bytes[] =
+        "pkg/ledger.py\n42\ndef f(n):\n    \"\"\"Doc.\"\"\"\n    return n + 1\n\0@replace pkg/ledger.py f\n    return 2\n@end\n";
     const std::string text(bytes, sizeof bytes - 1);
     put(dir, "workspace_text", text.data(), text.size());
   }

@@ -11,7 +11,8 @@ namespace rlx {
 
 namespace {
 
-constexpr const char* kTools = "@list, @read PATH [FIRST-LAST], @write PATH, @replace PATH FIRST-LAST, @run, @submit";
+constexpr const char* kTools =
+    "@list, @read PATH [FIRST-LAST], @write PATH, @replace PATH FIRST-LAST, @replace PATH NAME, @run, @submit";
 
 // A line of `text` from `at`: its bytes without the '\n', and whether the '\n' came.
 struct Line {
@@ -56,6 +57,46 @@ bool parse_range(std::string_view s, int& first, int& last) {
   return true;
 }
 
+bool identifier(std::string_view s) {
+  if (s.empty() || s.size() > 100 || (s[0] >= '0' && s[0] <= '9')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  });
+}
+
+std::size_t indent_of(const std::string& line) { return std::min(line.find_first_not_of(" \t"), line.size()); }
+bool blank(const std::string& line) { return indent_of(line) == line.size(); }
+bool ends_signature(const std::string& line) {
+  const auto last = line.find_last_not_of(" \t");
+  return last != std::string::npos && line[last] == ':';
+}
+
+// Whether `line` defines function `name`: "def NAME(" after its indentation (or "async def").
+bool defines(const std::string& line, const std::string& name) {
+  std::string_view s(line);
+  s.remove_prefix(indent_of(line));
+  if (s.rfind("async ", 0) == 0) s.remove_prefix(std::min(s.find_first_not_of(' ', 6), s.size()));
+  if (s.rfind("def ", 0) != 0) return false;
+  s.remove_prefix(std::min(s.find_first_not_of(' ', 4), s.size()));
+  if (s.rfind(name, 0) != 0) return false;
+  s.remove_prefix(name.size());
+  s.remove_prefix(std::min(s.find_first_not_of(' '), s.size()));
+  return !s.empty() && s.front() == '(';
+}
+
+// The line after the docstring that opens at lines[at] (the first
+// statement of a body), or `at` when that line is no docstring.
+std::size_t past_docstring(const std::vector<std::string>& lines, std::size_t at) {
+  std::string_view s(lines[at]);
+  s.remove_prefix(indent_of(lines[at]));
+  if (!s.empty() && (s[0] == 'r' || s[0] == 'R' || s[0] == 'u' || s[0] == 'U')) s.remove_prefix(1);
+  if (s.rfind("\"\"\"", 0) != 0 && s.rfind("'''", 0) != 0) return at;
+  const std::string_view quote = s.substr(0, 3);
+  if (s.find(quote, 3) != std::string_view::npos) return at + 1;
+  for (std::size_t i = at + 1; i < lines.size(); ++i)
+    if (lines[i].find(quote) != std::string::npos) return i + 1;
+  return lines.size();
+}
 
 ToolResult refused(std::string why) {
   ToolResult r;
@@ -123,11 +164,16 @@ ParsedTurn parse_turn(std::string_view text, bool ended) {
     }
     if (tool == "write" || tool == "replace") {
       const bool replace = tool == "replace";
-      if (!want(replace ? 2 : 1, replace ? 2 : 1)) return bad(replace ? "@replace PATH FIRST-LAST" : "@write PATH", t.end);
+      if (!want(replace ? 2 : 1, replace ? 2 : 1))
+        return bad(replace ? "@replace PATH FIRST-LAST or @replace PATH NAME" : "@write PATH", t.end);
       t.call.kind = replace ? ToolKind::replace : ToolKind::write;
       t.call.path = std::string(w[1]);
-      if (replace && (!parse_range(w[2], t.call.first, t.call.last) || t.call.first < 1 || t.call.last < t.call.first - 1))
-        return bad(fmt::format("@replace's lines are FIRST-LAST with 1 <= FIRST <= LAST + 1 (not '{}')", w[2]), t.end);
+      if (replace && identifier(w[2])) {
+        t.call.function = std::string(w[2]);
+      } else if (replace && (!parse_range(w[2], t.call.first, t.call.last) || t.call.first < 1 || t.call.last < t.call.first - 1)) {
+        return bad(fmt::format("@replace takes lines FIRST-LAST with 1 <= FIRST <= LAST + 1, or a function's name (not '{}')",
+                               w[2].substr(0, 40)), t.end);
+      }
       // The body: every line up to "@end".
       for (std::size_t b = line.next; b < text.size();) {
         const Line body = line_at(text, b);
@@ -146,6 +192,47 @@ ParsedTurn parse_turn(std::string_view text, bool ended) {
   }
   if (!ended) return {};
   return bad(fmt::format("no tool call in this turn (a call is a line that starts with '@': {})", kTools), text.size());
+}
+
+BodyLines function_body(const std::vector<std::string>& lines, const std::string& name) {
+  std::vector<std::size_t> defs;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (defines(lines[i], name)) defs.push_back(i);
+  if (defs.empty()) {
+    std::string known;  // what the file does define, to copy from
+    for (const auto& line : lines) {
+      std::string_view d(line);
+      d.remove_prefix(indent_of(line));
+      if (d.rfind("def ", 0) != 0 || known.size() > 200) continue;
+      d.remove_prefix(4);
+      known += (known.empty() ? "" : ", ") + std::string(d.substr(0, std::min(d.find('('), d.size())));
+    }
+    return {0, 0, "no function " + name + (known.empty() ? " (it defines none)" : " (it defines " + known + ")")};
+  }
+  if (defs.size() > 1)
+    return {0, 0, fmt::format("{} is defined more than once (lines {} and {}); replace lines instead", name, defs[0] + 1,
+                              defs[1] + 1)};
+  const std::size_t def = defs[0], depth = indent_of(lines[def]);
+  std::size_t header = def;  // the signature's last line: the first that ends with ':'
+  while (header < lines.size() && !ends_signature(lines[header])) {
+    if (header > def && !blank(lines[header]) && indent_of(lines[header]) <= depth) break;
+    ++header;
+  }
+  if (header == lines.size() || !ends_signature(lines[header]))
+    return {0, 0, fmt::format("the def of {} (line {}) ends no line with ':' (a body on its def line?); replace lines instead", name, def + 1)};
+  // The block: every line after the header indented deeper than the def (blank lines inside it too).
+  std::size_t end = header + 1;  // one past the block's last non-blank line
+  for (std::size_t i = header + 1; i < lines.size(); ++i) {
+    if (blank(lines[i])) continue;
+    if (indent_of(lines[i]) <= depth) break;
+    end = i + 1;
+  }
+  std::size_t first = header + 1;
+  while (first < end && blank(lines[first])) ++first;
+  if (first < end) first = std::min(past_docstring(lines, first), end);
+  while (first < end && blank(lines[first])) ++first;
+  const int at = static_cast<int>(first) + 1;
+  return {at, first < end ? static_cast<int>(end) : at - 1, ""};
 }
 
 std::vector<std::string> split_lines(const std::string& text) {
@@ -208,16 +295,25 @@ ToolResult run_tool(const ToolCall& call, WorkspaceFiles& files, const Sandbox& 
       if (!text) return refused("no file " + call.path + " (@list shows the files; @write makes one)");
       auto lines = split_lines(*text);
       const int n = static_cast<int>(lines.size());
-      if (call.first > n + 1 || call.last > n)
-        return refused(fmt::format("{} has {} lines (asked to replace {}-{})", call.path, n, call.first, call.last));
+      int first = call.first, last = call.last;
+      if (!call.function.empty()) {
+        const BodyLines body = function_body(lines, call.function);
+        if (!body.why.empty()) return refused(call.path + ": " + body.why);
+        first = body.first;
+        last = body.last;
+      } else if (first > n + 1 || last > n) {
+        return refused(fmt::format("{} has {} lines (asked to replace {}-{})", call.path, n, first, last));
+      }
       const auto with = split_lines(call.body);
-      lines.erase(lines.begin() + (call.first - 1), lines.begin() + call.last);
-      lines.insert(lines.begin() + (call.first - 1), with.begin(), with.end());
+      lines.erase(lines.begin() + (first - 1), lines.begin() + last);
+      lines.insert(lines.begin() + (first - 1), with.begin(), with.end());
       std::string joined;
       for (const auto& l : lines) joined += l + "\n";
       if (auto done = files.write(call.path, std::move(joined)); !done) return refused(done.error().message);
-      r.observation = fmt::format("{}: lines {}-{} replaced by {} lines; it has {} lines now\n", call.path, call.first,
-                                  call.last, with.size(), lines.size());
+      const std::string what = call.function.empty() ? fmt::format("lines {}-{}", first, last)
+                                                     : fmt::format("the body of {} (lines {}-{})", call.function, first, last);
+      r.observation = fmt::format("{}: {} replaced by {} lines; it has {} lines now\n", call.path, what, with.size(),
+                                  lines.size());
       break;
     }
     case ToolKind::run: {

@@ -10,6 +10,8 @@
 //   @write PATH                the lines up to a line "@end" become the file
 //   @replace PATH FIRST-LAST   lines FIRST..LAST become the lines up to "@end"
 //                              (FIRST-(FIRST-1) inserts before line FIRST)
+//   @replace PATH NAME         the body of function NAME (its statements after
+//                              the def line and docstring) becomes those lines
 //   @run                       the visible tests: python3 run_tests.py tests
 //   @submit                    ends the episode; hidden tests decide the reward
 #pragma once
@@ -33,6 +35,7 @@ struct ToolCall {
   ToolKind kind = ToolKind::list;
   std::string path;
   int first = 0, last = 0;  // read / replace: lines, 1-based, inclusive (0: read from the start)
+  std::string function;     // replace by name: the function whose body the lines become (first, last unused)
   std::string body;         // write / replace: the lines before "@end", each with its '\n'
 };
 
@@ -73,6 +76,19 @@ ToolResult run_tool(const ToolCall& call, WorkspaceFiles& files, const Sandbox& 
 
 // The observation for a turn that held no runnable call.
 ToolResult bad_turn(const ParsedTurn& turn);
+
+// Where the body of function `name` lies in a Python file's `lines`: its
+// statements after the def line (a signature over several lines ends at
+// the first line that ends with ':') and after its docstring, up to the
+// last line indented deeper than the def. 1-based lines first..last;
+// last = first - 1 when the function has no statement after its docstring
+// (replacing it inserts there). Empty when no line defines `name`, or when
+// two do (`why` says which).
+struct BodyLines {
+  int first = 0, last = 0;
+  std::string why;  // empty when found
+};
+BodyLines function_body(const std::vector<std::string>& lines, const std::string& name);
 
 // A file's lines, without their '\n' (a last newline makes no empty line).
 std::vector<std::string> split_lines(const std::string& text);

@@ -1,6 +1,7 @@
 #include "envs/workspace/workspace_episode.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -35,7 +36,7 @@ std::string framed_observation(const std::string& text) {
 std::string episode_prompt(const WorkspaceTask& task) {
   const std::string* readme = readme_of(task);
   return "Tools, one call per turn (a line that starts with @): @list | @read PATH [FIRST-LAST] | "
-         "@write PATH, lines, @end | @replace PATH FIRST-LAST, lines, @end | @run | @submit\n" +
+         "@write PATH, lines, @end | @replace PATH FIRST-LAST or NAME, lines, @end | @run | @submit\n" +
          framed_observation(readme ? *readme : "");
 }
 
@@ -109,8 +110,17 @@ std::vector<std::string> expert_turns(const WorkspaceTask& task) {
       for (std::size_t first = 1; first <= a.size(); first += 60)
         turns.push_back(first == 1 && a.size() <= 60 ? fmt::format("@read {}\n", holed.path)
                                                       : fmt::format("@read {} {}-{}\n", holed.path, first, std::min(a.size(), first + 59)));
-      for (std::size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-        if (a[i] != b[i]) fixes.push_back(fmt::format("@replace {} {}-{}\n{}\n@end\n", holed.path, i + 1, i + 1, b[i]));
+      // Each hole of this module by its function's name, its body the reference's.
+      for (const auto& hole : task.holes) {
+        const auto dot = hole.find('.');
+        if ("pkg/" + hole.substr(0, dot) + ".py" != holed.path) continue;
+        const std::string name = hole.substr(dot + 1);
+        const BodyLines body = function_body(b, name);
+        if (!body.why.empty()) throw std::logic_error("expert_turns: " + body.why + " in the reference (a generator bug)");
+        std::string fix = fmt::format("@replace {} {}\n", holed.path, name);
+        for (int i = body.first; i <= body.last; ++i) fix += b[static_cast<std::size_t>(i - 1)] + "\n";
+        fixes.push_back(fix + "@end\n");
+      }
     }
   }
   turns.insert(turns.end(), fixes.begin(), fixes.end());

@@ -102,7 +102,7 @@ class WorkspaceEpisode {
 };
 
 // The turns an expert takes on `task`: run the tests, read each module
-// with a hole, replace each removed body with the reference's, run the
+// with a hole, replace each removed body with the reference's (by the function's name: @replace PATH NAME), run the
 // tests again, submit. Played through a WorkspaceEpisode they score 1.
 std::vector<std::string> expert_turns(const WorkspaceTask& task);
 

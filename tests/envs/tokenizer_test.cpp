@@ -145,7 +145,11 @@ TEST_CASE("the shipped vocabulary makes the expert's transcripts several times s
     const double ratio = static_cast<double>(characters) / static_cast<double>(tokens);
     std::printf("tokenizer: %s transcripts (turns and observations), %.2f characters per token\n", task_split_name(split),
                 ratio);
-    CHECK(ratio > (split == TaskSplit::train ? 3.0 : 2.5));
+    // Measured 3.05 (training) and 2.97 (held-out) when the expert's fixes
+    // named lines; 2.96 and 2.89 since they name the function (made-up
+    // names take more pieces than line numbers), on the same vocabulary:
+    // the supervised start in docs/BENCHMARKS.md was trained on it.
+    CHECK(ratio > (split == TaskSplit::train ? 2.9 : 2.5));
   }
 }
 

@@ -38,11 +38,11 @@ TEST_CASE("a scripted expert restores its tasks turn by turn through the decoder
           "observations are context, and every policy token is scored as one pass over the episode scores it",
           "[explorers][workspace][multi_turn][sandbox]") {
   const Sandbox box = test::open_sandbox(20.0);
-  auto model = make_seeded_transformer(agent_model(4096), 9);
+  auto model = make_seeded_transformer(agent_model(4608), 9);
   std::vector<WorkspaceTask> tasks{make_workspace_task(TaskSplit::train, 4, 1),
                                    make_workspace_task(TaskSplit::held_out, 3, 2)};
   AgentOptions o;
-  o.sample.max_new_tokens = 3500;
+  o.sample.max_new_tokens = 4000;
   o.sample.temperature = 1.0;
   o.turn_tokens = 600;
   AgentBatch batch(model, tasks, o, box);
