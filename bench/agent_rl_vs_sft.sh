@@ -113,11 +113,15 @@ if command -v gnuplot >/dev/null; then
 set terminal pngcairo size 800,480 noenhanced
 set output "$out/curve.png"
 set xlabel "minutes"
-set ylabel "held-out pass@1 (greedy, $eval_tasks tasks)"
+set ylabel "pass@1 (greedy, $eval_tasks tasks a split)"
+set yrange [0:*]
 set key top left
 set datafile separator "\t"
-plot "$out/points.tsv" using 3:(strcol(1) eq "rl" ? \$4 : 1/0) with points pt 7 title "RL (each seed's evaluations)", \
-     "$out/points.tsv" using 3:(strcol(1) eq "sft" ? \$4 : 1/0) with points pt 4 title "continued SFT (each seed's evaluations)"
+# Held-out tasks filled, fresh training tasks open; each seed's evaluations.
+plot "$out/points.tsv" using 3:(strcol(1) eq "rl" ? \$4 : 1/0) with points pt 7 lc 1 title "RL, held-out", \
+     "$out/points.tsv" using 3:(strcol(1) eq "sft" ? \$4 : 1/0) with points pt 5 lc 2 title "continued SFT, held-out", \
+     "$out/points.tsv" using 3:(strcol(1) eq "rl" ? \$6 : 1/0) with points pt 6 lc 1 title "RL, fresh training", \
+     "$out/points.tsv" using 3:(strcol(1) eq "sft" ? \$6 : 1/0) with points pt 4 lc 2 title "continued SFT, fresh training"
 GP
   echo "wrote $out/curve.png"
 fi

@@ -185,6 +185,19 @@ TEST_CASE("rlx sft writes weights a token run can start from, and refuses a GPU 
   CHECK(limited.out.find("stopped at step 1: --seconds 0.001 reached") != std::string::npos);
   CHECK(limited.out.find("after training, step 1: held-out pass@1") != std::string::npos);
   CHECK(fs::exists(timed));
+  // With a time limit sooner than the steps, the time left shown is what the limit leaves.
+  auto paced = run_cli("sft --kind arithmetic --steps 1000000 --seconds 3 --eval-every 0 --eval-tasks 2 --out " +
+                           (dir / "paced.pt").string(),
+                       dir);
+  INFO(paced.out << paced.err);
+  REQUIRE(paced.code == 0);
+  const auto shown = paced.out.find(" s left");
+  REQUIRE(shown != std::string::npos);  // step 20 comes well within 3 s
+  const auto tilde = paced.out.rfind('~', shown);
+  REQUIRE(tilde != std::string::npos);
+  const std::string left = paced.out.substr(tilde + 1, shown - tilde - 1);  // "2" in "~2 s left", not "8069 h 34 min"
+  REQUIRE((!left.empty() && left.size() <= 2 && left.find_first_not_of("0123456789") == std::string::npos));
+  CHECK(std::stoi(left) <= 3);
   // No steps: the start is evaluated and nothing is written.
   auto none = run_cli("sft --kind arithmetic --steps 0 --eval-tasks 2 --out " + (dir / "none.pt").string(), dir);
   CHECK(none.code == 0);
