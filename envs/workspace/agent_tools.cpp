@@ -219,17 +219,20 @@ BodyLines function_body(const std::vector<std::string>& lines, const std::string
     ++header;
   }
   if (header == lines.size() || !ends_signature(lines[header]))
-    return {0, 0, fmt::format("the def of {} (line {}) ends no line with ':' (a body on its def line?); replace lines instead", name, def + 1)};
-  // The block: every line after the header indented deeper than the def (blank lines inside it too).
-  std::size_t end = header + 1;  // one past the block's last non-blank line
-  for (std::size_t i = header + 1; i < lines.size(); ++i) {
+    return {0, 0, fmt::format("the def of {} (line {}) ends no line with ':' (a body on its def line?); replace lines instead",
+                              name, def + 1)};
+  // The docstring first (its lines may sit at any indentation), then the
+  // block after it: every line indented deeper than the def, blank lines
+  // inside it too.
+  std::size_t first = header + 1;
+  while (first < lines.size() && blank(lines[first])) ++first;
+  if (first < lines.size() && indent_of(lines[first]) > depth) first = past_docstring(lines, first);
+  std::size_t end = first;  // one past the block's last non-blank line
+  for (std::size_t i = first; i < lines.size(); ++i) {
     if (blank(lines[i])) continue;
     if (indent_of(lines[i]) <= depth) break;
     end = i + 1;
   }
-  std::size_t first = header + 1;
-  while (first < end && blank(lines[first])) ++first;
-  if (first < end) first = std::min(past_docstring(lines, first), end);
   while (first < end && blank(lines[first])) ++first;
   const int at = static_cast<int>(first) + 1;
   return {at, first < end ? static_cast<int>(end) : at - 1, ""};

@@ -87,6 +87,14 @@ TEST_CASE("a function's body lies after its signature and docstring, to its bloc
   CHECK_THAT(function_body(lines, "one").why, Catch::Contains("replace lines instead"));
   CHECK_THAT(function_body(lines, "tot").why, Catch::Contains("no function tot"));  // a prefix names nothing
   CHECK_THAT(function_body({}, "total").why, Catch::Contains("defines none"));
+  // A docstring whose lines sit at column 0 is still the docstring, not the block's end.
+  const std::vector<std::string> flush{"def f(x):", "    \"\"\"Doc.", "", "flush left", "\"\"\"", "    y = x", "    return y",
+                                       "", "def g():", "    pass"};
+  CHECK(function_body(flush, "f").first == 6);
+  CHECK(function_body(flush, "f").last == 7);
+  // No statement at all: the lines go right after the signature.
+  CHECK(function_body({"def f():", "def g():", "    pass"}, "f").first == 2);
+  CHECK(function_body({"def f():", "def g():", "    pass"}, "f").last == 1);
 }
 
 TEST_CASE("a replace by name keeps the docstring and everything around the body", "[envs][workspace]") {
