@@ -1,5 +1,6 @@
 #include "core/progress.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -20,8 +21,9 @@ double remaining_s(double done, double total, double elapsed_s) {
   return done >= total ? 0.0 : elapsed_s / done * (total - done);
 }
 
-std::string left_text(double done, double total, double elapsed_s) {
-  const double left = remaining_s(done, total, elapsed_s);
+std::string left_text(double done, double total, double elapsed_s, double limit_s) {
+  double left = remaining_s(done, total, elapsed_s);
+  if (limit_s > 0 && !(left < limit_s - elapsed_s)) left = std::max(0.0, limit_s - elapsed_s);
   return std::isfinite(left) ? "~" + human_duration(left) + " left" : std::string();
 }
 

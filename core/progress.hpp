@@ -13,7 +13,9 @@ std::string human_duration(double seconds);
 // so far; NaN before the first unit is done.
 double remaining_s(double done, double total, double elapsed_s);
 
-// "~3 min 05 s left", or "" when nothing can be said yet.
-std::string left_text(double done, double total, double elapsed_s);
+// "~3 min 05 s left", or "" when nothing can be said yet. With a time
+// limit (`limit_s` > 0, from the same start) that comes sooner than the
+// pace says, what the limit leaves.
+std::string left_text(double done, double total, double elapsed_s, double limit_s = 0);
 
 }  // namespace rlx

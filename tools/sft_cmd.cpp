@@ -1,8 +1,6 @@
 #include "tools/sft_cmd.hpp"
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -251,12 +249,6 @@ int sft_command(const SftArgs& a) {
   double loss = 0;
   int skipped = 0;
   int last = a.steps;  // the last step taken: --steps, or the one that ran past --seconds
-  // What remains: by the steps' pace, or what --seconds leaves if that is sooner.
-  const auto time_left = [&](int step, double elapsed) {
-    const double by_steps = remaining_s(step, a.steps, elapsed);
-    const double left = a.seconds > 0 && !(by_steps < a.seconds - elapsed) ? std::max(0.0, a.seconds - elapsed) : by_steps;
-    return std::isfinite(left) ? "~" + human_duration(left) + " left" : std::string();
-  };
   for (int step = 1; step <= last; ++step) {
     std::vector<std::vector<std::int64_t>> prompts, completions;
     std::vector<std::vector<std::uint8_t>> observed;
@@ -286,7 +278,7 @@ int sft_command(const SftArgs& a) {
       // The pace so far includes the evaluations, as what remains will.
       std::printf("step %d/%d  loss %.4f per token  %.0f tokens/s  %s%s%s\n", step, a.steps, loss,
                   static_cast<double>(tokens) / since(start), human_duration(since(start)).c_str(),
-                  step < last ? (", " + time_left(step, since(start))).c_str() : "",
+                  step < last ? (", " + left_text(step, a.steps, since(start), a.seconds)).c_str() : "",
                   skipped ? (", " + std::to_string(skipped) + " transcripts over the budget skipped").c_str() : "");
       std::fflush(stdout);
     }

@@ -16,6 +16,10 @@ const std::string* readme_of(const WorkspaceTask& task) {
   return nullptr;
 }
 
+// The module file a hole ("module.function") lies in, and its function.
+std::string hole_path(const std::string& hole) { return "pkg/" + hole.substr(0, hole.find('.')) + ".py"; }
+std::string hole_function(const std::string& hole) { return hole.substr(hole.find('.') + 1); }
+
 }  // namespace
 
 const char* to_string(EpisodeEnd e) {
@@ -54,7 +58,7 @@ WorkspaceEpisode::WorkspaceEpisode(WorkspaceTask task, EpisodeLimits limits, Too
 bool WorkspaceEpisode::on_hole_file(const ToolCall& call) const {
   if (call.kind != ToolKind::read && call.kind != ToolKind::replace && call.kind != ToolKind::write) return false;
   for (const auto& hole : task_.holes)
-    if (call.path == "pkg/" + hole.substr(0, hole.find('.')) + ".py") return true;
+    if (call.path == hole_path(hole)) return true;
   return false;
 }
 
@@ -112,9 +116,8 @@ std::vector<std::string> expert_turns(const WorkspaceTask& task) {
                                                       : fmt::format("@read {} {}-{}\n", holed.path, first, std::min(a.size(), first + 59)));
       // Each hole of this module by its function's name, its body the reference's.
       for (const auto& hole : task.holes) {
-        const auto dot = hole.find('.');
-        if ("pkg/" + hole.substr(0, dot) + ".py" != holed.path) continue;
-        const std::string name = hole.substr(dot + 1);
+        if (hole_path(hole) != holed.path) continue;
+        const std::string name = hole_function(hole);
         const BodyLines body = function_body(b, name);
         if (!body.why.empty()) throw std::logic_error("expert_turns: " + body.why + " in the reference (a generator bug)");
         std::string fix = fmt::format("@replace {} {}\n", holed.path, name);

@@ -21,4 +21,9 @@ TEST_CASE("durations read at a glance, and what remains follows the pace so far"
   CHECK(remaining_s(120, 100, 10) == 0);
   CHECK(left_text(0, 100, 10).empty());
   CHECK(left_text(25, 100, 60) == "~3 min 00 s left");
+  // A time limit sooner than the pace: what it leaves; later: the pace.
+  CHECK(left_text(25, 100, 60, 90) == "~30 s left");
+  CHECK(left_text(25, 100, 60, 600) == "~3 min 00 s left");
+  CHECK(left_text(25, 100, 60, 30) == "~0 s left");
+  CHECK(left_text(0, 100, 10, 90) == "~1 min 20 s left");  // no pace yet, the limit still says
 }

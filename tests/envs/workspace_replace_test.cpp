@@ -8,17 +8,11 @@
 #include "envs/workspace/agent_tools.hpp"
 #include "envs/workspace/workspace_episode.hpp"
 #include "tests/envs/sandbox_fixture.hpp"
+#include "tests/envs/tool_call_fixture.hpp"
 
 using namespace rlx;
 
 namespace {
-
-ToolCall named_call(const std::string& text) {
-  const ParsedTurn t = parse_turn(text, false);
-  INFO(text << " -> " << t.error);
-  REQUIRE(t.state == ParsedTurn::State::call);
-  return t.call;
-}
 
 const char* kModule =
     "\"\"\"The ledger module.\"\"\"\n"    // 1
@@ -54,12 +48,12 @@ const char* kModule =
 }  // namespace
 
 TEST_CASE("a replace names a function's body by the function's name", "[envs][workspace]") {
-  const ToolCall call = named_call("@replace pkg/ledger.py total\n    return sum(xs)\n@end\n");
+  const ToolCall call = test::parsed_call("@replace pkg/ledger.py total\n    return sum(xs)\n@end\n");
   CHECK(call.kind == ToolKind::replace);
   CHECK(call.path == "pkg/ledger.py");
   CHECK(call.function == "total");
   CHECK((call.first == 0 && call.last == 0));
-  CHECK(named_call("@replace pkg/a.py 4-5\nx\n@end\n").function.empty());
+  CHECK(test::parsed_call("@replace pkg/a.py 4-5\nx\n@end\n").function.empty());
   for (const char* bad : {"@replace pkg/a.py 4x\n", "@replace pkg/a.py total()\n", "@replace pkg/a.py\n",
                           "@replace pkg/a.py 9-3\n", "@replace pkg/a.py a b\n"}) {
     const ParsedTurn t = parse_turn(bad, false);
@@ -101,15 +95,15 @@ TEST_CASE("a replace by name keeps the docstring and everything around the body"
   const std::vector<WorkspaceFile> project{{"pkg/ledger.py", kModule}};
   WorkspaceFiles files(project);
   const Sandbox box = test::open_sandbox();
-  const ToolResult r = run_tool(named_call("@replace pkg/ledger.py total\n    return sum(xs)\n@end\n"), files, box);
+  const ToolResult r = run_tool(test::parsed_call("@replace pkg/ledger.py total\n    return sum(xs)\n@end\n"), files, box);
   CHECK(r.observation == "pkg/ledger.py: the body of total (lines 10-10) replaced by 1 lines; it has 29 lines now\n");
   std::string want = kModule;
   want.replace(want.find("    raise NotImplementedError(\"restore this function\")\n"),
                std::string("    raise NotImplementedError(\"restore this function\")\n").size(), "    return sum(xs)\n");
   CHECK(*files.find("pkg/ledger.py") == want);
   // A body of two lines for one of three; then an insertion after a lone docstring.
-  run_tool(named_call("@replace pkg/ledger.py scaled\n    return [x * k\n            for x in xs]\n@end\n"), files, box);
-  run_tool(named_call("@replace pkg/ledger.py bare\n        return 0\n@end\n"), files, box);
+  run_tool(test::parsed_call("@replace pkg/ledger.py scaled\n    return [x * k\n            for x in xs]\n@end\n"), files, box);
+  run_tool(test::parsed_call("@replace pkg/ledger.py bare\n        return 0\n@end\n"), files, box);
   const auto lines = split_lines(*files.find("pkg/ledger.py"));
   REQUIRE(lines.size() == 29);
   CHECK(lines[14] == "    '''One line.'''");
@@ -123,7 +117,7 @@ TEST_CASE("a replace by name keeps the docstring and everything around the body"
   const std::string before = *files.find("pkg/ledger.py");
   for (const char* bad : {"@replace pkg/ledger.py missing\nx\n@end\n", "@replace pkg/ledger.py twice\nx\n@end\n",
                           "@replace pkg/none.py total\nx\n@end\n"}) {
-    const ToolResult no = run_tool(named_call(bad), files, box);
+    const ToolResult no = run_tool(test::parsed_call(bad), files, box);
     INFO(bad << no.observation);
     CHECK(no.bad_call);
     CHECK_THAT(no.observation, Catch::StartsWith("error: "));
@@ -137,7 +131,7 @@ TEST_CASE("the expert restores each hole by its function's name", "[envs][worksp
     int named = 0;
     for (const auto& turn : expert_turns(task)) {
       if (turn.rfind("@replace ", 0) != 0) continue;
-      const ToolCall call = named_call(turn);
+      const ToolCall call = test::parsed_call(turn);
       CHECK_FALSE(call.function.empty());
       ++named;
     }

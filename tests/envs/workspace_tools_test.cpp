@@ -8,19 +8,9 @@
 #include "envs/workspace/workspace_episode.hpp"
 #include "envs/workspace/workspace_scorer.hpp"
 #include "tests/envs/sandbox_fixture.hpp"
+#include "tests/envs/tool_call_fixture.hpp"
 
 using namespace rlx;
-
-namespace {
-
-ToolCall parsed(const std::string& text) {
-  const ParsedTurn t = parse_turn(text, false);
-  INFO(text << " -> " << t.error);
-  REQUIRE(t.state == ParsedTurn::State::call);
-  return t.call;
-}
-
-}  // namespace
 
 TEST_CASE("a tool call is complete with its newline, or with its @end line for a write", "[envs][workspace]") {
   CHECK(parse_turn("I will look at the files first.\n@li", false).state == ParsedTurn::State::incomplete);
@@ -30,22 +20,22 @@ TEST_CASE("a tool call is complete with its newline, or with its @end line for a
   CHECK(list.call.kind == ToolKind::list);
   CHECK(list.end == std::string("Look first.\n@list\n").size());
 
-  const ToolCall read = parsed("@read pkg/ledger.py 3-12\n");
+  const ToolCall read = test::parsed_call("@read pkg/ledger.py 3-12\n");
   CHECK(read.kind == ToolKind::read);
   CHECK(read.path == "pkg/ledger.py");
   CHECK((read.first == 3 && read.last == 12));
-  CHECK(parsed("@read  README.md \n").first == 0);
+  CHECK(test::parsed_call("@read  README.md \n").first == 0);
 
   CHECK(parse_turn("@write pkg/new.py\ndef f():\n    return 1\n", false).state == ParsedTurn::State::incomplete);
-  const ToolCall write = parsed("@write pkg/new.py\ndef f():\n    return 1\n@end\n");
+  const ToolCall write = test::parsed_call("@write pkg/new.py\ndef f():\n    return 1\n@end\n");
   CHECK(write.kind == ToolKind::write);
   CHECK(write.body == "def f():\n    return 1\n");
-  const ToolCall replace = parsed("@replace pkg/a.py 4-3\n    x = 1\n@end\n");
+  const ToolCall replace = test::parsed_call("@replace pkg/a.py 4-3\n    x = 1\n@end\n");
   CHECK((replace.kind == ToolKind::replace && replace.first == 4 && replace.last == 3 && replace.body == "    x = 1\n"));
   // A Python decorator inside a body is body text, not a call.
-  CHECK(parsed("@write pkg/d.py\n@staticmethod\n@end\n").body == "@staticmethod\n");
-  CHECK(parsed("@submit\n").kind == ToolKind::submit);
-  CHECK(parsed("@run\n").kind == ToolKind::run);
+  CHECK(test::parsed_call("@write pkg/d.py\n@staticmethod\n@end\n").body == "@staticmethod\n");
+  CHECK(test::parsed_call("@submit\n").kind == ToolKind::submit);
+  CHECK(test::parsed_call("@run\n").kind == ToolKind::run);
 }
 
 TEST_CASE("a turn with no runnable call ends as an observation that says why", "[envs][workspace]") {
@@ -110,33 +100,33 @@ TEST_CASE("tools read, replace and write the episode's own copy", "[envs][worksp
   const WorkspaceTask task = make_workspace_task(TaskSplit::train, 11, 1);
   WorkspaceFiles files(task.workspace);
   const Sandbox box = test::open_sandbox();
-  const ToolResult list = run_tool(parsed("@list\n"), files, box);
+  const ToolResult list = run_tool(test::parsed_call("@list\n"), files, box);
   CHECK_THAT(list.observation, Catch::Contains("run_tests.py ("));
   CHECK_THAT(list.observation, !Catch::Contains("hidden"));
   const std::string module = task.workspace.front().path;
-  const ToolResult read = run_tool(parsed("@read " + module + " 2-3\n"), files, box);
+  const ToolResult read = run_tool(test::parsed_call("@read " + module + " 2-3\n"), files, box);
   CHECK_THAT(read.observation, Catch::StartsWith(module + " lines 2-3 of "));
   CHECK_THAT(read.observation, Catch::Contains("   2| "));
   CHECK_THAT(read.observation, !Catch::Contains("   4| "));
   ToolBudget small;
   small.read_lines = 2;
-  CHECK_THAT(run_tool(parsed("@read " + module + "\n"), files, box, small).observation, Catch::Contains("lines 1-2 of"));
-  CHECK(run_tool(parsed("@read nothing.py\n"), files, box).bad_call);
-  CHECK(run_tool(parsed("@read ../../etc/passwd\n"), files, box).bad_call);
-  CHECK(run_tool(parsed("@read " + module + " 900-901\n"), files, box).bad_call);
+  CHECK_THAT(run_tool(test::parsed_call("@read " + module + "\n"), files, box, small).observation, Catch::Contains("lines 1-2 of"));
+  CHECK(run_tool(test::parsed_call("@read nothing.py\n"), files, box).bad_call);
+  CHECK(run_tool(test::parsed_call("@read ../../etc/passwd\n"), files, box).bad_call);
+  CHECK(run_tool(test::parsed_call("@read " + module + " 900-901\n"), files, box).bad_call);
 
-  REQUIRE(run_tool(parsed("@write notes/plan.txt\nfirst\nsecond\n@end\n"), files, box).observation == "wrote notes/plan.txt (2 lines)\n");
-  CHECK(run_tool(parsed("@replace notes/plan.txt 2-2\nSECOND\nthird\n@end\n"), files, box).observation ==
+  REQUIRE(run_tool(test::parsed_call("@write notes/plan.txt\nfirst\nsecond\n@end\n"), files, box).observation == "wrote notes/plan.txt (2 lines)\n");
+  CHECK(run_tool(test::parsed_call("@replace notes/plan.txt 2-2\nSECOND\nthird\n@end\n"), files, box).observation ==
         "notes/plan.txt: lines 2-2 replaced by 2 lines; it has 3 lines now\n");
   CHECK(*files.find("notes/plan.txt") == "first\nSECOND\nthird\n");
-  run_tool(parsed("@replace notes/plan.txt 1-0\nzeroth\n@end\n"), files, box);  // inserts
+  run_tool(test::parsed_call("@replace notes/plan.txt 1-0\nzeroth\n@end\n"), files, box);  // inserts
   CHECK(*files.find("notes/plan.txt") == "zeroth\nfirst\nSECOND\nthird\n");
-  run_tool(parsed("@replace notes/plan.txt 2-4\n@end\n"), files, box);  // deletes
+  run_tool(test::parsed_call("@replace notes/plan.txt 2-4\n@end\n"), files, box);  // deletes
   CHECK(*files.find("notes/plan.txt") == "zeroth\n");
-  CHECK(run_tool(parsed("@replace notes/plan.txt 3-3\nx\n@end\n"), files, box).bad_call);
+  CHECK(run_tool(test::parsed_call("@replace notes/plan.txt 3-3\nx\n@end\n"), files, box).bad_call);
   // The task's own files are untouched by the episode's edits.
   CHECK(WorkspaceFiles(task.workspace).find("notes/plan.txt") == nullptr);
-  CHECK(run_tool(parsed("@submit\n"), files, box).submitted);
+  CHECK(run_tool(test::parsed_call("@submit\n"), files, box).submitted);
 }
 
 TEST_CASE("output past the budget is cut, keeping the head and the last line", "[envs][workspace]") {
@@ -154,19 +144,19 @@ TEST_CASE("an expert episode restores the removed bodies, sees the tests pass an
   const WorkspaceTask task = make_workspace_task(TaskSplit::held_out, 5, 2);
   WorkspaceFiles files(task.workspace);
   const Sandbox box = test::open_sandbox();
-  const ToolResult before = run_tool(parsed("@run\n"), files, box);
+  const ToolResult before = run_tool(test::parsed_call("@run\n"), files, box);
   CHECK(before.failure == InfraFailure::none);
   CHECK_THAT(before.observation, Catch::Contains("NotImplementedError"));
   CHECK_THAT(before.observation, Catch::Contains(" failed"));
   for (const auto& fix : expert_turns(task)) {
     if (fix.rfind("@replace ", 0) != 0) continue;  // the expert's fixes alone
-    const ToolResult r = run_tool(parsed(fix), files, box);
+    const ToolResult r = run_tool(test::parsed_call(fix), files, box);
     INFO(fix << r.observation);
     CHECK_FALSE(r.bad_call);
   }
-  const ToolResult after = run_tool(parsed("@run\n"), files, box);
+  const ToolResult after = run_tool(test::parsed_call("@run\n"), files, box);
   CHECK_THAT(after.observation, Catch::EndsWith(std::to_string(task.visible_count) + " passed, 0 failed\n"));
-  CHECK(run_tool(parsed("@submit\n"), files, box).submitted);
+  CHECK(run_tool(test::parsed_call("@submit\n"), files, box).submitted);
 
   // The reward pool's view: the task id and the changed files, nothing else.
   auto scorer = WorkspaceScorer::open();
