@@ -20,6 +20,7 @@ namespace {
 struct Played {
   std::optional<double> score;
   EpisodeStats stats;
+  bool rewrote = false;  // a hole's body is no longer the raise
   std::string family, sample;
   std::string transcript;  // the sample's line, then the turns and observations
 };
@@ -54,6 +55,7 @@ std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, 
     for (const auto& e : batch.episodes()) {
       Played p;
       p.stats = e.stats();
+      p.rewrote = e.holes_rewritten() > 0;
       p.family = task_family(e.task());
       p.sample = e.task().id + " -> " + to_string(e.end()) + " after " + std::to_string(e.stats().turns) + " turns";
       if (e.failure() == InfraFailure::none) {
@@ -86,9 +88,13 @@ TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, 
     fresh.push_back(make_workspace_task(TaskSplit::train, heldout_seed() + static_cast<std::uint64_t>(i), difficulty));
   }
   int episodes = 0;
-  auto tally = [&](const std::vector<Played>& played, double& pass, double& mean, int& tasks, double& found) {
+  auto tally = [&](const std::vector<Played>& played, double& pass, double& mean, int& tasks, double& found,
+                   double& rewrote) {
     int scored = 0;
-    for (const auto& p : played) found += p.stats.hole_file_calls > 0 ? 1.0 / static_cast<double>(played.size()) : 0.0;
+    for (const auto& p : played) {
+      found += p.stats.hole_file_calls > 0 ? 1.0 / static_cast<double>(played.size()) : 0.0;
+      rewrote += p.rewrote ? 1.0 / static_cast<double>(played.size()) : 0.0;
+    }
     for (const auto& p : played) {
       if (&p == &played.front()) ev.episodes.push_back(p.transcript.empty() ? p.sample : p.transcript);
       ++tasks;
@@ -115,9 +121,10 @@ TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, 
     }
     return scored;
   };
-  tally(play_workspace(model, scorer, o, *sandbox, held), ev.pass_at_1, ev.mean_score, ev.tasks, ev.found_hole);
+  tally(play_workspace(model, scorer, o, *sandbox, held), ev.pass_at_1, ev.mean_score, ev.tasks, ev.found_hole,
+        ev.rewrote_hole);
   tally(play_workspace(model, scorer, o, *sandbox, fresh), ev.train_pass_at_1, ev.train_mean_score, ev.train_tasks,
-        ev.train_found_hole);
+        ev.train_found_hole, ev.train_rewrote_hole);
   if (episodes > 0) {
     ev.mean_turns /= episodes;
     ev.mean_tool_calls /= episodes;

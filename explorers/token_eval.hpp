@@ -55,6 +55,8 @@ struct TokenEvaluation {
   // Share of episodes with a call that ran on a file holding a hole (the
   // README's module name copied into a path), held-out and fresh training.
   double found_hole = 0, train_found_hole = 0;
+  // Share of episodes that rewrote a hole's body (rightly or not).
+  double rewrote_hole = 0, train_rewrote_hole = 0;
 };
 
 // "add_k 17/19, clamp 3/18, ...": by_family for a log line.

@@ -84,6 +84,10 @@ int main(int argc, char** argv) {
                       "workspace: one-hole drills per step besides the transcripts (any function of a training project "
                       "made the hole; its read and fix)")
       ->check(CLI::Range(0, 65536));
+  sft_cmd->add_option("--recoveries", sft_args.recoveries,
+                      "workspace: recovery drills per step besides those (a mistaken call, a cut-short path or name or "
+                      "an edit without one, and its error as context; then the read and the fix)")
+      ->check(CLI::Range(0, 65536));
   sft_cmd->add_option("--lr", sft_args.lr, "Adam learning rate")->check(CLI::Range(1e-7, 1.0));
   sft_cmd->add_option("--seed", sft_args.seed, "initialisation and task draws");
   sft_cmd->add_option("--eval-every", sft_args.eval_every,

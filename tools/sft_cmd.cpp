@@ -36,9 +36,10 @@ void report(const char* when, int step, double seconds, const TokenEvaluation& e
               ev.pass_at_1, ev.mean_score, ev.tasks, ev.unscored ? ", some unscored" : "", seconds);
   if (ev.train_tasks > 0)
     std::printf("  fresh training tasks pass@1 %.3f (mean tests passed %.3f, %d tasks); per episode %.1f turns, %.1f tool "
-                "calls, %.1f bad calls; a hole's file opened in %.2f of held-out and %.2f of fresh training episodes\n",
+                "calls, %.1f bad calls; a hole's file opened in %.2f of held-out and %.2f of fresh training episodes, "
+                "a hole's body rewritten in %.2f and %.2f\n",
                 ev.train_pass_at_1, ev.train_mean_score, ev.train_tasks, ev.mean_turns, ev.mean_tool_calls,
-                ev.mean_bad_calls, ev.found_hole, ev.train_found_hole);
+                ev.mean_bad_calls, ev.found_hole, ev.train_found_hole, ev.rewrote_hole, ev.train_rewrote_hole);
   std::printf("  by family: %s\n", family_summary(ev).c_str());
   for (const auto& s : ev.samples) std::printf("  e.g. %s\n", s.c_str());
   // The first episode of each split, as played, each line marked.
@@ -98,7 +99,7 @@ struct Transcripts {
   std::vector<std::vector<std::uint8_t>> observed;
   int skipped = 0;
 
-  // Takes `t` (turns targets, observations context) when it fits `budget`
+  // Takes `t` (turns targets, observations and mistaken turns context) when it fits `budget`
   // and, for a whole transcript (`drill` false), ended in a submit; else
   // counts it skipped. A drill ends at its fix, unplayed.
   void add(const Transcript& t, const Tokenizer& tokenizer, std::int64_t budget, bool drill = false) {
@@ -107,7 +108,7 @@ struct Transcripts {
     for (std::size_t i = 0; i < t.parts.size(); ++i) {
       const auto ids = tokenizer.encode(t.parts[i]);
       completion.insert(completion.end(), ids.begin(), ids.end());
-      marks.insert(marks.end(), ids.size(), i % 2 == 1);
+      marks.insert(marks.end(), ids.size(), !t.target(i));
     }
     if ((!drill && t.end != EpisodeEnd::submitted) || static_cast<std::int64_t>(completion.size()) > budget) {
       ++skipped;
@@ -120,7 +121,7 @@ struct Transcripts {
 };
 
 Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& tokens, const Tokenizer& tokenizer, int batch,
-                                int drills, std::mt19937_64& rng) {
+                                int drills, int recoveries, std::mt19937_64& rng) {
   Transcripts out;
   std::uniform_int_distribution<std::uint64_t> draw(0, heldout_seed() - 1);
   const auto limits = agent_options(tokens, false).limits;
@@ -142,6 +143,15 @@ Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& toke
     // Every other drill reads the hole's function alone (a short context: more of them per second).
     out.add(expert_drill(single_hole_task(task, rng() % task.functions.size()), sandbox, tries % 2 == 1), tokenizer,
             tokens.max_new_tokens, /*drill=*/true);
+  }
+  for (int tries = 0; static_cast<int>(out.prompts.size()) < batch + drills + recoveries; ++tries) {
+    if (tries > 8 * recoveries) return too_long("recovery drills");
+    const auto task = make_workspace_task(TaskSplit::train, draw(rng), 1);
+    const auto hole = single_hole_task(task, rng() % task.functions.size());
+    const auto mistake = static_cast<Mistake>(rng() % kMistakes);
+    // A cut name that happens to be a real one refuses nothing: drawn again.
+    if (auto t = recovery_drill(hole, sandbox, mistake, 1 + static_cast<int>(rng() % 3)))
+      out.add(*t, tokenizer, tokens.max_new_tokens, /*drill=*/true);
   }
   return out;
 }
@@ -253,7 +263,7 @@ int sft_command(const SftArgs& a) {
     std::vector<std::vector<std::int64_t>> prompts, completions;
     std::vector<std::vector<std::uint8_t>> observed;
     if (workspace) {
-      auto t = transcripts(*sandbox, config->tokens, **tokenizer, a.batch, a.drills, rng);
+      auto t = transcripts(*sandbox, config->tokens, **tokenizer, a.batch, a.drills, a.recoveries, rng);
       if (!t) {
         std::fprintf(stderr, "rlx sft: %s\n", t.error().message.c_str());
         return 2;

@@ -31,6 +31,10 @@ struct SftArgs {
   // (any function of a training project made the hole; read and fix,
   // nothing run: expert_drill).
   int drills = 0;
+  // Workspace: recovery drills per step besides those: a drill that
+  // starts with a mistaken call and its error, kept as context, then the
+  // read and the fix (recovery_drill).
+  int recoveries = 0;
   double lr = 1e-3;
   std::uint64_t seed = 1;
   int eval_every = 100;          // steps between held-out evaluations (0: only at the end)

@@ -251,6 +251,25 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 ToolResult bad_turn(const ParsedTurn& turn) { return refused(turn.error); }
 
+namespace {
+
+// "no file PATH", naming the files of PATH's folder (a misspelt name is
+// the usual cause: the agent copies the right one from the error).
+ToolResult no_file(const WorkspaceFiles& files, const std::string& path, const char* also) {
+  const std::string folder = path.substr(0, path.rfind('/') + 1);  // "" at the top
+  std::string beside;
+  int named = 0;
+  for (const auto& p : files.paths()) {
+    if (p.rfind(folder, 0) != 0 || p.find('/', folder.size()) != std::string::npos) continue;
+    if (++named <= 20) beside += (beside.empty() ? "" : ", ") + p;
+  }
+  if (named > 20) beside += fmt::format(" and {} more", named - 20);
+  return refused(beside.empty() ? fmt::format("no file {} (@list shows the files{})", path, also)
+                                : fmt::format("no file {} (files beside it: {}{})", path, beside, also));
+}
+
+}  // namespace
+
 std::string cut_output(const std::string& text, std::size_t bytes) {
   if (text.size() <= bytes) return text;
   const std::string trimmed = text.substr(0, text.find_last_not_of('\n') + 1);
@@ -277,7 +296,7 @@ ToolResult run_tool(const ToolCall& call, WorkspaceFiles& files, const Sandbox& 
     case ToolKind::read: {
       if (auto why = bad_workspace_path(call.path); !why.empty()) return refused(why);
       const std::string* text = files.find(call.path);
-      if (!text) return refused("no file " + call.path + " (@list shows the files)");
+      if (!text) return no_file(files, call.path, "");
       const auto lines = split_lines(*text);
       const int n = static_cast<int>(lines.size());
       const int first = call.first > 0 ? call.first : 1;
@@ -295,7 +314,7 @@ ToolResult run_tool(const ToolCall& call, WorkspaceFiles& files, const Sandbox& 
     case ToolKind::replace: {
       if (auto why = bad_workspace_path(call.path); !why.empty()) return refused(why);
       const std::string* text = files.find(call.path);
-      if (!text) return refused("no file " + call.path + " (@list shows the files; @write makes one)");
+      if (!text) return no_file(files, call.path, "; @write makes one");
       auto lines = split_lines(*text);
       const int n = static_cast<int>(lines.size());
       int first = call.first, last = call.last;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -102,6 +103,25 @@ void WorkspaceEpisode::out_of_budget() {
   if (!done()) end_ = EpisodeEnd::budget;
 }
 
+int WorkspaceEpisode::holes_rewritten() const {
+  int n = 0;
+  for (const auto& hole : task_.holes) {
+    const std::string path = hole_path(hole);
+    const std::string* now = files_.find(path);
+    const auto was = std::find_if(task_.workspace.begin(), task_.workspace.end(),
+                                  [&](const WorkspaceFile& f) { return f.path == path; });
+    if (!now || was == task_.workspace.end()) continue;  // the module is gone: nothing rewritten in it
+    const auto a = split_lines(*now), b = split_lines(was->text);
+    const BodyLines x = function_body(a, hole_function(hole)), y = function_body(b, hole_function(hole));
+    if (!x.why.empty() || !y.why.empty()) continue;
+    const auto body = [](const std::vector<std::string>& lines, const BodyLines& at) {
+      return std::vector<std::string>(lines.begin() + (at.first - 1), lines.begin() + at.last);
+    };
+    n += body(a, x) != body(b, y);
+  }
+  return n;
+}
+
 std::string WorkspaceEpisode::payload() const { return encode_changes(files_.changed_from(task_.workspace)); }
 
 std::vector<std::string> expert_turns(const WorkspaceTask& task) {
@@ -130,6 +150,10 @@ std::vector<std::string> expert_turns(const WorkspaceTask& task) {
   turns.push_back("@run\n");
   turns.push_back("@submit\n");
   return turns;
+}
+
+bool Transcript::target(std::size_t i) const {
+  return i % 2 == 0 && std::find(mistaken.begin(), mistaken.end(), i) == mistaken.end();
 }
 
 Transcript expert_transcript(const WorkspaceTask& task, const Sandbox& sandbox, EpisodeLimits limits,
@@ -170,6 +194,53 @@ Transcript expert_drill(const WorkspaceTask& task, const Sandbox& sandbox, bool 
     t.parts.push_back(turn);
   }
   t.end = episode.end();  // running: the fix is the drill's last turn, never played
+  return t;
+}
+
+std::optional<Transcript> recovery_drill(const WorkspaceTask& task, const Sandbox& sandbox, Mistake mistake, int cut,
+                                         ToolBudget budget) {
+  const Transcript drill = expert_drill(task, sandbox, mistake != Mistake::wrong_path, budget);
+  if (drill.parts.size() != 3) return std::nullopt;  // read, observation, fix: a task with one hole
+  const std::string& fix = drill.parts[2];
+  const std::size_t nl = fix.find('\n');
+  const std::string header = fix.substr(0, nl);  // "@replace PATH NAME"
+  const std::string command = header.substr(0, header.rfind(' '));  // "@replace PATH"
+  const std::string name = header.substr(header.rfind(' ') + 1), path = command.substr(command.find(' ') + 1);
+  const auto cut_short = [cut](const std::string& s) {  // keeps at least one character
+    const auto drop = std::min<std::size_t>(static_cast<std::size_t>(std::clamp(cut, 1, 3)), s.empty() ? 0 : s.size() - 1);
+    return s.substr(0, s.size() - drop);
+  };
+  // Each turn and whether it is a mistake; the last (the fix) is never played.
+  using Turn = std::pair<std::string, bool>;
+  std::vector<Turn> turns{Turn{drill.parts[0], false}, Turn{fix, false}};
+  switch (mistake) {
+    case Mistake::wrong_path: {
+      const std::size_t slash = path.find('/') + 1;  // pkg/STEM.py
+      const std::string stem = path.substr(slash, path.size() - slash - 3);
+      turns.insert(turns.begin(), Turn{"@read " + path.substr(0, slash) + cut_short(stem) + ".py\n", true});
+      break;
+    }
+    case Mistake::wrong_name:
+      turns.insert(turns.end() - 1, Turn{command + " " + cut_short(name) + fix.substr(nl), true});
+      break;
+    case Mistake::no_name:
+      turns.insert(turns.end() - 1, Turn{command + "\n", true});
+      turns.insert(turns.end() - 1, Turn{fix.substr(nl + 1), true});
+      break;
+  }
+  WorkspaceEpisode episode(task, {}, budget);
+  Transcript t;
+  t.prompt = episode.prompt();
+  for (std::size_t i = 0; i < turns.size(); ++i) {
+    const auto& [turn, mistaken] = turns[i];
+    if (mistaken) t.mistaken.push_back(t.parts.size());
+    t.parts.push_back(turn);
+    if (i + 1 == turns.size()) break;
+    const TurnOutcome out = episode.take_turn(turn, sandbox);
+    if (mistaken && out.observation.find("error: ") == std::string::npos) return std::nullopt;  // the cut name is real
+    t.parts.push_back(out.observation);
+  }
+  t.end = episode.end();  // running, as a drill
   return t;
 }
 

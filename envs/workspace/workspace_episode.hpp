@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -79,6 +80,10 @@ class WorkspaceEpisode {
   EpisodeEnd end() const { return end_; }
   InfraFailure failure() const { return failure_; }
   const EpisodeStats& stats() const { return stats_; }
+  // Holes whose function's body in the episode's copy is no longer the
+  // workspace's (rewritten, rightly or not): an edit got in where it had
+  // to, whatever it wrote.
+  int holes_rewritten() const;
   const WorkspaceTask& task() const { return task_; }
   const WorkspaceFiles& files() const { return files_; }
   // The reward request's payload: the changed files (encode_changes).
@@ -113,8 +118,14 @@ std::vector<std::string> expert_turns(const WorkspaceTask& task);
 struct Transcript {
   std::string prompt;
   std::vector<std::string> parts;  // turn, observation, turn, ..., turn
+  // Indices of turns (even parts) that are mistakes: played, refused and
+  // kept as context, never targets (recovery_drill).
+  std::vector<std::size_t> mistaken;
   EpisodeEnd end = EpisodeEnd::running;
   InfraFailure failure = InfraFailure::none;  // a @run the sandbox failed: not a transcript to train on
+
+  // Whether part `i` is a target to train on: a turn not mistaken.
+  bool target(std::size_t i) const;
 };
 Transcript expert_transcript(const WorkspaceTask& task, const Sandbox& sandbox, EpisodeLimits limits = {},
                              ToolBudget budget = {});
@@ -126,5 +137,23 @@ Transcript expert_transcript(const WorkspaceTask& task, const Sandbox& sandbox, 
 // for the price of a read. Parts as in Transcript: read, observation, fix;
 // `end` stays running (nothing is submitted: the fix ends the drill unplayed).
 Transcript expert_drill(const WorkspaceTask& task, const Sandbox& sandbox, bool focused = false, ToolBudget budget = {});
+
+// The mistakes a recovery drill starts from: those a policy was seen
+// making and never recovering from (docs/workspace.md).
+enum class Mistake : std::uint8_t {
+  wrong_path,  // a read of the hole's module with its name cut short ("pkg/librar.py"), before the read
+  wrong_name,  // the fix under the function's name cut short, before the fix
+  no_name,     // the fix's header without the name, then its lines and @end as a turn of their own
+};
+constexpr int kMistakes = 3;
+
+// The expert's drill with `mistake` played first and refused (`cut`
+// characters, 1-3, cut from the name), then the read and the fix as in
+// expert_drill (focused, but a whole read after a wrong path). The
+// mistaken turns are context (Transcript::mistaken), the read and the fix
+// targets: the drill teaches the recovery, not the mistake. Nullopt when
+// the cut name is a real one (nothing refused).
+std::optional<Transcript> recovery_drill(const WorkspaceTask& task, const Sandbox& sandbox, Mistake mistake, int cut,
+                                         ToolBudget budget = {});
 
 }  // namespace rlx

@@ -174,3 +174,34 @@ TEST_CASE("a drill makes any one function the hole, and its read and fix restore
     }
   }
 }
+
+TEST_CASE("an episode counts the holes whose body it rewrote, rightly or wrongly, and no other edit",
+          "[envs][workspace]") {
+  const Sandbox box = test::open_sandbox();
+  const WorkspaceTask task = make_workspace_task(TaskSplit::train, 3, 2);
+  REQUIRE(task.holes.size() == 2);
+  WorkspaceEpisode e(task);
+  CHECK(e.holes_rewritten() == 0);
+  const auto path = [](const std::string& hole) { return "pkg/" + hole.substr(0, hole.find('.')) + ".py"; };
+  const auto name = [](const std::string& hole) { return hole.substr(hole.find('.') + 1); };
+  // Another function's body: no hole rewritten.
+  const auto other = std::find_if(task.functions.begin(), task.functions.end(), [&](const PyFunction& f) {
+    return std::find(task.holes.begin(), task.holes.end(), f.module + "." + f.name) == task.holes.end();
+  });
+  REQUIRE(other != task.functions.end());
+  const auto replaced = [&](const std::string& p, const std::string& n, const std::string& body) {
+    return e.take_turn("@replace " + p + " " + n + "\n" + body + "@end\n", box).observation;
+  };
+  CHECK_THAT(replaced("pkg/" + other->module + ".py", other->name, "    return 0\n"), !Catch::Contains("error:"));
+  CHECK(e.holes_rewritten() == 0);
+  // A wrong body counts: the edit got in.
+  CHECK_THAT(replaced(path(task.holes[0]), name(task.holes[0]), "    return 0\n"), !Catch::Contains("error:"));
+  CHECK(e.holes_rewritten() == 1);
+  // The raise put back is no rewrite.
+  CHECK_THAT(replaced(path(task.holes[0]), name(task.holes[0]), "    raise NotImplementedError(\"restore this function\")\n"),
+             !Catch::Contains("error:"));
+  CHECK(e.holes_rewritten() == 0);
+  for (const auto& turn : expert_turns(task))
+    if (turn.rfind("@replace ", 0) == 0) e.take_turn(turn, box);
+  CHECK(e.holes_rewritten() == 2);
+}

@@ -112,6 +112,16 @@ TEST_CASE("tools read, replace and write the episode's own copy", "[envs][worksp
   small.read_lines = 2;
   CHECK_THAT(run_tool(test::parsed_call("@read " + module + "\n"), files, box, small).observation, Catch::Contains("lines 1-2 of"));
   CHECK(run_tool(test::parsed_call("@read nothing.py\n"), files, box).bad_call);
+  // A path cut short: the error names the files beside it, to copy the right one from.
+  const std::string cut = module.substr(0, module.size() - 4) + ".py";
+  const ToolResult missing = run_tool(test::parsed_call("@read " + cut + "\n"), files, box);
+  CHECK(missing.bad_call);
+  CHECK_THAT(missing.observation, Catch::StartsWith("error: no file " + cut + " (files beside it: ") &&
+                                      Catch::Contains(module) && !Catch::Contains("run_tests.py"));
+  CHECK_THAT(run_tool(test::parsed_call("@replace " + cut + " 1-1\nx\n@end\n"), files, box).observation,
+             Catch::Contains(module) && Catch::EndsWith("; @write makes one)"));
+  CHECK(run_tool(test::parsed_call("@read nowhere/x.py\n"), files, box).observation ==
+        "error: no file nowhere/x.py (@list shows the files)");
   CHECK(run_tool(test::parsed_call("@read ../../etc/passwd\n"), files, box).bad_call);
   CHECK(run_tool(test::parsed_call("@read " + module + " 900-901\n"), files, box).bad_call);
 

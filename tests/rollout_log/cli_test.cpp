@@ -283,13 +283,15 @@ TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a c
   }
   std::ofstream(dir / "agent.toml") << cfg;
   const auto out = dir / "agent.pt";
-  auto r = run_cli("sft --config " + (dir / "agent.toml").string() + " --steps 1 --batch 2 --eval-tasks 1 --eval-every 0 --out " +
+  auto r = run_cli("sft --config " + (dir / "agent.toml").string() +
+                       " --steps 1 --batch 2 --drills 1 --recoveries 2 --eval-tasks 1 --eval-every 0 --out " +
                        out.string(),
                    dir);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("after training, step 1: held-out pass@1") != std::string::npos);
   CHECK(r.out.find("fresh training tasks pass@1") != std::string::npos);
+  CHECK(r.out.find("a hole's body rewritten in ") != std::string::npos);
   auto loaded = load_config((dir / "agent.toml").string(), builtin_envs().names());
   REQUIRE(loaded.ok());
   loaded->policy.init = out.string();
