@@ -8,14 +8,15 @@
 #        max_seconds = MINUTES x 60, evaluations every EVAL_EVERY versions.
 #   SFT: `rlx sft --config CONFIG --init INIT --seconds MINUTES x 60` with
 #        seed 100 + s (transcripts the start's own run did not draw; the
-#        optimizer starts afresh), SFT_BATCH transcripts and SFT_DRILLS
-#        drills a step, evaluations every SFT_EVAL_EVERY steps.
+#        optimizer starts afresh), SFT_BATCH transcripts, SFT_DRILLS
+#        drills and SFT_RECOVERIES recovery drills a step (the start's own
+#        recipe), evaluations every SFT_EVAL_EVERY steps.
 # Each evaluation is placed at the time its weights existed: for RL the
 # first metrics line whose policy_version reached the evaluated version,
 # for SFT the training time when the checkpoint was taken.
 # usage: INIT=W CONFIG=C bench/agent_rl_vs_sft.sh OUT_DIR
 #   env: SEEDS ("1 2 3"), MINUTES (30), EVAL_TASKS (32), EVAL_EVERY (60),
-#        SFT_EVAL_EVERY (100), SFT_BATCH (2), SFT_DRILLS (30);
+#        SFT_EVAL_EVERY (100), SFT_BATCH (2), SFT_DRILLS (30), SFT_RECOVERIES (0);
 #        REPORT_ONLY=1: summarise the runs already in OUT_DIR, launching none.
 #   C: a workspace config (run.env = "tokens:workspace"), e.g. examples/agent.toml
 #      with the wide policy of docs/BENCHMARKS.md; W: `rlx sft --config C ... --out W`.
@@ -32,6 +33,7 @@ eval_every=${EVAL_EVERY:-60}
 sft_eval_every=${SFT_EVAL_EVERY:-100}
 sft_batch=${SFT_BATCH:-2}
 sft_drills=${SFT_DRILLS:-30}
+sft_recoveries=${SFT_RECOVERIES:-0}
 rlx=${RLX:-build/tools/rlx}
 seconds=$((minutes * 60))
 mkdir -p "$out"
@@ -58,7 +60,7 @@ for s in $seeds; do
     "$rlx" launch "$d/c.toml" > "$d/out.txt" 2>&1 || [[ $? == 3 ]]  # 3: max_seconds reached
     echo "seed $s: continued supervised training for $minutes min ($e)"
     "$rlx" sft --config "$d/c.toml" --init "$init" --seconds "$seconds" --steps 10000000 --batch "$sft_batch" \
-      --drills "$sft_drills" --seed $((100 + s)) --eval-every "$sft_eval_every" --eval-tasks "$eval_tasks" \
+      --drills "$sft_drills" --recoveries "$sft_recoveries" --seed $((100 + s)) --eval-every "$sft_eval_every" --eval-tasks "$eval_tasks" \
       --out "$e/sft.pt" > "$e/out.txt" 2>&1
   fi
 done

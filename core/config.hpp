@@ -63,7 +63,7 @@ struct TokensConfig {
   double hint_coef = 0.0;            // weight of the hint distillation loss (0: off; docs/token-policy.md)
   // Agent episodes (tokens:workspace; docs/workspace.md): max_new_tokens is
   // the whole episode's budget after the prompt, turns and observations.
-  std::int64_t difficulty = 1;       // function bodies removed per task (1-3)
+  std::int64_t difficulty = 1;       // function bodies removed per task (1-3; 0: one body of one operation)
   std::int64_t max_turns = 12;       // turns without a submit end the episode
   std::int64_t turn_tokens = 200;    // a turn cut at this many tokens (its call is then bad)
   // The vocabulary (envs/tokens/tokenizer.hpp): "" for characters, else a

@@ -227,7 +227,7 @@ const std::vector<Key<TokensConfig>>& tokens_keys() {
       whole("eval_tasks", &S::eval_tasks, 0, 1 << 20),
       whole("eval_every", &S::eval_every, 1, 1 << 20),
       real("hint_coef", &S::hint_coef, 0.0, 100.0),
-      whole("difficulty", &S::difficulty, 1, 3),
+      whole("difficulty", &S::difficulty, 0, 3),
       whole("max_turns", &S::max_turns, 1, 1000),
       whole("turn_tokens", &S::turn_tokens, 1, 1 << 20),
       text("tokenizer", &S::tokenizer),

@@ -17,7 +17,8 @@ namespace {
 // fresh training episodes opened the hole's file) and no held-out name
 // (0.00). Held-out tasks take real words from pools of their own; a
 // made-up word equal to one of them (or to a Python keyword or builtin)
-// is drawn again, so no training task ever holds one.
+// is drawn again, so no training task ever holds one. One made-up word in
+// four is plain random letters (made_up_word).
 struct SplitWords {
   bool made_up = false;  // names drawn syllable by syllable (training)
   std::vector<std::string> modules, verbs, nouns, int_params, list_params, text_params;
@@ -70,7 +71,8 @@ bool forbidden_word(const std::string& s) {
   return all.count(s) > 0;
 }
 
-// A made-up word of `syllables` English-like syllables, none forbidden.
+// A made-up word of `syllables` English-like syllables (or, one in four,
+// of 2-4 random letters a syllable), none forbidden.
 std::string made_up_word(int syllables, std::mt19937_64& rng) {
   static const std::vector<std::string> onsets = {
       "",   "",   "",  "b",  "bl", "br", "c",  "ch", "cl", "cr", "d",  "dr", "f",  "fl", "fr", "g",  "gl", "gr", "h",
@@ -82,8 +84,18 @@ std::string made_up_word(int syllables, std::mt19937_64& rng) {
                                                  "rk", "rm", "rn", "rt", "s",  "sk", "ss", "st", "t",  "th", "x"};
   for (;;) {
     std::string s;
-    for (int i = 0; i < syllables; ++i)
-      s += onsets[rng() % onsets.size()] + vowels[rng() % vowels.size()] + codas[rng() % codas.size()];
+    if (rng() % 4 == 0) {
+      // One word in four is letters drawn alike, 2-4 a syllable: the next
+      // letter of such a name can only be copied, never guessed from how
+      // names are spelled. (With syllables alone a policy copied training
+      // names and cut real ones short where their spelling left the
+      // syllables': "librar" for "library".)
+      const int letters = syllables * 2 + static_cast<int>(rng() % (syllables * 2 + 1));
+      for (int i = 0; i < letters; ++i) s += static_cast<char>('a' + rng() % 26);
+    } else {
+      for (int i = 0; i < syllables; ++i)
+        s += onsets[rng() % onsets.size()] + vowels[rng() % vowels.size()] + codas[rng() % codas.size()];
+    }
     if (s.size() >= 2 && !forbidden_word(s)) return s;
   }
 }

@@ -17,10 +17,6 @@ const std::string* readme_of(const WorkspaceTask& task) {
   return nullptr;
 }
 
-// The module file a hole ("module.function") lies in, and its function.
-std::string hole_path(const std::string& hole) { return "pkg/" + hole.substr(0, hole.find('.')) + ".py"; }
-std::string hole_function(const std::string& hole) { return hole.substr(hole.find('.') + 1); }
-
 }  // namespace
 
 const char* to_string(EpisodeEnd e) {
@@ -200,12 +196,12 @@ Transcript expert_drill(const WorkspaceTask& task, const Sandbox& sandbox, bool 
 std::optional<Transcript> recovery_drill(const WorkspaceTask& task, const Sandbox& sandbox, Mistake mistake, int cut,
                                          ToolBudget budget) {
   const Transcript drill = expert_drill(task, sandbox, mistake != Mistake::wrong_path, budget);
-  if (drill.parts.size() != 3) return std::nullopt;  // read, observation, fix: a task with one hole
-  const std::string& fix = drill.parts[2];
+  if (task.holes.size() != 1 || drill.parts.size() != 3) return std::nullopt;  // read, observation, fix
+  const std::string& fix = drill.parts[2];  // "@replace PATH NAME\n" and the body
   const std::size_t nl = fix.find('\n');
-  const std::string header = fix.substr(0, nl);  // "@replace PATH NAME"
-  const std::string command = header.substr(0, header.rfind(' '));  // "@replace PATH"
-  const std::string name = header.substr(header.rfind(' ') + 1), path = command.substr(command.find(' ') + 1);
+  const std::string path = hole_path(task.holes[0]), name = hole_function(task.holes[0]);
+  const std::string command = "@replace " + path;
+  if (fix.substr(0, nl) != command + " " + name) return std::nullopt;  // the expert's fix names the hole
   const auto cut_short = [cut](const std::string& s) {  // keeps at least one character
     const auto drop = std::min<std::size_t>(static_cast<std::size_t>(std::clamp(cut, 1, 3)), s.empty() ? 0 : s.size() - 1);
     return s.substr(0, s.size() - drop);

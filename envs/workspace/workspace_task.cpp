@@ -116,6 +116,9 @@ std::string test_file(const std::string& module, const std::vector<std::pair<con
 
 }  // namespace
 
+std::string hole_path(const std::string& hole) { return "pkg/" + hole.substr(0, hole.find('.')) + ".py"; }
+std::string hole_function(const std::string& hole) { return hole.substr(hole.find('.') + 1); }
+
 const char* task_split_name(TaskSplit s) { return s == TaskSplit::train ? "train" : "held_out"; }
 
 TaskSplit shape_split(const std::string& shape) {
@@ -193,7 +196,7 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
   std::mt19937_64 rng(fnv1a(std::string(task_split_name(split)) + ":" + std::to_string(seed)));
   WorkspaceTask task;
   task.split = split;
-  task.difficulty = std::clamp(difficulty, 1, 3);
+  task.difficulty = std::clamp(difficulty, 0, 3);
   task.id = fmt::format("{}:{}:{}", task_split_name(split), seed, task.difficulty);
   task.template_index = split == TaskSplit::train ? static_cast<int>(rng() % kTrainTemplates)
                                                   : kTrainTemplates + static_cast<int>(rng() % (kTemplates - kTrainTemplates));
@@ -214,25 +217,36 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
       f.name = function_name(split, taken, rng);
       f.returns = tpl.returns[turn++ % tpl.returns.size()];
       f.param_types = param_types_for(f.returns, rng);
-      for (auto t : f.param_types) {
-        // Drawn, two of a type never alike: a name is to be read, not recalled.
-        std::string name;
-        do name = param_name(split, t, rng);
-        while (std::find(f.params.begin(), f.params.end(), name) != f.params.end());
-        f.params.push_back(name);
-      }
+      const auto draw_params = [&] {
+        f.params.clear();
+        for (auto t : f.param_types) {
+          // Drawn, two of a type never alike: a name is to be read, not recalled.
+          std::string name;
+          do name = param_name(split, t, rng);
+          while (std::find(f.params.begin(), f.params.end(), name) != f.params.end());
+          f.params.push_back(name);
+        }
+      };
+      draw_params();
+      // Difficulty 0: the first function is the hole, and its body is one
+      // operation over its parameters (of a shape of this split, as any body).
+      const bool plain = task.difficulty == 0 && fns.empty();
       // Calls go at most three functions deep (values stay within 64 bits).
       std::vector<PyFunction> callable;
       for (std::size_t i = 0; i < fns.size(); ++i) callable.push_back(levels[i] < 3 ? fns[i] : PyFunction{"", {}, {}, PyType(255), {}, ""});
       for (int attempt = 0;; ++attempt) {
         if (attempt > 20000) throw std::logic_error("workspace task: no body of this split's shapes (a generator bug)");
-        f.body = random_expr(f.returns, 2 + static_cast<int>(rng() % 2), f, callable, vocab, rng);
+        if (plain && attempt > 0 && attempt % 500 == 0) {  // these parameters may allow no one-operation body of the split
+          f.param_types = param_types_for(f.returns, rng);
+          draw_params();
+        }
+        f.body = random_expr(f.returns, plain ? 1 : 2 + static_cast<int>(rng() % 2), f, callable, vocab, rng);
         if (shape_split(expr_shape(f.body)) != split) continue;  // never relaxed: it holds the splits apart
-        if (operations(f.body) < 2 && attempt < 2000) continue;
+        if (plain ? operations(f.body) != 1 : operations(f.body) < 2 && attempt < 2000) continue;
         // Not constant over inputs: a test must tell a restored body from a guess.
         std::set<std::string> outputs;
         for (int i = 0; i < 8; ++i) outputs.insert(python_value(call_function(f, random_args(f.param_types, rng), fns)));
-        if (outputs.size() >= 3 || attempt >= 2000) break;
+        if (outputs.size() >= 3 || (!plain && attempt >= 2000)) break;  // a one-operation body is never constant
       }
       levels.push_back(call_level(f.body, levels));
       fns.push_back(std::move(f));
@@ -264,6 +278,7 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
   std::shuffle(order.begin(), order.end(), rng);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return called.count(a) > called.count(b); });
   std::set<int> holes(order.begin(), order.begin() + std::min<std::size_t>(order.size(), static_cast<std::size_t>(task.difficulty)));
+  if (task.difficulty == 0) holes = {0};  // the one-operation body
   for (int h : holes) task.holes.push_back(fns[static_cast<std::size_t>(h)].module + "." + fns[static_cast<std::size_t>(h)].name);
   // Broken by the holes: a hole, or a function that calls a broken one
   // (callees come first).
@@ -359,9 +374,8 @@ Result<WorkspaceTask> workspace_task(const std::string& id) {
   const auto digits = [](const std::string& s, std::size_t most) {
     return !s.empty() && s.size() <= most && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
   };
-  if ((split != "train" && split != "held_out") || !digits(seed, 19) || !digits(difficulty, 1) || difficulty < "1" ||
-      difficulty > "3")
-    return make_error(Errc::invalid_field, "not a workspace task id: '" + id + "' (want train|held_out:SEED:1-3)");
+  if ((split != "train" && split != "held_out") || !digits(seed, 19) || !digits(difficulty, 1) || difficulty > "3")
+    return make_error(Errc::invalid_field, "not a workspace task id: '" + id + "' (want train|held_out:SEED:0-3)");
   return make_workspace_task(split == "train" ? TaskSplit::train : TaskSplit::held_out, std::stoull(seed),
                              std::stoi(difficulty));
 }

@@ -46,7 +46,7 @@ struct WorkspaceTask {
   std::string id;                          // "train:SEED:DIFFICULTY": all it takes to rebuild the task
   TaskSplit split = TaskSplit::train;
   int template_index = 0;
-  int difficulty = 1;                      // the number of function bodies removed
+  int difficulty = 1;                      // 1-3: bodies removed; 0: one, of one operation
   std::vector<WorkspaceFile> workspace;    // the project with holes, the visible tests, run_tests.py, README.md
   std::vector<WorkspaceFile> hidden_tests; // hidden/test_*.py: every test and edge cases
   std::vector<WorkspaceCase> hidden_cases; // the same tests as data (what the scorer runs)
@@ -61,7 +61,14 @@ struct WorkspaceTask {
 constexpr int kTemplates = 8;
 constexpr int kTrainTemplates = 6;
 
-// Task `seed` of `split` with `difficulty` (1-3) holes.
+// The module file a hole ("module.function") lies in ("pkg/module.py"), and its function.
+std::string hole_path(const std::string& hole);
+std::string hole_function(const std::string& hole);
+
+// Task `seed` of `split` with `difficulty` (1-3) holes; difficulty 0 has
+// one hole, the project's first function, whose body is one operation over
+// its parameters (`sorted(xs)`, `n // 4`): the operation occurs inside
+// training bodies, the body alone is a shape of its split as every body is.
 WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int difficulty);
 
 // `task` with one hole, at function `index` (its body removed, every

@@ -214,7 +214,7 @@ def main():
     p.add_argument("--letters", default="a", help="letters: the letters the tasks ask for")
     p.add_argument("--rlx", help="workspace: the rlx binary (default: on PATH, else build/tools/rlx)")
     p.add_argument("--split", choices=["train", "held_out"], default="train", help="workspace: the task split")
-    p.add_argument("--difficulty", type=int, default=1, help="workspace: bodies removed (1-3)")
+    p.add_argument("--difficulty", type=int, default=1, help="workspace: bodies removed (1-3; 0: one body of one operation)")
     p.add_argument("--max-turns", type=int, default=8, help="workspace: turns before an episode ends unsubmitted")
     p.add_argument("--turn-tokens", type=int, default=96, help="workspace: tokens one turn may take")
     a = p.parse_args()

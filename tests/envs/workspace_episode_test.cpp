@@ -182,8 +182,6 @@ TEST_CASE("an episode counts the holes whose body it rewrote, rightly or wrongly
   REQUIRE(task.holes.size() == 2);
   WorkspaceEpisode e(task);
   CHECK(e.holes_rewritten() == 0);
-  const auto path = [](const std::string& hole) { return "pkg/" + hole.substr(0, hole.find('.')) + ".py"; };
-  const auto name = [](const std::string& hole) { return hole.substr(hole.find('.') + 1); };
   // Another function's body: no hole rewritten.
   const auto other = std::find_if(task.functions.begin(), task.functions.end(), [&](const PyFunction& f) {
     return std::find(task.holes.begin(), task.holes.end(), f.module + "." + f.name) == task.holes.end();
@@ -195,10 +193,10 @@ TEST_CASE("an episode counts the holes whose body it rewrote, rightly or wrongly
   CHECK_THAT(replaced("pkg/" + other->module + ".py", other->name, "    return 0\n"), !Catch::Contains("error:"));
   CHECK(e.holes_rewritten() == 0);
   // A wrong body counts: the edit got in.
-  CHECK_THAT(replaced(path(task.holes[0]), name(task.holes[0]), "    return 0\n"), !Catch::Contains("error:"));
+  CHECK_THAT(replaced(hole_path(task.holes[0]), hole_function(task.holes[0]), "    return 0\n"), !Catch::Contains("error:"));
   CHECK(e.holes_rewritten() == 1);
   // The raise put back is no rewrite.
-  CHECK_THAT(replaced(path(task.holes[0]), name(task.holes[0]), "    raise NotImplementedError(\"restore this function\")\n"),
+  CHECK_THAT(replaced(hole_path(task.holes[0]), hole_function(task.holes[0]), "    raise NotImplementedError(\"restore this function\")\n"),
              !Catch::Contains("error:"));
   CHECK(e.holes_rewritten() == 0);
   for (const auto& turn : expert_turns(task))

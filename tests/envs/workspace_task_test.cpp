@@ -4,11 +4,14 @@
 // construction.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "envs/workspace/workspace_task.hpp"
 #include "tests/helpers.hpp"
@@ -58,13 +61,29 @@ TEST_CASE("a workspace task is rebuilt the same from its split, seed and difficu
   CHECK(a.hidden_count > a.visible_count);
 }
 
+TEST_CASE("a workspace task id rebuilds its task, and an id that is not one is refused", "[envs][workspace]") {
+  for (const char* id : {"train:42:2", "held_out:7:0", "train:1844674407370955161:3"}) {
+    const auto task = workspace_task(id);
+    REQUIRE(task);
+    CHECK(task->id == id);
+  }
+  CHECK(files_text(workspace_task("held_out:7:0")->workspace) == files_text(make_workspace_task(TaskSplit::held_out, 7, 0).workspace));
+  for (const std::string& id : std::vector<std::string>{"train:1:4", "test:1:1", "train:x:1", "train:1:", "train::1", "train:1", "train:1:1:1",
+                               "train:-1:1", "train:1:01", "train:" + std::string(70, '1') + ":1"}) {
+    INFO(id);
+    const auto task = workspace_task(id);
+    REQUIRE_FALSE(task);
+    CHECK(task.error().message.find("not a workspace task id") != std::string::npos);
+  }
+}
+
 TEST_CASE("a workspace task's solution passes every test under python3 and its holes fail them",
           "[envs][workspace][code]") {
   TempDir t("rlx-workspace");
   int tasks = 0;
   for (const TaskSplit split : {TaskSplit::train, TaskSplit::held_out}) {
     for (std::uint64_t seed = 1; seed <= 5; ++seed) {  // python3 starts in ~0.35 s here: 15 runs a split
-      const auto task = make_workspace_task(split, seed, 1 + static_cast<int>(seed % 3));
+      const auto task = make_workspace_task(split, seed, static_cast<int>(seed % 4));  // difficulties 1, 2, 3, 0, 1
       INFO(task.id);
       const fs::path whole = t.path / (task.id + "-whole"), holed = t.path / (task.id + "-holed");
       // The solution with every test: what scoring a perfect agent does.
@@ -194,4 +213,46 @@ TEST_CASE("a function's docstring says in words what its body computes, one read
     }
   }
   CHECK(source_of.size() > 1000);
+}
+
+TEST_CASE("a difficulty-0 task's one hole is a body of one operation that training bodies use, and held out as any body",
+          "[envs][workspace]") {
+  // Operations are counted in a shape as its parentheses ("take_k(p)": one).
+  const auto ops_of = [](const std::string& shape) { return std::count(shape.begin(), shape.end(), '('); };
+  std::set<std::string> train_sources, train_shapes, plain_shapes[2];
+  for (std::uint64_t seed = 0; seed < 300; ++seed)
+    for (const int difficulty : {0, 1}) {
+      const auto task = make_workspace_task(TaskSplit::train, seed, difficulty);
+      for (const auto& f : task.functions) {
+        train_sources.insert(normalised_source(f, task.functions));
+        train_shapes.insert(expr_shape(f.body));
+      }
+    }
+  for (const TaskSplit split : {TaskSplit::train, TaskSplit::held_out}) {
+    for (std::uint64_t seed = 0; seed < 200; ++seed) {
+      const auto task = make_workspace_task(split, seed, 0);
+      INFO(task.id);
+      CHECK(task.id == fmt::format("{}:{}:0", task_split_name(split), seed));
+      REQUIRE(task.holes.size() == 1);
+      const PyFunction& hole = task.functions.front();
+      CHECK(task.holes.front() == hole.module + "." + hole.name);
+      const std::string shape = expr_shape(hole.body);
+      INFO(shape);
+      CHECK(ops_of(shape) == 1);
+      CHECK(shape_split(shape) == split);
+      plain_shapes[static_cast<int>(split)].insert(shape);
+      for (std::size_t i = 1; i < task.functions.size(); ++i) CHECK(ops_of(expr_shape(task.functions[i].body)) >= 2);
+      if (split == TaskSplit::train) continue;
+      CHECK(train_sources.count(normalised_source(hole, task.functions)) == 0);
+      // Its operation is one training bodies use, around other operations.
+      const std::string op = shape.substr(0, shape.find('(') + 1);
+      CHECK(std::any_of(train_shapes.begin(), train_shapes.end(),
+                        [&](const std::string& s) { return s != shape && s.find(op) != std::string::npos; }));
+    }
+  }
+  // Many one-operation bodies in training (34 here), a few held out (4: join_k(p), min2(p,p), mul_k(p),
+  // upper(p): the shapes the split's hash gives), none on both sides.
+  CHECK(plain_shapes[0].size() >= 12);
+  CHECK(plain_shapes[1].size() >= 4);
+  for (const auto& s : plain_shapes[1]) CHECK(plain_shapes[0].count(s) == 0);
 }
