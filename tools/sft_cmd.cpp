@@ -284,7 +284,7 @@ int sft_command(const SftArgs& a) {
     tokens += s.tokens;
     loss = s.policy_loss;
     if (a.seconds > 0 && since(start) >= a.seconds) last = step;
-    if (step % 20 == 0 || step == last) {
+    if (step == 1 || step % 20 == 0 || step == last) {  // the first step at once: a newcomer sees it run
       // The pace so far includes the evaluations, as what remains will.
       std::printf("step %d/%d  loss %.4f per token  %.0f tokens/s  %s%s%s\n", step, a.steps, loss,
                   static_cast<double>(tokens) / since(start), human_duration(since(start)).c_str(),
