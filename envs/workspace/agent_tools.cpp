@@ -98,6 +98,27 @@ std::size_t past_docstring(const std::vector<std::string>& lines, std::size_t at
   return lines.size();
 }
 
+// The triple quote still open at the end of `line`, given the one open at
+// its start (empty for none): a body's string may run over lines at any
+// indentation. (Quotes inside a one-line string or a comment are not told
+// apart: a heuristic, as the rest of this scan is.)
+std::string_view triple_quote_after(std::string_view line, std::string_view open) {
+  static constexpr std::string_view kDouble = "\"\"\"", kSingle = "'''";
+  std::size_t at = 0;
+  for (;;) {
+    if (!open.empty()) {
+      const auto close = line.find(open, at);
+      if (close == std::string_view::npos) return open;
+      at = close + 3;
+      open = {};
+    }
+    const auto d = line.find(kDouble, at), s = line.find(kSingle, at);
+    if (d == std::string_view::npos && s == std::string_view::npos) return {};
+    open = d < s ? kDouble : kSingle;
+    at = std::min(d, s) + 3;
+  }
+}
+
 ToolResult refused(std::string why) {
   ToolResult r;
   r.observation = "error: " + std::move(why);
@@ -223,15 +244,17 @@ BodyLines function_body(const std::vector<std::string>& lines, const std::string
                               name, def + 1)};
   // The docstring first (its lines may sit at any indentation), then the
   // block after it: every line indented deeper than the def, blank lines
-  // inside it too.
+  // inside it too, and every line of a triple-quoted string it opens.
   std::size_t first = header + 1;
   while (first < lines.size() && blank(lines[first])) ++first;
   if (first < lines.size() && indent_of(lines[first]) > depth) first = past_docstring(lines, first);
   std::size_t end = first;  // one past the block's last non-blank line
+  std::string_view open;    // a triple quote the block has opened and not closed
   for (std::size_t i = first; i < lines.size(); ++i) {
-    if (blank(lines[i])) continue;
-    if (indent_of(lines[i]) <= depth) break;
+    if (open.empty() && blank(lines[i])) continue;
+    if (open.empty() && indent_of(lines[i]) <= depth) break;
     end = i + 1;
+    open = triple_quote_after(lines[i], open);
   }
   while (first < end && blank(lines[first])) ++first;
   const int at = static_cast<int>(first) + 1;

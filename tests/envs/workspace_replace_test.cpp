@@ -86,6 +86,14 @@ TEST_CASE("a function's body lies after its signature and docstring, to its bloc
                                        "", "def g():", "    pass"};
   CHECK(function_body(flush, "f").first == 6);
   CHECK(function_body(flush, "f").last == 7);
+  // So is a string the body opens over several lines, one at column 0 (as an agent may write).
+  const std::vector<std::string> text{"def f(x):", "    \"\"\"Doc.\"\"\"", "    y = '''a", "flush left", "''' + x",
+                                      "    return y", "", "def g():", "    s = \"\"\"one\"\"\" + '''two'''",
+                                      "    return s", "x = 1"};
+  CHECK(function_body(text, "f").first == 3);
+  CHECK(function_body(text, "f").last == 6);
+  CHECK(function_body(text, "g").first == 9);  // strings opened and closed on one line change nothing
+  CHECK(function_body(text, "g").last == 10);
   // No statement at all: the lines go right after the signature.
   CHECK(function_body({"def f():", "def g():", "    pass"}, "f").first == 2);
   CHECK(function_body({"def f():", "def g():", "    pass"}, "f").last == 1);
