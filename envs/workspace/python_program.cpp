@@ -162,8 +162,10 @@ PyExpr random_expr(PyType type, int depth, const PyFunction& fn, const std::vect
     case PyOp::len_text: case PyOp::upper: case PyOp::lower: case PyOp::reverse_text: sub(PyType::text); break;
     case PyOp::count_k: e.a = pick(vocab.letters, rng); sub(PyType::text); break;
     case PyOp::replace_k:
+      // Never a letter by itself: that body is its text unchanged.
       e.a = pick(vocab.letters, rng);
-      e.b = pick(vocab.letters, rng);
+      do e.b = pick(vocab.letters, rng);
+      while (e.b == e.a);
       sub(PyType::text);
       break;
     case PyOp::concat: sub(PyType::text); sub(PyType::text); break;

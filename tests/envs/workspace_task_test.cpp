@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -255,4 +256,24 @@ TEST_CASE("a difficulty-0 task's one hole is a body of one operation that traini
   CHECK(plain_shapes[0].size() >= 12);
   CHECK(plain_shapes[1].size() >= 4);
   for (const auto& s : plain_shapes[1]) CHECK(plain_shapes[0].count(s) == 0);
+}
+
+TEST_CASE("a generated replace never replaces a letter by itself", "[envs][workspace]") {
+  // `text.replace('a', 'a')` is its text unchanged: a body that says one
+  // thing and computes less.
+  int replaces = 0;
+  const std::function<void(const PyExpr&)> walk = [&](const PyExpr& e) {
+    if (e.op == PyOp::replace_k) {
+      ++replaces;
+      CHECK(e.a != e.b);
+    }
+    for (const auto& k : e.kids) walk(k);
+  };
+  for (const TaskSplit split : {TaskSplit::train, TaskSplit::held_out})
+    for (int difficulty = 0; difficulty <= 3; ++difficulty)
+      for (std::uint64_t seed = 0; seed < 150; ++seed)
+        for (const auto& f : make_workspace_task(split, seed, difficulty).functions) walk(f.body);
+  // Each split draws from four letters: a draw of the same letter twice
+  // would show within these (about one in four before the fix).
+  CHECK(replaces >= 100);
 }
