@@ -295,12 +295,20 @@ Result<ClusterConfig> load_config(const std::string& path, const std::vector<std
   std::stringstream ss;
   ss << in.rdbuf();
   auto c = parse_config(ss.str(), path, known_envs);
-  // A file the config names beside itself: [tokens] tokenizer is relative
-  // to the config's folder, made absolute here, so the nodes it is handed
-  // to and the rollout log's copy name the same file.
-  if (c && !c->tokens.tokenizer.empty() && std::filesystem::path(c->tokens.tokenizer).is_relative())
-    c->tokens.tokenizer =
-        (std::filesystem::absolute(path).parent_path() / c->tokens.tokenizer).lexically_normal().string();
+  // Files the config names beside itself: [tokens] tokenizer and [policy]
+  // init (a file or hf:DIR) are relative to the config's folder, made
+  // absolute here, so the nodes it is handed to and the rollout log's copy
+  // name the same files whatever folder the run starts in.
+  const auto beside = [&](const std::string& p) {
+    return std::filesystem::path(p).is_relative()
+               ? (std::filesystem::absolute(path).parent_path() / p).lexically_normal().string()
+               : p;
+  };
+  if (c && !c->tokens.tokenizer.empty()) c->tokens.tokenizer = beside(c->tokens.tokenizer);
+  if (c && c->policy.init.starts_with("hf:"))
+    c->policy.init = "hf:" + beside(c->policy.init.substr(3));
+  else if (c && !c->policy.init.empty())
+    c->policy.init = beside(c->policy.init);
   // A Hugging Face checkpoint brings its own vocabulary: with `[policy]
   // init = "hf:DIR"` and no [tokens] tokenizer, DIR/tokenizer.json when
   // there is one (else the characters).

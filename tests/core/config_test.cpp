@@ -345,3 +345,28 @@ TEST_CASE("learner ranks placed on nodes must add up to the ranks beside rank 0,
   REQUIRE(back.ok());
   CHECK(back->nodes[1].learner_ranks == 2);
 }
+
+TEST_CASE("a config's tokenizer and start weights named by relative paths are found beside the config",
+          "[core][config]") {
+  test::TempDir t("rlx-config-beside");
+  std::filesystem::create_directories(t.path / "cfg");
+  const auto write = [&](const std::string& policy_init, const std::string& tokenizer) {
+    std::ofstream(t.path / "cfg" / "c.toml") << "[run]\nenv = \"tokens:arithmetic\"\n[policy]\nkind = \"moe_transformer\"\n"
+                                             << policy_init << "\n[tokens]\n" << tokenizer << "\n[learner]\n"
+                                             << "algorithm = \"grpo\"\n" << valid_nodes() << "envs_per_explorer = 16\n";
+    return load_config((t.path / "cfg" / "c.toml").string(), builtin_envs().names());
+  };
+  const auto folder = (t.path / "cfg").lexically_normal();
+  auto rel = write("init = \"starts/w.bin\"", "tokenizer = \"../v.vocab\"");
+  REQUIRE(rel.ok());
+  CHECK(rel->policy.init == (folder / "starts" / "w.bin").string());
+  CHECK(rel->tokens.tokenizer == (t.path / "v.vocab").lexically_normal().string());
+  // A Hugging Face folder the same way; absolute paths stay as written.
+  auto hf = write("init = \"hf:model\"", "tokenizer = \"/abs/v.vocab\"");
+  REQUIRE(hf.ok());
+  CHECK(hf->policy.init == "hf:" + (folder / "model").string());
+  CHECK(hf->tokens.tokenizer == "/abs/v.vocab");
+  auto abs = write("init = \"/abs/w.bin\"", "");
+  REQUIRE(abs.ok());
+  CHECK(abs->policy.init == "/abs/w.bin");
+}
