@@ -329,3 +329,28 @@ TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a c
   CHECK(bare.code == 2);
   CHECK(bare.err.find("need --config") != std::string::npos);
 }
+
+TEST_CASE("the shipped agent start loads into examples/agent-start.toml's policy and plays tool calls that run",
+          "[tools][token][sft][workspace][sandbox][slow]") {
+  TempDir t("rlx-agent-start");
+  const std::string config = RLX_SOURCE_DIR "/examples/agent-start.toml";
+  auto loaded = load_config(config, builtin_envs().names());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->policy.init == (fs::path(RLX_SOURCE_DIR) / "examples" / "agent-start.bin").lexically_normal().string());
+  CHECK(check_policy_init(loaded->policy, loaded->tokens).ok());
+  // The same weights in a policy of another width are refused, as a run would refuse them.
+  auto narrow = *loaded;
+  narrow.policy.d_model = 64;
+  CHECK_FALSE(check_policy_init(narrow.policy, narrow.tokens).ok());
+  // Played greedily on the first fresh training tasks, the start makes tool
+  // calls that run (random weights of this shape make none: 0.0 an episode,
+  // docs/BENCHMARKS.md "A shipped start").
+  auto r = run_cli("sft --config " + config + " --steps 0 --eval-tasks 4 --out " + (t.path / "w.bin").string(), t.path);
+  INFO(r.out << r.err);
+  REQUIRE(r.code == 0);
+  const auto at = r.out.find("fresh training tasks pass@1");
+  REQUIRE(at != std::string::npos);
+  const auto turns = r.out.find(" turns, ", at);
+  REQUIRE(turns != std::string::npos);
+  CHECK(std::stod(r.out.substr(turns + 8)) >= 1.0);  // "N tool calls" an episode
+}
