@@ -277,9 +277,9 @@ WorkspaceTask make_workspace_task(TaskSplit split, std::uint64_t seed, int diffi
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
   std::shuffle(order.begin(), order.end(), rng);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return called.count(a) > called.count(b); });
-  const std::set<int> holes =
-      task.difficulty == 0 ? std::set<int>{0}  // the one-operation body
-                           : std::set<int>(order.begin(), order.begin() + std::min<std::size_t>(order.size(), static_cast<std::size_t>(task.difficulty)));
+  const auto removed = std::min<std::size_t>(order.size(), static_cast<std::size_t>(task.difficulty));
+  const std::set<int> holes = task.difficulty == 0 ? std::set<int>{0}  // the one-operation body
+                                                   : std::set<int>(order.begin(), order.begin() + removed);
   for (int h : holes) task.holes.push_back(fns[static_cast<std::size_t>(h)].module + "." + fns[static_cast<std::size_t>(h)].name);
   // Broken by the holes: a hole, or a function that calls a broken one
   // (callees come first).

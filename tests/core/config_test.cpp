@@ -351,9 +351,9 @@ TEST_CASE("a config's tokenizer and start weights named by relative paths are fo
   test::TempDir t("rlx-config-beside");
   std::filesystem::create_directories(t.path / "cfg");
   const auto write = [&](const std::string& policy_init, const std::string& tokenizer) {
-    std::ofstream(t.path / "cfg" / "c.toml") << "[run]\nenv = \"tokens:arithmetic\"\n[policy]\nkind = \"moe_transformer\"\n"
-                                             << policy_init << "\n[tokens]\n" << tokenizer << "\n[learner]\n"
-                                             << "algorithm = \"grpo\"\n" << valid_nodes() << "envs_per_explorer = 16\n";
+    std::ofstream(t.path / "cfg" / "c.toml")
+        << "[run]\nenv = \"tokens:arithmetic\"\n[policy]\nkind = \"moe_transformer\"\n" << policy_init << "\n[tokens]\n"
+        << tokenizer << "\n[learner]\nalgorithm = \"grpo\"\n" << valid_nodes() << "envs_per_explorer = 16\n";
     return load_config((t.path / "cfg" / "c.toml").string(), builtin_envs().names());
   };
   const auto folder = (t.path / "cfg").lexically_normal();
