@@ -39,11 +39,13 @@ void evaluate(Self self, const WeightSetData& w) {
                                                           "{} tasks); per episode {:.1f} turns, {:.1f} tool calls, "
                                                           "{:.1f} bad calls; a hole's file opened in {:.2f} of "
                                                           "held-out and {:.2f} of fresh training episodes, a "
-                                                          "hole's body rewritten in {:.2f} and {:.2f}",
+                                                          "hole's body rewritten in {:.2f} and {:.2f}; how "
+                                                          "episodes ended, held-out: {}; fresh training: {}",
                                                           ev->train_pass_at_1, ev->train_mean_score, ev->train_tasks,
                                                           ev->mean_turns, ev->mean_tool_calls, ev->mean_bad_calls,
                                                           ev->found_hole, ev->train_found_hole, ev->rewrote_hole,
-                                                          ev->train_rewrote_hole),
+                                                          ev->train_rewrote_hole, outcome_summary(ev->outcomes),
+                                                          outcome_summary(ev->train_outcomes)),
                        ev->samples.empty() ? "" : "; e.g. " + ev->samples.front());
   for (const auto& episode : ev->episodes) st.options.log->debug("evaluator: v{} episode {}", w.version, episode);
   self->send(st.options.coordinator, eval_atom::value, w.version, ev->pass_at_1, ev->mean_score,

@@ -17,7 +17,9 @@
 # usage: INIT=W CONFIG=C bench/agent_rl_vs_sft.sh OUT_DIR
 #   env: SEEDS ("1 2 3"), MINUTES (30), EVAL_TASKS (32), EVAL_EVERY (60),
 #        SFT_EVAL_EVERY (100), SFT_BATCH (2), SFT_DRILLS (30), SFT_RECOVERIES (0);
-#        REPORT_ONLY=1: summarise the runs already in OUT_DIR, launching none.
+#        REPORT_ONLY=1: summarise the runs already in OUT_DIR, launching none;
+#        JOIN: points.tsv files of earlier sessions (committed under
+#        docs/figures/), whose seeds join this run's in the table and the curve.
 #   C: a workspace config (run.env = "tokens:workspace"), e.g. examples/agent.toml
 #      with the wide policy of docs/BENCHMARKS.md; W: `rlx sft --config C ... --out W`.
 # Writes OUT_DIR/points.tsv (arm, seed, minutes, held-out pass@1 and tests
@@ -26,7 +28,7 @@ set -euo pipefail
 out=${1:?usage: INIT=W CONFIG=C bench/agent_rl_vs_sft.sh OUT_DIR}
 init=$(realpath "${INIT:?INIT: the supervised start (see the header)}")
 config=$(realpath "${CONFIG:?CONFIG: the workspace config (see the header)}")
-seeds=${SEEDS:-1 2 3}
+seeds=${SEEDS-1 2 3}  # empty: none run here (with JOIN, a table of earlier seeds)
 minutes=${MINUTES:-30}
 eval_tasks=${EVAL_TASKS:-32}
 eval_every=${EVAL_EVERY:-60}
@@ -64,9 +66,9 @@ for s in $seeds; do
       --out "$e/sft.pt" > "$e/out.txt" 2>&1
   fi
 done
-python3 - "$out" "$seeds" <<'PY'
+python3 - "$out" "$seeds" ${JOIN:-} <<'PY'
 import json, re, statistics, sys
-out, seeds = sys.argv[1], sys.argv[2].split()
+out, seeds, joins = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 points = []  # (arm, seed, minutes, held-out pass@1, held-out tests passed, fresh training pass@1, tests passed)
 both = re.compile(r".*held-out pass@1 ([0-9.]+) \((?:mean )?tests passed ([0-9.]+).*"
                   r"fresh training tasks pass@1 ([0-9.]+) \((?:mean )?tests passed ([0-9.]+)")
@@ -87,6 +89,17 @@ for s in seeds:
                          r"\s*fresh training tasks pass@1 ([0-9.]+) \(mean tests passed ([0-9.]+)", text):
         points.append(("sft", s, int(r.group(4)) / 60, float(r.group(2)), float(r.group(3)), float(r.group(5)),
                        float(r.group(6))))
+for j in joins:  # an earlier session's seeds, measured the same way
+    joined = set()
+    for n, l in enumerate(open(j), 1):
+        f = l.rstrip("\n").split("\t")
+        if len(f) != 7 or f[0] not in ("rl", "sft"):
+            sys.exit(f"{j}:{n}: not a points line (arm, seed, minutes and four scores, tab-separated)")
+        if f[1] in seeds:
+            sys.exit(f"{j}:{n}: seed {f[1]} is already in the table: a seed is measured once")
+        joined.add(f[1])
+        points.append((f[0], f[1], *map(float, f[2:])))
+    seeds += sorted(joined, key=lambda s: (len(s), s))
 with open(f"{out}/points.tsv", "w") as f:
     for p in points:
         f.write("%s\t%s\t%.2f\t%.4f\t%.4f\t%.4f\t%.4f\n" % p)

@@ -18,6 +18,7 @@
 #include "explorers/agent_batch.hpp"
 #include "explorers/agent_pool.hpp"
 #include "explorers/token_eval.hpp"
+#include "learner/start_weights.hpp"
 #include "explorers/token_rollout.hpp"
 #include "policy/hf_checkpoint.hpp"
 
@@ -44,7 +45,10 @@ std::vector<Row> bench_agent() {
   if (!config) return {{"agent rows: continuous vs lockstep", "skipped", "", "", config.error().message}};
   const auto tokenizer = run_tokenizer(config->tokens.tokenizer);
   auto model = make_seeded_transformer(run_transformer_options(config->policy, tokenizer->vocab()), 1);
-  if (!config->policy.init.empty()) RLX_REQUIRE(load_policy_init(model, config->policy.init).ok(), "[policy] init");
+  if (!config->policy.init.empty()) {
+    const auto read = load_start_weights(model, config->policy.init);
+    RLX_REQUIRE(read.ok(), "[policy] init: " + read.error().message);
+  }
   auto sandbox = Sandbox::open();
   if (!sandbox) return {{"agent rows: continuous vs lockstep", "skipped", "", "", sandbox.error().message}};
   const auto agent = agent_options(config->tokens, false);

@@ -4,6 +4,7 @@
 
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
+#include "envs/workspace/workspace_scorer.hpp"
 #include "envs/workspace/workspace_task.hpp"
 #include "explorers/agent_batch.hpp"
 #include "explorers/token_rollout.hpp"
@@ -21,6 +22,7 @@ struct Played {
   std::optional<double> score;
   EpisodeStats stats;
   bool rewrote = false;  // a hole's body is no longer the raise
+  std::string outcome = "not scored";  // TokenEvaluation::outcomes
   std::string family, sample;
   std::string transcript;  // the sample's line, then the turns and observations
 };
@@ -40,6 +42,7 @@ std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, 
     }
     Played p;
     p.family = task_family(t);
+    p.outcome = "not played";
     p.sample = t.id + " -> not played: its prompt (" + std::to_string(prompt) +
                " tokens) and max_new_tokens do not fit policy.max_len";
     out.push_back(std::move(p));
@@ -63,6 +66,7 @@ std::vector<Played> play_workspace(MoETransformer& model, const Scorer& scorer, 
         auto r = scorer.score(req);
         for (int again = 0; again < 2 && retryable(r.failure); ++again) r = scorer.score(req);
         if (r.ok) p.score = r.score;
+        if (r.ok) p.outcome = !p.rewrote && r.score < 1.0 ? "not rewritten" : score_outcome(r.score, r.reason);
         p.sample += " (" + r.reason + ")";
       }
       p.transcript = p.sample + "\n" + e.transcript();
@@ -89,9 +93,10 @@ TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, 
   }
   int episodes = 0;
   auto tally = [&](const std::vector<Played>& played, double& pass, double& mean, int& tasks, double& found,
-                   double& rewrote) {
+                   double& rewrote, std::map<std::string, int>& outcomes) {
     int scored = 0;
     for (const auto& p : played) {
+      ++outcomes[p.outcome];
       found += p.stats.hole_file_calls > 0 ? 1.0 / static_cast<double>(played.size()) : 0.0;
       rewrote += p.rewrote ? 1.0 / static_cast<double>(played.size()) : 0.0;
     }
@@ -122,9 +127,9 @@ TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, 
     return scored;
   };
   tally(play_workspace(model, scorer, o, *sandbox, held), ev.pass_at_1, ev.mean_score, ev.tasks, ev.found_hole,
-        ev.rewrote_hole);
+        ev.rewrote_hole, ev.outcomes);
   tally(play_workspace(model, scorer, o, *sandbox, fresh), ev.train_pass_at_1, ev.train_mean_score, ev.train_tasks,
-        ev.train_found_hole, ev.train_rewrote_hole);
+        ev.train_found_hole, ev.train_rewrote_hole, ev.train_outcomes);
   if (episodes > 0) {
     ev.mean_turns /= episodes;
     ev.mean_tool_calls /= episodes;
@@ -193,6 +198,14 @@ std::string family_summary(const TokenEvaluation& ev) {
   std::string out;
   for (const auto& [family, counts] : ev.by_family)
     out += (out.empty() ? "" : ", ") + family + " " + std::to_string(counts.first) + "/" + std::to_string(counts.second);
+  return out;
+}
+
+std::string outcome_summary(const std::map<std::string, int>& outcomes) {
+  std::vector<std::pair<std::string, int>> sorted(outcomes.begin(), outcomes.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (const auto& [outcome, n] : sorted) out += (out.empty() ? "" : ", ") + outcome + " " + std::to_string(n);
   return out;
 }
 

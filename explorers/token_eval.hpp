@@ -57,10 +57,17 @@ struct TokenEvaluation {
   double found_hole = 0, train_found_hole = 0;
   // Share of episodes that rewrote a hole's body (rightly or not).
   double rewrote_hole = 0, train_rewrote_hole = 0;
+  // How the episodes ended, counted, held-out and fresh training:
+  // score_outcome's names (envs/workspace/workspace_scorer.hpp: "passed",
+  // "NameError", "wrong answer", ...), "not rewritten" for a failed
+  // episode that left every hole's body as it was, "not scored".
+  std::map<std::string, int> outcomes, train_outcomes;
 };
 
 // "add_k 17/19, clamp 3/18, ...": by_family for a log line.
 std::string family_summary(const TokenEvaluation& ev);
+// "not rewritten 19, NameError 8, passed 1": outcomes, most first.
+std::string outcome_summary(const std::map<std::string, int>& outcomes);
 
 TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, const TokenEvalOptions& options);
 

@@ -135,7 +135,18 @@ Result<fs::path> save_checkpoint(const LearnerCore& core, const fs::path& dir, i
   return dst;
 }
 
-Result<LoadedCheckpoint> load_checkpoint(const fs::path& path, const LearnerCoreOptions& options) {
+namespace {
+
+// Everything a checkpoint file holds, checked (header, length, checksum, layout).
+struct CheckpointContents {
+  std::uint64_t received = 0, updates = 0;
+  Admission::State admission;
+  RunStats::State stats;
+  std::vector<std::uint8_t> trainer;  // Trainer::save_state
+  std::map<std::uint32_t, std::uint64_t> by_explorer;
+};
+
+Result<CheckpointContents> read_checkpoint(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return io_error(path, "cannot open");
   std::vector<std::uint8_t> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -148,24 +159,25 @@ Result<LoadedCheckpoint> load_checkpoint(const fs::path& path, const LearnerCore
   const std::vector<std::uint8_t> payload(raw.begin() + 24, raw.end());
   if (XXH64(payload.data(), payload.size(), 0) != sum) return bad("checksum mismatch");
   Reader r{payload};
-  const std::uint64_t received = r.u64(), updates = r.u64();
-  Admission::State adm;
+  CheckpointContents c;
+  c.received = r.u64();
+  c.updates = r.u64();
+  auto& adm = c.admission;
   adm.accepted = r.u64();
   adm.dropped = r.u64();
   adm.rejected = r.u64();
   adm.histogram = r.vec<std::uint64_t>();
-  RunStats::State stats;
+  auto& stats = c.stats;
   stats.env_steps = r.u64();
   stats.episodes = r.u64();
   stats.episodes_lost = r.u64();
   stats.returns = r.vec<float>();
-  const auto trainer = r.vec<std::uint8_t>();
-  std::map<std::uint32_t, std::uint64_t> by_explorer;
+  c.trainer = r.vec<std::uint8_t>();
   if (r.ok && r.at != payload.size()) {
     const auto ids = r.vec<std::uint32_t>();
     const auto counts = r.vec<std::uint64_t>();
     if (ids.size() != counts.size()) return bad("malformed per-explorer counts");
-    for (std::size_t i = 0; i < ids.size(); ++i) by_explorer[ids[i]] = counts[i];
+    for (std::size_t i = 0; i < ids.size(); ++i) c.by_explorer[ids[i]] = counts[i];
   }
   if (r.ok && r.at != payload.size()) {
     stats.failures.reward_retries = r.u64();
@@ -181,13 +193,30 @@ Result<LoadedCheckpoint> load_checkpoint(const fs::path& path, const LearnerCore
     stats.policy_tokens = r.u64();
   }
   if (!r.ok || r.at != payload.size()) return bad("malformed payload");
+  return c;
+}
+
+}  // namespace
+
+bool is_checkpoint_file(const fs::path& file) { return version_of(file) != UINT64_MAX; }
+
+Result<LoadedCheckpoint> load_checkpoint(const fs::path& path, const LearnerCoreOptions& options) {
+  auto c = read_checkpoint(path);
+  if (!c) return c.error();
+  auto bad = [&](const std::string& why) { return make_error(Errc::corrupt_record, path.string() + ": " + why); };
   auto core = std::make_shared<LearnerCore>(options);
-  auto loaded = core->trainer().load_state(trainer);
+  auto loaded = core->trainer().load_state(c->trainer);
   if (!loaded) return bad(loaded.error().message);
-  if (!core->restore(received, updates, adm, stats))
+  if (!core->restore(c->received, c->updates, c->admission, c->stats))
     return bad("its staleness histogram does not fit max_staleness " + std::to_string(options.max_staleness));
-  core->restore_by_explorer(std::move(by_explorer));
+  core->restore_by_explorer(std::move(c->by_explorer));
   return LoadedCheckpoint{core, path};
+}
+
+Result<std::vector<std::uint8_t>> checkpoint_trainer_state(const fs::path& file) {
+  auto c = read_checkpoint(file);
+  if (!c) return c.error();
+  return std::move(c->trainer);
 }
 
 }  // namespace rlx

@@ -32,7 +32,14 @@ struct LoadedCheckpoint {
 // Checkpoint files in `dir`, newest (highest version) first.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& dir);
 
+// Whether `file` is named as a checkpoint is: ckpt-<version>.bin.
+bool is_checkpoint_file(const std::filesystem::path& file);
+
 // Reads one checkpoint into a fresh core built from `options`.
 Result<LoadedCheckpoint> load_checkpoint(const std::filesystem::path& file, const LearnerCoreOptions& options);
+
+// Only its trainer's state (Trainer::save_state), the file checked as
+// load_checkpoint checks it: what a start from a checkpoint's weights reads.
+Result<std::vector<std::uint8_t>> checkpoint_trainer_state(const std::filesystem::path& file);
 
 }  // namespace rlx

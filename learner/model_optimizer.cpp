@@ -35,9 +35,10 @@ void ModelOptimizer::save(torch::serialize::OutputArchive& a) const {
   a.write("optimizer", opt);
 }
 
-Result<void> ModelOptimizer::load(torch::serialize::InputArchive& a) {
+Result<std::vector<torch::Tensor>> read_saved_parameters(torch::serialize::InputArchive& a,
+                                                         const torch::nn::Module& model) {
   try {
-    auto params = model_->named_parameters(true);
+    const auto params = model.named_parameters(true);
     std::vector<torch::Tensor> read(params.size());
     for (std::size_t i = 0; i < params.size(); ++i) {
       const auto& p = params[i];
@@ -45,10 +46,21 @@ Result<void> ModelOptimizer::load(torch::serialize::InputArchive& a) {
       if (read[i].sizes() != p.value().sizes())
         return make_error(Errc::invalid_field, "checkpoint parameter " + p.key() + " has another shape");
     }
+    return read;
+  } catch (const c10::Error& e) {
+    return make_error(Errc::invalid_field, std::string("checkpoint: ") + e.what_without_backtrace());
+  }
+}
+
+Result<void> ModelOptimizer::load(torch::serialize::InputArchive& a) {
+  auto read = read_saved_parameters(a, *model_);
+  if (!read) return read.error();
+  try {
     torch::serialize::InputArchive opt;
     a.read("optimizer", opt);
     torch::NoGradGuard guard;
-    for (std::size_t i = 0; i < params.size(); ++i) params[i].value().copy_(read[i]);
+    auto params = model_->named_parameters(true);
+    for (std::size_t i = 0; i < params.size(); ++i) params[i].value().copy_((*read)[i]);
     adam_->load(opt);
     return {};
   } catch (const c10::Error& e) {

@@ -54,6 +54,12 @@ class ModelOptimizer {
   std::unique_ptr<torch::optim::Adam> adam_;
 };
 
+// The parameters ModelOptimizer::save wrote, one for each of `model`'s
+// (in named_parameters order), each checked for its shape; nothing is
+// copied into the model.
+Result<std::vector<torch::Tensor>> read_saved_parameters(torch::serialize::InputArchive& archive,
+                                                         const torch::nn::Module& model);
+
 // `values` summed over the ranks (as they are when alone, or for null).
 std::vector<double> sum_over_ranks(std::vector<double> values, LearnerGroup* group);
 

@@ -8,6 +8,7 @@
 #include "learner/learner_group.hpp"
 #include "learner/lr_schedule.hpp"
 #include "learner/model_optimizer.hpp"
+#include "learner/start_weights.hpp"
 #include "learner/token_hints.hpp"
 #include "learner/token_losses.hpp"
 #include "envs/tokens/tokenizer.hpp"
@@ -108,7 +109,9 @@ Result<void> TokenTrainer::load_weights(const WeightSetData& w) { return import_
 void TokenTrainer::save_state(torch::serialize::OutputArchive& a) const { impl_->optimizer.save(a); }
 Result<void> TokenTrainer::load_state(torch::serialize::InputArchive& a) { return impl_->optimizer.load(a); }
 
-Result<void> TokenTrainer::load_model_file(const std::string& path) { return load_policy_init(impl_->model, path); }
+Result<std::string> TokenTrainer::load_model_file(const std::string& path) {
+  return load_start_weights(impl_->model, path);
+}
 
 TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64_t>>& prompts,
                                         const std::vector<std::vector<std::int64_t>>& completions,

@@ -127,9 +127,10 @@ class TokenTrainer {
   void save_state(torch::serialize::OutputArchive& archive) const;
   // An error (invalid_field) on a missing or misshapen parameter.
   Result<void> load_state(torch::serialize::InputArchive& archive);
-  // Parameters from `rlx sft --out` (torch::save of the model) or, for
-  // "hf:DIR", a Hugging Face checkpoint (every one but the value head).
-  Result<void> load_model_file(const std::string& path);
+  // The weights a run starts from (learner/start_weights.hpp: an `rlx sft
+  // --out` file, hf:DIR, a learner checkpoint or a run's log_dir); returns
+  // what was read.
+  Result<std::string> load_model_file(const std::string& path);
 
  private:
   // The rank's statistics of an rl_step (and its hint KL sum) made the batch's.

@@ -40,7 +40,8 @@ Result<void> check_policy_init(const PolicyConfig& policy, const TokensConfig& t
   o.policy = policy;
   o.tokens = tokens;
   TokenTrainer t(token_trainer_options(o));
-  return t.load_model_file(policy.init);
+  if (auto ok = t.load_model_file(policy.init); !ok) return ok.error();
+  return {};
 }
 
 std::unique_ptr<Trainer> make_trainer(const TrainerOptions& o) {

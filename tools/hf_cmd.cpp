@@ -14,11 +14,8 @@
 #include "core/files.hpp"
 #include "envs/env.hpp"
 #include "envs/tokens/tokenizer.hpp"
-#include "learner/checkpoint.hpp"
-#include "learner/token_policy_trainer.hpp"
-#include "assembly/component_options.hpp"
+#include "learner/start_weights.hpp"
 #include "policy/hf_checkpoint.hpp"
-#include "policy/weights_io.hpp"
 
 namespace rlx {
 
@@ -153,29 +150,12 @@ int export_command(const ExportArgs& a) {
   if (shape->arch != TransformerArch::qwen3_moe)
     return fail("the policy is RLX's own layout; only a run started from a Hugging Face checkpoint ([policy] init = "
                 "\"hf:DIR\", e.g. made by `rlx init-model --hf`) exports to it");
-  std::string from = a.from.empty() ? config->run.log_dir : a.from;
-  std::error_code ec;
-  if (fs::is_directory(from, ec) && !from.starts_with("hf:")) {
-    const auto all = list_checkpoints(fs::path(from) / "checkpoints");
-    if (all.empty()) return fail(from + ": no learner checkpoint in " + (fs::path(from) / "checkpoints").string());
-    from = all.front().string();
-  }
+  // A weights file, hf:DIR, a learner checkpoint, or a log_dir (the config's by default): its newest checkpoint.
+  const std::string from = a.from.empty() ? config->run.log_dir : a.from;
   auto model = make_seeded_transformer(*shape, config->run.seed);
-  if (from.ends_with(".bin") && fs::path(from).filename().string().starts_with("ckpt-")) {
-    auto core = learner_core_options(*config, EnvSpec{});
-    core.trainer.learner.device = "cpu";
-    core.trainer.group = nullptr;
-    auto loaded = load_checkpoint(from, core);
-    if (!loaded) return fail(loaded.error().message);
-    auto* trainer = dynamic_cast<TokenPolicyTrainer*>(&loaded->core->trainer());
-    if (!trainer) return fail(from + ": not a token policy's checkpoint");
-    if (auto ok = import_weights(*model, trainer->tokens().weights()); !ok) return fail(ok.error().message);
-    std::printf("from learner checkpoint %s (version %llu)\n", from.c_str(),
-                static_cast<unsigned long long>(loaded->core->trainer().version()));
-  } else {
-    if (auto ok = load_policy_init(model, from); !ok) return fail(ok.error().message);
-    std::printf("from %s\n", from.c_str());
-  }
+  auto read = load_start_weights(model, from);
+  if (!read) return fail(read.error().message);
+  std::printf("from %s\n", read->c_str());
   if (auto r = export_hf(model, a.dir, *dtype, shard_bytes(a.shard_mb)); !r) return fail(r.error().message);
   if (auto r = copy_tokenizer_files(config->tokens.tokenizer, a.dir); !r) return fail(r.error().message);
   report(a.dir, model);

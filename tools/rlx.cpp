@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
                       "a cluster.toml: the policy's shape and task kind (and workspace episodes' [tokens]; its [policy] init, if set, is where training starts); "
                       "needed for workspace");
   sft_cmd->add_option("--init", sft_args.init,
-                      "start from these weights instead of the config's [policy] init (a file, or hf:DIR for a Hugging Face checkpoint)");
+                      "start from these weights instead of the config's [policy] init (an `rlx sft --out` file, hf:DIR for a "
+                      "Hugging Face checkpoint, a learner checkpoint ckpt-N.bin or a run's log_dir: its newest)");
   sft_cmd->add_option("--steps", sft_args.steps, "optimizer steps (0: evaluate the start and stop)")
       ->check(CLI::Range(0, 10000000));
   sft_cmd->add_option("--seconds", sft_args.seconds,

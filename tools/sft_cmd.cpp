@@ -40,6 +40,9 @@ void report(const char* when, int step, double seconds, const TokenEvaluation& e
                 "a hole's body rewritten in %.2f and %.2f\n",
                 ev.train_pass_at_1, ev.train_mean_score, ev.train_tasks, ev.mean_turns, ev.mean_tool_calls,
                 ev.mean_bad_calls, ev.found_hole, ev.train_found_hole, ev.rewrote_hole, ev.train_rewrote_hole);
+  if (ev.train_tasks > 0)
+    std::printf("  how episodes ended, held-out: %s; fresh training: %s\n", outcome_summary(ev.outcomes).c_str(),
+                outcome_summary(ev.train_outcomes).c_str());
   std::printf("  by family: %s\n", family_summary(ev).c_str());
   for (const auto& s : ev.samples) std::printf("  e.g. %s\n", s.c_str());
   // The first episode of each split, as played, each line marked.
@@ -229,11 +232,12 @@ int sft_command(const SftArgs& a) {
   if (config && !config->policy.init.empty()) {
     // Continued supervised training from the weights the RL run starts
     // from: RL's fair baseline (docs/workspace.md "Supervised start").
-    if (auto ok = trainer.load_model_file(config->policy.init); !ok) {
-      std::fprintf(stderr, "rlx sft: [policy] init: %s\n", ok.error().message.c_str());
+    auto from = trainer.load_model_file(config->policy.init);
+    if (!from) {
+      std::fprintf(stderr, "rlx sft: [policy] init: %s\n", from.error().message.c_str());
       return 2;
     }
-    std::printf("starting from %s (%s)\n", config->policy.init.c_str(), a.init.empty() ? "[policy] init" : "--init");
+    std::printf("starting from %s (%s)\n", from->c_str(), a.init.empty() ? "[policy] init" : "--init");
   }
   TokenEvalOptions eo;
   eo.kind = kind;

@@ -84,20 +84,6 @@ bool defines(const std::string& line, const std::string& name) {
   return !s.empty() && s.front() == '(';
 }
 
-// The line after the docstring that opens at lines[at] (the first
-// statement of a body), or `at` when that line is no docstring.
-std::size_t past_docstring(const std::vector<std::string>& lines, std::size_t at) {
-  std::string_view s(lines[at]);
-  s.remove_prefix(indent_of(lines[at]));
-  if (!s.empty() && (s[0] == 'r' || s[0] == 'R' || s[0] == 'u' || s[0] == 'U')) s.remove_prefix(1);
-  if (s.rfind("\"\"\"", 0) != 0 && s.rfind("'''", 0) != 0) return at;
-  const std::string_view quote = s.substr(0, 3);
-  if (s.find(quote, 3) != std::string_view::npos) return at + 1;
-  for (std::size_t i = at + 1; i < lines.size(); ++i)
-    if (lines[i].find(quote) != std::string::npos) return i + 1;
-  return lines.size();
-}
-
 // The triple quote still open at the end of `line`, given the one open at
 // its start (empty for none): a body's string may run over lines at any
 // indentation. (Quotes inside a one-line string or a comment are not told
@@ -117,6 +103,19 @@ std::string_view triple_quote_after(std::string_view line, std::string_view open
     open = d < s ? kDouble : kSingle;
     at = std::min(d, s) + 3;
   }
+}
+
+// The line after the docstring that opens at lines[at] (the first
+// statement of a body), or `at` when that line is no docstring.
+std::size_t past_docstring(const std::vector<std::string>& lines, std::size_t at) {
+  std::string_view s(lines[at]);
+  s.remove_prefix(indent_of(lines[at]));
+  if (!s.empty() && (s[0] == 'r' || s[0] == 'R' || s[0] == 'u' || s[0] == 'U')) s.remove_prefix(1);
+  if (s.rfind("\"\"\"", 0) != 0 && s.rfind("'''", 0) != 0) return at;
+  std::string_view open = triple_quote_after(lines[at], {});
+  std::size_t next = at + 1;
+  while (!open.empty() && next < lines.size()) open = triple_quote_after(lines[next++], open);
+  return next;
 }
 
 ToolResult refused(std::string why) {

@@ -152,6 +152,19 @@ WorkspaceScore score_workspace(const Sandbox& sandbox, const WorkspaceTask& task
   return s;
 }
 
+std::string score_outcome(double reward, const std::string& reason) {
+  if (reward >= 1.0) return "passed";
+  if (const auto at = reason.find(" raised "); at != std::string::npos) {
+    const auto from = at + 8;
+    auto end = from;
+    while (end < reason.size() && (std::isalnum(static_cast<unsigned char>(reason[end])) || reason[end] == '_')) ++end;
+    if (end > from) return reason.substr(from, end - from);
+  }
+  if (reason.find(" answered wrong") != std::string::npos) return "wrong answer";
+  if (reason.find(" gave no answer") != std::string::npos) return "no answer";
+  return "ended early";
+}
+
 Result<std::shared_ptr<const WorkspaceScorer>> WorkspaceScorer::open(const SandboxOptions& options) {
   auto sandbox = Sandbox::open(options);
   if (!sandbox) return sandbox.error();

@@ -48,6 +48,12 @@ std::string json_value(const PyValue& v);
 
 WorkspaceScore score_workspace(const Sandbox& sandbox, const WorkspaceTask& task, const std::vector<WorkspaceFile>& changes);
 
+// What a score and its reason (WorkspaceScore::reason) say about why an
+// episode failed, for counting: "passed", the exception the first failing
+// hidden test raised ("NameError", "SyntaxError"), "wrong answer", "no
+// answer", or "ended early" (the tests' process itself did not finish).
+std::string score_outcome(double reward, const std::string& reason);
+
 // The reward pool's scorer for workspace episodes: task = the task id
 // ("held_out:7:2"), payload = encode_changes(the agent's changed files).
 class WorkspaceScorer : public Scorer {

@@ -224,15 +224,33 @@ _atexit.register(_fake)
   CHECK(printed.broken_passed == 0);
   CHECK(printed.run.ok());  // it ran to the end: the fakes were read, and not taken
   CHECK_THAT(printed.reason, Catch::Contains("raised ValueError"));
+  CHECK(score_outcome(printed.reward, printed.reason) == "ValueError");
 
   const WorkspaceScore exited = scored(box, holes_doing(task(), "import os as _os\n_os._exit(0)\n", "    return 0\n"));
   CHECK(exited.reward == 0.0);
   CHECK_THAT(exited.reason, Catch::Contains("gave no answer"));
+  CHECK(score_outcome(exited.reward, exited.reason) == "no answer");
 
   const WorkspaceScore slept = scored(box, holes_doing(task(), "import time as _time\n", "    _time.sleep(30)\n"));
   CHECK(slept.reward == 0.0);
   CHECK(slept.run.end == SandboxRun::End::timed_out);
   CHECK_THAT(slept.reason, Catch::Contains("timed out"));
+  CHECK(score_outcome(slept.reward, slept.reason) == "ended early");
+}
+
+TEST_CASE("a failed score is counted by how it failed: the exception a hidden test raised, named",
+          "[envs][workspace][sandbox]") {
+  const Sandbox box = test::open_sandbox();
+  const WorkspaceScore right = scored(box, solution_changes(task()));
+  CHECK(score_outcome(right.reward, right.reason) == "passed");
+  const WorkspaceScore untouched = scored(box, {});
+  CHECK(score_outcome(untouched.reward, untouched.reason) == "NotImplementedError");
+  // A name not copied (what held-out episodes do: docs/BENCHMARKS.md "Difficulty 0").
+  const WorkspaceScore misnamed = scored(box, holes_doing(task(), "", "    return algn_tides\n"));
+  CHECK(score_outcome(misnamed.reward, misnamed.reason) == "NameError");
+  // A module that no longer parses fails every test that imports it.
+  const WorkspaceScore unparsed = scored(box, holes_doing(task(), "", "    return str(x.upper()\n"));
+  CHECK(score_outcome(unparsed.reward, unparsed.reason) == "SyntaxError");
 }
 
 TEST_CASE("an agent that fills the disk harms nothing and the next agent scores 1", "[envs][workspace][sandbox]") {
@@ -256,6 +274,7 @@ def _fill():
   CHECK(s.reward == 0.0);
   CHECK(s.run.ok());
   CHECK_THAT(s.reason, Catch::Contains("answered wrong"));  // it returned how much it wrote
+  CHECK(score_outcome(s.reward, s.reason) == "wrong answer");
   const WorkspaceScore next = scored(box, solution_changes(task()));
   CHECK(next.reward == 1.0);
 }

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "core/config.hpp"
@@ -296,6 +297,8 @@ TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a c
   CHECK(r.out.find("after training, step 1: held-out pass@1") != std::string::npos);
   CHECK(r.out.find("fresh training tasks pass@1") != std::string::npos);
   CHECK(r.out.find("a hole's body rewritten in ") != std::string::npos);
+  // One task a split: each split's outcomes count it once.
+  CHECK(std::regex_search(r.out, std::regex("how episodes ended, held-out: [A-Za-z ]+ 1; fresh training: [A-Za-z ]+ 1\n")));
   auto loaded = load_config((dir / "agent.toml").string(), builtin_envs().names());
   REQUIRE(loaded.ok());
   loaded->policy.init = out.string();
