@@ -80,6 +80,19 @@ Result<ClusterConfig> parse(const std::string& text) {
   return parse_config(text, "test.toml", builtin_envs().names());
 }
 
+ClusterConfig tiny_token_config() {
+  auto cfg = default_config();
+  cfg.policy.kind = PolicyKind::moe_transformer;
+  cfg.policy.d_model = 32;
+  cfg.policy.heads = 2;
+  cfg.policy.layers = 2;
+  cfg.policy.experts = 4;
+  cfg.policy.top_k = 2;
+  cfg.policy.expert_hidden = 32;
+  cfg.policy.max_len = 48;
+  return cfg;
+}
+
 ClusterConfig default_config() {
   auto c = parse_config(embedded_cluster_toml(), "<embedded>", builtin_envs().names());
   REQUIRE(c.ok());

@@ -25,6 +25,9 @@ WeightSetData trained_weight_set(std::uint64_t version, std::size_t floats, int 
 
 // The embedded cluster.toml, parsed (must be valid).
 ClusterConfig default_config();
+// The same with a tiny token policy (moe_transformer: d_model 32, 2 layers,
+// 2 heads, 4 experts top-2, expert_hidden 32, max_len 48).
+ClusterConfig tiny_token_config();
 
 // Parses TOML text as "test.toml" with the built-in registries.
 Result<ClusterConfig> parse(const std::string& text);

@@ -20,15 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 
 TrainerOptions token_options() {
-  auto cfg = test::default_config();
-  cfg.policy.kind = PolicyKind::moe_transformer;
-  cfg.policy.d_model = 32;
-  cfg.policy.heads = 2;
-  cfg.policy.layers = 2;
-  cfg.policy.experts = 4;
-  cfg.policy.top_k = 2;
-  cfg.policy.expert_hidden = 32;
-  cfg.policy.max_len = 48;
+  const auto cfg = test::tiny_token_config();
   TrainerOptions o{cfg.learner, cfg.policy, 0, 0, 11};
   o.tokens = cfg.tokens;
   o.max_staleness = 4;

@@ -19,15 +19,7 @@ using namespace std::chrono_literals;
 namespace {
 
 TrainerOptions token_options(const std::string& algorithm) {
-  auto cfg = test::default_config();
-  cfg.policy.kind = PolicyKind::moe_transformer;
-  cfg.policy.d_model = 32;
-  cfg.policy.heads = 2;
-  cfg.policy.layers = 2;
-  cfg.policy.experts = 4;
-  cfg.policy.top_k = 2;
-  cfg.policy.expert_hidden = 32;
-  cfg.policy.max_len = 48;
+  auto cfg = test::tiny_token_config();
   // Terms of each microbatch as a whole, not sums over its tokens: they
   // depend on how rows fall into microbatches (docs/data-parallel.md).
   cfg.policy.load_balance_coef = 0;
