@@ -49,6 +49,7 @@ struct PolicyConfig {
   double capacity_factor = 0;        // 0: no token dropped
   double router_z_coef = 1e-3;
   bool router_replay = false;        // the learner trains through the routes the rollout recorded
+  bool copy_head = false;            // a pointer at the context mixed into the logits (policy/copy_head.hpp)
   std::string init;                  // weights to start from (`rlx sft --out`); empty: fresh
 };
 

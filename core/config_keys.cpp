@@ -68,6 +68,7 @@ const std::vector<Key<PolicyConfig>>& policy_keys() {
       real("capacity_factor", &S::capacity_factor, 0.0, 1000.0),
       real("router_z_coef", &S::router_z_coef, 0.0, 100.0),
       flag("router_replay", &S::router_replay),
+      flag("copy_head", &S::copy_head),
       text("init", &S::init),
   };
   return keys;

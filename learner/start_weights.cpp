@@ -52,8 +52,9 @@ Result<std::string> load_start_weights(MoETransformer& model, const std::string&
     return load_from_checkpoint(model, all.front());
   }
   if (is_checkpoint_file(init)) return load_from_checkpoint(model, init);
-  if (auto ok = load_policy_init(model, init); !ok) return ok.error();
-  return init;
+  auto loaded = load_policy_init(model, init);
+  if (!loaded) return loaded.error();
+  return loaded->empty() ? init : init + " (" + *loaded + ")";
 }
 
 }  // namespace rlx

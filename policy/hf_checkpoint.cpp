@@ -201,6 +201,9 @@ std::string hf_init_dir(const std::string& init) { return init.starts_with("hf:"
 Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy, std::int64_t vocab) {
   const auto dir = hf_init_dir(policy.init);
   if (dir.empty()) return transformer_options(policy, vocab);
+  if (policy.copy_head)
+    return make_error(Errc::config_range, "[policy] copy_head: RLX's own layout only, not a Hugging Face start (" +
+                                              policy.init + ")");
   const auto file = (std::filesystem::path(dir) / "config.json").string();
   auto text = read_text_file(file);
   if (!text) return make_error(Errc::config_missing, "[policy] init: " + text.error().message);
@@ -219,20 +222,32 @@ TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int6
   return *o;
 }
 
-Result<void> load_policy_init(MoETransformer& model, const std::string& init) {
+Result<std::string> load_policy_init(MoETransformer& model, const std::string& init) {
   if (const auto dir = hf_init_dir(init); !dir.empty()) {
     auto checkpoint = SafetensorsCheckpoint::open(dir);
     if (!checkpoint) return checkpoint.error();
     if (auto r = load_hf_weights(model, *checkpoint); !r) return make_error(Errc::invalid_field, dir + ": " + r.error().message);
-    return {};
+    return std::string();
   }
   try {
-    auto fresh = make_seeded_transformer(model->options(), 0);
-    torch::load(fresh, init);
+    torch::serialize::InputArchive archive;
+    archive.load_from(init);
+    torch::serialize::InputArchive head;
+    const bool has_copy = archive.try_read("copy", head);
+    auto shape = model->options();
+    if (has_copy && !shape.copy_head)
+      return make_error(Errc::invalid_field, init + ": weights with a copy head, for a policy without one "
+                                                    "(set [policy] copy_head = true)");
+    // Weights trained without a copy head start one whose head starts as it was built.
+    const bool head_fresh = shape.copy_head && !has_copy;
+    shape.copy_head = has_copy;
+    auto fresh = make_seeded_transformer(shape, 0);
+    fresh->load(archive);
     torch::NoGradGuard guard;
     auto src = fresh->named_parameters(true);
-    for (auto& p : model->named_parameters(true)) p.value().copy_(src[p.key()]);
-    return {};
+    for (auto& p : model->named_parameters(true))
+      if (src.contains(p.key())) p.value().copy_(src[p.key()]);
+    return std::string(head_fresh ? "no copy head in it: the head starts fresh" : "");
   } catch (const c10::Error& e) {
     return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" +
                                                std::string(e.what_without_backtrace()).substr(0, 200) + ")");

@@ -33,8 +33,10 @@ Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy
 // The same, checked at start (check_policy_init): RLX_REQUIRE on failure.
 TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int64_t vocab);
 // `[policy] init` into `model`: "hf:DIR" (load_hf_weights) or a file of
-// torch::save'd weights (`rlx sft --out`, this shape).
-Result<void> load_policy_init(MoETransformer& model, const std::string& init);
+// torch::save'd weights (`rlx sft --out`, this shape; for a policy with a
+// copy head, also weights trained without one: its head starts fresh).
+// Returns a note for the user on what was not in the file ("" when all was).
+Result<std::string> load_policy_init(MoETransformer& model, const std::string& init);
 // The config.json that describes `o` (model_type "qwen3_moe").
 std::string hf_config_json(const TransformerOptions& o);
 

@@ -30,6 +30,7 @@ torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, doubl
 
 MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o) : options_(o) {
   RLX_REQUIRE(o.d_model % o.heads == 0 || o.head_dim > 0, o.d_model, o.heads);
+  RLX_REQUIRE(!o.copy_head || o.arch == TransformerArch::rlx, "a copy head is RLX's own layout's");
   tok_ = register_module("tok_emb", torch::nn::Embedding(o.vocab, o.d_model));
   if (o.arch == TransformerArch::qwen3_moe) {
     const auto H = o.heads, KV = o.kv_heads_or_heads(), hd = o.head_width();
@@ -76,10 +77,15 @@ MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o) : options_(o
   ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
   lm_head_ = register_module("lm_head", torch::nn::Linear(o.d_model, o.vocab));
   v_head_ = register_module("v_head", torch::nn::Linear(o.d_model, 1));
-  torch::NoGradGuard guard;
-  tok_->weight.normal_(0, 0.02);
-  pos_->weight.normal_(0, 0.02);
-  for (auto& p : proj_) p->weight.mul_(1.0 / std::sqrt(2.0 * static_cast<double>(o.layers)));
+  {
+    torch::NoGradGuard guard;
+    tok_->weight.normal_(0, 0.02);
+    pos_->weight.normal_(0, 0.02);
+    for (auto& p : proj_) p->weight.mul_(1.0 / std::sqrt(2.0 * static_cast<double>(o.layers)));
+  }
+  // Last, parameters and random draws: the same seed without the head is
+  // the same policy, and a start trained without one holds every other tensor.
+  if (o.copy_head) copy_ = register_module("copy", CopyHead(o.d_model));
 }
 
 torch::Tensor positions_of(const torch::Tensor& valid) {
@@ -104,12 +110,14 @@ KVCache MoETransformerImpl::new_cache(std::int64_t batch, std::int64_t capacity)
   c.valid = torch::zeros({batch, capacity}, opts.dtype(torch::kBool));
   c.next_position = torch::zeros({batch}, opts.dtype(torch::kLong));
   c.capacity = capacity;
+  if (copy_) c.copy = copy_->new_cache(batch, capacity, opts);
   return c;
 }
 
 void reset_cache_row(KVCache& cache, std::int64_t row) {
   cache.valid[row].fill_(false);
   cache.next_position[row].fill_(0);
+  reset_copy_row(cache.copy, row);
 }
 
 void compact_cache(KVCache& cache) {
@@ -133,6 +141,7 @@ void compact_cache(KVCache& cache) {
     cache.k[l].narrow(2, 0, live).copy_(k);
     cache.v[l].narrow(2, 0, live).copy_(v);
   }
+  compact_copy_cache(cache.copy, idx, L);
   cache.valid.fill_(false);
   cache.valid.narrow(1, 0, live).copy_(kept);
   cache.length = live;
@@ -238,6 +247,7 @@ TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const tor
   }
   auto hf = norm(0, 0, x);
   out.logits = qwen && o.tie_embeddings ? torch::matmul(hf, tok_->weight.t()) : lm_head_->forward(hf);
+  if (copy_) out.logits = copy_->mix(out.logits, hf, tokens, valid, allowed.squeeze(1), offset, cache ? &cache->copy : nullptr);
   out.values = v_head_->forward(hf).squeeze(-1);
   out.routes = torch::stack(routes);
   out.expert_fraction = torch::stack(fractions);
@@ -257,6 +267,7 @@ TransformerOptions transformer_options(const PolicyConfig& p, std::int64_t vocab
   o.top_k = p.top_k;
   o.expert_hidden = p.expert_hidden;
   o.capacity_factor = p.capacity_factor;
+  o.copy_head = p.copy_head;
   return o;
 }
 

@@ -4,6 +4,8 @@
 //   x = tok_emb[t] + pos_emb[p]
 //   per layer: x += attn(ln1(x));  x += moe(ln2(x))
 //   logits = lm_head(ln_f(x)),  value = v_head(ln_f(x))
+//   (with a copy head, logits = log of lm_head's distribution mixed with a
+//   pointer at the context's tokens: policy/copy_head.hpp)
 //
 // Sequences are left-padded: `valid` marks real tokens, a padded key is
 // never attended to and positions count real tokens only, so a prompt
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "core/config.hpp"
+#include "policy/copy_head.hpp"
 #include "policy/moe_layer.hpp"
 
 namespace rlx {
@@ -46,6 +49,7 @@ struct TransformerOptions {
   std::int64_t expert_hidden = 256;
   double capacity_factor = 0;        // 0: no token dropped
   TransformerArch arch = TransformerArch::rlx;
+  bool copy_head = false;            // rlx only: logits mix in a pointer at the context (policy/copy_head.hpp)
   // qwen3_moe:
   std::int64_t kv_heads = 0;         // key/value heads (0: heads)
   std::int64_t head_dim = 0;         // 0: d_model / heads
@@ -78,6 +82,7 @@ struct KVCache {
   torch::Tensor next_position;      // [B] int64: the position of each row's next real token
   std::int64_t length = 0;
   std::int64_t capacity = 0;
+  CopyCache copy;                   // with a copy head only
 };
 
 // Starts `row` over: none of its keys is attended to again and its
@@ -128,6 +133,7 @@ class MoETransformerImpl : public torch::nn::Module {
   std::vector<MoELayer> moe_;
   torch::nn::LayerNorm ln_f_{nullptr};
   torch::nn::Linear lm_head_{nullptr}, v_head_{nullptr};
+  CopyHead copy_{nullptr};
 };
 TORCH_MODULE(MoETransformer);
 

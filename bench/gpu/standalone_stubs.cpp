@@ -14,7 +14,7 @@ std::shared_ptr<const Tokenizer> run_tokenizer(const std::string& spec) {
   throw std::logic_error("run_tokenizer(" + spec + "): not in the standalone GPU build (bench/gpu/standalone_stubs.cpp)");
 }
 
-Result<void> load_policy_init(MoETransformer&, const std::string& init) {
+Result<std::string> load_policy_init(MoETransformer&, const std::string& init) {
   return make_error(Errc::invalid_field, "load_policy_init(" + init + "): not in the standalone GPU build (bench/gpu/standalone_stubs.cpp)");
 }
 
