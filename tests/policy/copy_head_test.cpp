@@ -131,8 +131,8 @@ TEST_CASE("a copy head's mixture is a distribution that, with the gate open, poi
   CHECK_FALSE(torch::allclose(model->forward(tokens, valid).logits, shut, 1e-2, 1e-2));
 }
 
-TEST_CASE("weights saved without a copy head start a policy with one, whose head starts fresh and says so; weights "
-          "with one are refused by a policy without, and a Hugging Face start refuses one",
+TEST_CASE("weights saved without a copy head start a policy with one whose head starts fresh and says so, a policy "
+          "without one refuses weights with one, and a Hugging Face start refuses one",
           "[policy][copy][init]") {
   test::TempDir dir("rlx-copy-init");
   const auto plain_file = (dir.path / "plain.pt").string(), copy_file = (dir.path / "copy.pt").string();
