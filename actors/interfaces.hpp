@@ -36,7 +36,7 @@ using swap_atom = caf::atom_constant<caf::atom("swap")>;          // explorer ->
 using reward_latency_atom = caf::atom_constant<caf::atom("rewardlat")>;  // explorer -> coordinator: a reward's round trip
 using drain_atom = caf::atom_constant<caf::atom("drain")>;        // coordinator -> explorer
 using stepped_atom = caf::atom_constant<caf::atom("stepped")>;    // explorer -> itself: a local step is done
-using stop_atom = caf::atom_constant<caf::atom("stop")>;          // anyone -> coordinator
+using stop_atom = caf::atom_constant<caf::atom("stop")>;          // anyone -> coordinator; coordinator -> node, learner
 using tick_atom = caf::atom_constant<caf::atom("tick")>;          // coordinator -> itself, and to the launcher (alive)
 using done_atom = caf::atom_constant<caf::atom("done")>;          // coordinator -> the launcher
 using counts_atom = caf::atom_constant<caf::atom("counts")>;      // anyone -> actor: its error counters
@@ -74,9 +74,11 @@ using reward_actor = caf::typed_actor<caf::replies_to<reward_atom, WireMsg>::wit
 // Anything that follows new weight versions (explorers, weight relays).
 using weights_listener = caf::typed_actor<caf::reacts_to<weights_atom, WireMsg>>;  // WeightsAvailable
 
-// Trains. Segments in; metrics out on request.
+// Trains. Segments in; metrics out on request. At the run's end (stop)
+// it checkpoints its last update, then gives its final metrics.
 using learner_actor = caf::typed_actor<caf::reacts_to<segment_atom, WireMsg>,
                                        caf::replies_to<metrics_atom>::with<WireMsg>,  // MetricsReport
+                                       caf::replies_to<stop_atom>::with<WireMsg>,     // MetricsReport, the final one
                                        caf::replies_to<counts_atom>::with<std::uint64_t>>;
 
 // Rolls out; receives weight notifications and credits. When its node

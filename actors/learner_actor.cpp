@@ -29,6 +29,7 @@ struct LearnerState {
                                                           // from a known sender still counts for it
   SegmentArrivals arrivals;                               // what the explorers' segment numbers show
   std::uint64_t messages = 0;                             // segment messages that reached this actor
+  std::uint64_t checkpointed = 0;                         // the version this process last checkpointed (0: none)
 
   MetricsData metrics() {
     const auto& adm = core->admission();
@@ -92,6 +93,34 @@ void publish(Self self) {
   self->send(st.options.weight_store, publish_atom::value, WireMsg{std::move(w.buf)});
 }
 
+bool checkpoint(Self self) {
+  auto& st = self->state;
+  auto saved = save_checkpoint(*st.core, st.options.checkpoint_dir, st.options.checkpoint_keep);
+  if (!saved) {
+    st.options.log->error("checkpoint not written: {}", saved.error().message);
+    return false;
+  }
+  st.checkpointed = st.core->trainer().version();
+  return true;
+}
+
+// The run ends: the last update is checkpointed too, so a run stopped
+// between two `checkpoint_every` marks leaves its end weights for
+// `--init` and `--resume`. A batch that did not fill cannot be: a
+// checkpoint holds none (learner/checkpoint.hpp); the log holds its segments.
+void final_checkpoint(Self self) {
+  auto& st = self->state;
+  const auto version = st.core->trainer().version();
+  if (!st.options.checkpoint_every || st.core->updates() == 0 || st.checkpointed == version) return;
+  if (st.core->batch_size() > 0) {
+    st.options.log->info("end weights v{} not checkpointed: {} segments wait in a batch that did not fill (the rollout "
+                         "log holds them; --resume replays them after the newest checkpoint)",
+                         version, st.core->batch_size());
+    return;
+  }
+  if (checkpoint(self)) st.options.log->info("end weights v{} checkpointed", version);
+}
+
 void report(Self self, bool force) {
   auto& st = self->state;
   auto now = std::chrono::steady_clock::now();
@@ -136,10 +165,7 @@ void train(Self self) {
   st.hinted_rows += st.last.hinted_rows;
   st.skipped_rows += st.last.skipped_rows;
   if (st.core->publish_due()) publish(self);
-  if (st.options.checkpoint_every && st.core->updates() % st.options.checkpoint_every == 0) {
-    auto saved = save_checkpoint(*st.core, st.options.checkpoint_dir, st.options.checkpoint_keep);
-    if (!saved) st.options.log->error("checkpoint not written: {}", saved.error().message);
-  }
+  if (st.options.checkpoint_every && st.core->updates() % st.options.checkpoint_every == 0) checkpoint(self);
   st.options.log->debug("update {} -> v{}: pi {:.4f} v {:.4f} H {:.3f} ratio {:.3f}", st.core->updates(),
                         st.core->trainer().version(), st.last.policy_loss, st.last.value_loss, st.last.entropy,
                         st.last.correction.ratio_mean);
@@ -195,6 +221,10 @@ learner_actor::behavior_type learner_impl(Self self, LearnerActorOptions options
       [self](metrics_atom) {
         auto& st = self->state;
         return WireMsg{encode(st.metrics(), "learner")};
+      },
+      [self](stop_atom) {
+        final_checkpoint(self);
+        return WireMsg{encode(self->state.metrics(), "learner")};
       },
       [self](counts_atom) { return self->state.errors.total; },
   };

@@ -17,6 +17,9 @@
 # usage: INIT=W CONFIG=C bench/agent_rl_vs_sft.sh OUT_DIR
 #   env: SEEDS ("1 2 3"), MINUTES (30), EVAL_TASKS (32), EVAL_EVERY (60),
 #        SFT_EVAL_EVERY (100), SFT_BATCH (2), SFT_DRILLS (30), SFT_RECOVERIES (0);
+#        FINAL_EVAL_TASKS (0): N > 0 also evaluates each arm's end weights alike on
+#        N held-out + N fresh training tasks (RL: its newest learner checkpoint),
+#        into OUT_DIR/{rl,sft}-s/final.txt, unless that file is there already;
 #        REPORT_ONLY=1: summarise the runs already in OUT_DIR, launching none;
 #        JOIN: points.tsv files of earlier sessions (committed under
 #        docs/figures/), whose seeds join this run's in the table and the curve.
@@ -36,6 +39,7 @@ sft_eval_every=${SFT_EVAL_EVERY:-100}
 sft_batch=${SFT_BATCH:-2}
 sft_drills=${SFT_DRILLS:-30}
 sft_recoveries=${SFT_RECOVERIES:-0}
+final_eval_tasks=${FINAL_EVAL_TASKS:-0}
 rlx=${RLX:-build/tools/rlx}
 seconds=$((minutes * 60))
 mkdir -p "$out"
@@ -64,6 +68,15 @@ for s in $seeds; do
     "$rlx" sft --config "$d/c.toml" --init "$init" --seconds "$seconds" --steps 10000000 --batch "$sft_batch" \
       --drills "$sft_drills" --recoveries "$sft_recoveries" --seed $((100 + s)) --eval-every "$sft_eval_every" --eval-tasks "$eval_tasks" \
       --out "$e/sft.pt" > "$e/out.txt" 2>&1
+  fi
+  if ((final_eval_tasks > 0)); then
+    for w in "$d:$d" "$e:$e/sft.pt"; do  # folder:weights (a run's log_dir means its newest checkpoint)
+      f="${w%%:*}/final.txt"
+      [[ -s "$f" ]] && continue
+      echo "seed $s: $(basename "${w%%:*}")'s end weights on $final_eval_tasks + $final_eval_tasks tasks ($f)"
+      "$rlx" sft --config "$d/c.toml" --init "${w#*:}" --steps 0 --eval-tasks "$final_eval_tasks" > "$f.part" 2>&1
+      mv "$f.part" "$f"
+    done
   fi
 done
 python3 - "$out" "$seeds" ${JOIN:-} <<'PY'
@@ -120,6 +133,23 @@ for arm, d in ends.items():
     if d:
         rows.append("\n%s: median change in held-out pass@1 over the run %+.3f (seeds: %s)" %
                     (arm, statistics.median(d), ", ".join("%+.3f" % x for x in d)))
+finals = []  # each arm's end weights evaluated alike on more tasks (FINAL_EVAL_TASKS)
+end = re.compile(r"held-out pass@1 ([0-9.]+) \(mean tests passed [0-9.]+, (\d+) tasks\)[^\n]*\n"
+                 r"\s*fresh training tasks pass@1 ([0-9.]+)[^\n]*\n\s*how episodes ended, held-out: ([^;\n]*); "
+                 r"fresh training: ([^\n]*)")
+for arm in ("rl", "sft"):
+    for s in sys.argv[2].split():
+        try:
+            m = end.search(open(f"{out}/{arm}-{s}/final.txt", errors="replace").read())
+        except FileNotFoundError:
+            continue
+        if m:
+            finals.append("| %s | %s | %s | %s | %s | %s |" % (arm, s, m.group(2), m.group(1), m.group(3),
+                          "held-out: %s; fresh training: %s" % (m.group(4), m.group(5))))
+if finals:
+    rows += ["", "End weights evaluated alike (`rlx sft --init W --steps 0`):", "",
+             "| arm | seed | tasks a split | held-out pass@1 | fresh training pass@1 | how episodes ended |",
+             "|---|---|---|---|---|---|"] + finals
 open(f"{out}/table.md", "w").write("\n".join(rows) + "\n")
 print("\n".join(rows))
 PY

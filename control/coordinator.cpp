@@ -156,9 +156,9 @@ void finish(Self self) {
                 shutdown(0);
               });
   };
-  // The final counts: the drained explorers' last segments reached the learner before their goodbyes reached us.
+  // Final counts, the last update checkpointed: the drained explorers' segments reached the learner first.
   const auto wait = st.final_counts_wait();
-  self->request(st.learner, wait, metrics_atom::value)
+  self->request(st.learner, wait, stop_atom::value)
       .then(
           [self, flush](const WireMsg& msg) {
             auto& st = self->state;

@@ -30,6 +30,7 @@ learner_actor::behavior_type forwarding_learner(learner_actor::pointer self, caf
         caf::anon_send(sink, segment_atom::value, m);
       },
       [](metrics_atom) { return WireMsg{encode(MetricsData{}, "test")}; },
+      [](stop_atom) { return WireMsg{encode(MetricsData{}, "test")}; },
       [](counts_atom) { return std::uint64_t{0}; },
   };
 }

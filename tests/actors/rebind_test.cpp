@@ -25,6 +25,7 @@ learner_actor::behavior_type tagged_learner(learner_actor::pointer self, caf::ac
         caf::anon_send(sink, segment_atom::value, m, name);
       },
       [](metrics_atom) { return WireMsg{encode(MetricsData{}, "test")}; },
+      [](stop_atom) { return WireMsg{encode(MetricsData{}, "test")}; },
       [](counts_atom) { return std::uint64_t{0}; },
   };
 }

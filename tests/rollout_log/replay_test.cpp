@@ -1,5 +1,9 @@
 #include <sys/wait.h>
 
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
+
 #include "assembly/cluster.hpp"
 #include "assembly/component_options.hpp"
 #include "envs/batch_env.hpp"
@@ -183,6 +187,44 @@ TEST_CASE("a run killed with SIGKILL resumes from its log and replays exactly", 
   CHECK(r->core->stats().env_steps() >= steps + 20'000);
   // Segments in flight when the first run was killed were never recorded:
   // the resumed accounting starts from what the log holds, and adds up.
+  check_segment_identity(last_metrics_line(t.path));
+}
+
+TEST_CASE("a run that stops between two checkpoints leaves one of its last update, which resumes it",
+          "[replay][resume][checkpoint][slow]") {
+  TempDir t("rlx-final-checkpoint");
+  auto cfg = short_run(t.path, 25'000);
+  cfg.learner.batch_segments = 1;       // each arrival trained at once: no batch waits at the end
+  cfg.learner.checkpoint_every = 1000;  // a mark this run never reaches
+  REQUIRE(run_cluster(cfg, builtin_envs(), {}, null_logger()).outcome == RunOutcome::budget);
+  auto files = list_checkpoints(t.path / "checkpoints");
+  REQUIRE(files.size() == 1);
+  auto loaded = load_checkpoint(files[0], replay_core_options(cfg));
+  REQUIRE(loaded.ok());
+  // The learner the whole log describes, at the run's end: the same arrivals, version and weights.
+  auto full = replay_exact(t.path, replay_core_options(cfg), ReadOptions{});
+  REQUIRE(full.ok());
+  CHECK(full->identical());
+  CHECK(full->core->trainer().version() > 0);
+  CHECK(loaded->core->received() == full->core->received());
+  CHECK(loaded->core->trainer().version() == full->core->trainer().version());
+  CHECK(loaded->core->weights().checksum == full->core->weights().checksum);
+
+  // --resume takes it: nothing left to replay after it.
+  std::ostringstream lines;
+  auto log = std::make_shared<spdlog::logger>("resume", std::make_shared<spdlog::sinks::ostream_sink_mt>(lines));
+  cfg.run.stop.max_env_steps = 45'000;
+  RunOptions resume;
+  resume.resume = true;
+  RunResult r = run_cluster(cfg, builtin_envs(), {}, log, resume);
+  INFO(r.summary);
+  INFO(lines.str());
+  CHECK(r.outcome == RunOutcome::budget);
+  CHECK(lines.str().find("resuming from checkpoint " + files[0].string()) != std::string::npos);
+  CHECK(lines.str().find("): 0 arrivals after it replayed from the log") != std::string::npos);
+  auto after = replay_exact(t.path, replay_core_options(cfg), ReadOptions{});
+  REQUIRE(after.ok());
+  CHECK(after->identical());
   check_segment_identity(last_metrics_line(t.path));
 }
 
