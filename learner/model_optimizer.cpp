@@ -36,13 +36,18 @@ void ModelOptimizer::save(torch::serialize::OutputArchive& a) const {
 }
 
 Result<std::vector<torch::Tensor>> read_saved_parameters(torch::serialize::InputArchive& a,
-                                                         const torch::nn::Module& model) {
+                                                         const torch::nn::Module& model,
+                                                         std::vector<std::string>* absent) {
   try {
     const auto params = model.named_parameters(true);
     std::vector<torch::Tensor> read(params.size());
     for (std::size_t i = 0; i < params.size(); ++i) {
       const auto& p = params[i];
-      a.read("param/" + p.key(), read[i]);
+      if (absent && !a.try_read("param/" + p.key(), read[i])) {
+        absent->push_back(p.key());
+        continue;
+      }
+      if (!absent) a.read("param/" + p.key(), read[i]);
       if (read[i].sizes() != p.value().sizes())
         return make_error(Errc::invalid_field, "checkpoint parameter " + p.key() + " has another shape");
     }

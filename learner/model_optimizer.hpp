@@ -56,9 +56,11 @@ class ModelOptimizer {
 
 // The parameters ModelOptimizer::save wrote, one for each of `model`'s
 // (in named_parameters order), each checked for its shape; nothing is
-// copied into the model.
+// copied into the model. With `absent`, a parameter the archive lacks is
+// named there and left undefined instead of refusing the archive.
 Result<std::vector<torch::Tensor>> read_saved_parameters(torch::serialize::InputArchive& archive,
-                                                         const torch::nn::Module& model);
+                                                         const torch::nn::Module& model,
+                                                         std::vector<std::string>* absent = nullptr);
 
 // `values` summed over the ranks (as they are when alone, or for null).
 std::vector<double> sum_over_ranks(std::vector<double> values, LearnerGroup* group);

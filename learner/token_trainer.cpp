@@ -113,12 +113,11 @@ Result<std::string> TokenTrainer::load_model_file(const std::string& path) {
   return load_start_weights(impl_->model, path);
 }
 
-TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64_t>>& prompts,
-                                        const std::vector<std::vector<std::int64_t>>& completions,
-                                        const std::vector<std::vector<std::uint8_t>>& observed) {
-  const auto& o = options_;
-  auto& model = impl_->model;
-  const auto tokenizer = run_tokenizer(o.tokenizer);
+void TokenTrainer::supervised_microbatches(const std::vector<std::vector<std::int64_t>>& prompts,
+                                           const std::vector<std::vector<std::int64_t>>& completions,
+                                           const std::vector<std::vector<std::uint8_t>>& observed,
+                                           const SupervisedMicrobatch& each) {
+  const auto tokenizer = run_tokenizer(options_.tokenizer);
   auto r = supervised_rows(prompts, completions, tokenizer->pad(), tokenizer->eos(), observed);
   // Prompts are left-padded and completions right-padded: a microbatch
   // takes the columns its rows use (positions count real tokens, so
@@ -139,20 +138,31 @@ TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64
     width.push_back(last - lead.back());
   }
   const auto total = r.targets.sum().item<double>();
-  TokenUpdateStats s;
-  impl_->optimizer.zero_grad();
-  for (const auto& mb : pack_by_length(width, o.token_budget)) {
+  for (const auto& mb : pack_by_length(width, options_.token_budget)) {
     auto idx = torch::tensor(mb, torch::kLong);
     std::int64_t first = W, end = 0;
     for (auto i : mb) first = std::min(first, lead[i]), end = std::max(end, lead[i] + width[i]);
     auto cut = [&](const torch::Tensor& t) {
       return t.index_select(0, idx).narrow(1, first, end - first).to(impl_->device);
     };
-    auto tokens = cut(r.tokens);
-    auto out = model->forward(tokens, cut(r.valid));
+    each(cut(r.tokens), cut(r.valid), cut(r.targets), static_cast<double>(mb.size()) / static_cast<double>(prompts.size()),
+         total);
+  }
+}
+
+TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64_t>>& prompts,
+                                        const std::vector<std::vector<std::int64_t>>& completions,
+                                        const std::vector<std::vector<std::uint8_t>>& observed) {
+  const auto& o = options_;
+  auto& model = impl_->model;
+  TokenUpdateStats s;
+  impl_->optimizer.zero_grad();
+  double targets = 0;
+  supervised_microbatches(prompts, completions, observed, [&](const torch::Tensor& tokens, const torch::Tensor& valid,
+                                                              const torch::Tensor& target, double share, double total) {
+    auto out = model->forward(tokens, valid);
     auto [logp, entropy] = token_log_probs(out.logits, tokens, 1.0);
-    auto tgt = cut(r.targets).to(logp.dtype());
-    const double share = static_cast<double>(mb.size()) / static_cast<double>(prompts.size());
+    auto tgt = target.to(logp.dtype());
     auto ce = -(logp * tgt).sum() / total;
     auto loss = ce + share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
     loss.backward();
@@ -162,9 +172,31 @@ TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64
     s.router_z += share * out.router_z.item<double>();
     s.dropped_fraction += share * out.dropped_fraction;
     ++s.microbatches;
-  }
+    targets = total;
+  });
   impl_->optimizer.step();
-  s.tokens = static_cast<std::int64_t>(total);
+  s.tokens = static_cast<std::int64_t>(targets);
+  return s;
+}
+
+SupervisedScore TokenTrainer::sft_score(const std::vector<std::vector<std::int64_t>>& prompts,
+                                        const std::vector<std::vector<std::int64_t>>& completions,
+                                        const std::vector<std::vector<std::uint8_t>>& observed) {
+  torch::NoGradGuard guard;
+  auto& model = impl_->model;
+  SupervisedScore s;
+  supervised_microbatches(prompts, completions, observed, [&](const torch::Tensor& tokens, const torch::Tensor& valid,
+                                                              const torch::Tensor& target, double, double total) {
+    if (total == 0) return;  // nothing to score
+    auto logits = model->forward(tokens, valid).logits;
+    auto [logp, entropy] = token_log_probs(logits, tokens, 1.0);
+    auto tgt = target.to(logp.dtype());
+    const auto W = tokens.size(1);
+    auto greedy = logits.narrow(1, 0, W - 1).argmax(-1) == tokens.narrow(1, 1, W - 1);  // predicts columns 1..W-1
+    s.loss += -(logp * tgt).sum().item<double>() / total;
+    s.accuracy += (greedy.to(tgt.dtype()) * tgt.narrow(1, 1, W - 1)).sum().item<double>() / total;
+    s.tokens = static_cast<std::int64_t>(total);
+  });
   return s;
 }
 

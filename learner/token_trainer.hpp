@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -94,6 +95,13 @@ struct TokenUpdateStats {
   LossStats correction;
 };
 
+// How well a policy predicts the targets of supervised rows (TokenTrainer::sft_score).
+struct SupervisedScore {
+  double loss = 0;          // cross-entropy per target token
+  double accuracy = 0;      // share of target tokens that are the policy's most likely token
+  std::int64_t tokens = 0;  // target tokens
+};
+
 class TokenTrainer {
  public:
   explicit TokenTrainer(const TokenTrainerOptions& options);
@@ -105,6 +113,12 @@ class TokenTrainer {
   // transcript, whose observed tokens are context, not targets, and which
   // ends with its last turn (no eos).
   TokenUpdateStats sft_step(const std::vector<std::vector<std::int64_t>>& prompts,
+                            const std::vector<std::vector<std::int64_t>>& completions,
+                            const std::vector<std::vector<std::uint8_t>>& observed = {});
+
+  // The same rows scored without a step: what a held-out set of the
+  // expert's transcripts tells of copying and reading before pass@1 moves.
+  SupervisedScore sft_score(const std::vector<std::vector<std::int64_t>>& prompts,
                             const std::vector<std::vector<std::int64_t>>& completions,
                             const std::vector<std::vector<std::uint8_t>>& observed = {});
 
@@ -135,6 +149,14 @@ class TokenTrainer {
  private:
   // The rank's statistics of an rl_step (and its hint KL sum) made the batch's.
   void gather_stats(TokenUpdateStats& s, double& hint_kl_sum) const;
+  // Calls `each` with each microbatch of the supervised rows (tokens,
+  // valid, targets on the device), its share of the rows and the whole
+  // batch's target count.
+  using SupervisedMicrobatch = std::function<void(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                                                  double, double)>;
+  void supervised_microbatches(const std::vector<std::vector<std::int64_t>>& prompts,
+                               const std::vector<std::vector<std::int64_t>>& completions,
+                               const std::vector<std::vector<std::uint8_t>>& observed, const SupervisedMicrobatch& each);
 
   struct Impl;
   TokenTrainerOptions options_;

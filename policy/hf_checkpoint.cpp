@@ -21,6 +21,34 @@ using json = nlohmann::json;
 
 std::string shape_text(c10::IntArrayRef s) { return s.empty() ? "scalar" : fmt::format("{}", fmt::join(s, "x")); }
 
+// Pairs each parameter and buffer of `m` with its tensor in `archive` (as
+// torch::save wrote them); the names of those absent go to `absent`.
+Result<void> pair_saved(torch::nn::Module& m, torch::serialize::InputArchive& archive, const std::string& prefix,
+                        std::vector<std::pair<torch::Tensor, torch::Tensor>>& pairs, std::vector<std::string>& absent) {
+  for (bool buffers : {false, true})
+    for (auto& p : buffers ? m.named_buffers(false) : m.named_parameters(false)) {
+      torch::Tensor saved;
+      if (!archive.try_read(p.key(), saved, buffers)) {
+        absent.push_back(prefix + p.key());
+      } else if (saved.sizes() != p.value().sizes()) {
+        return make_error(Errc::invalid_field, fmt::format("{}{} is {}, this policy's {}", prefix, p.key(),
+                                                           shape_text(saved.sizes()), shape_text(p.value().sizes())));
+      } else {
+        pairs.emplace_back(p.value(), saved);
+      }
+    }
+  for (auto& child : m.named_children()) {
+    torch::serialize::InputArchive sub;
+    if (archive.try_read(child.key(), sub)) {
+      if (auto r = pair_saved(*child.value(), sub, prefix + child.key() + ".", pairs, absent); !r) return r;
+      continue;
+    }
+    for (auto& p : child.value()->named_parameters(true)) absent.push_back(prefix + child.key() + "." + p.key());
+    for (auto& b : child.value()->named_buffers(true)) absent.push_back(prefix + child.key() + "." + b.key());
+  }
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, torch::Tensor>> MoETransformerImpl::hf_tensors() const {
@@ -222,6 +250,13 @@ TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int6
   return *o;
 }
 
+std::string copy_head_note(const std::vector<std::string>& absent, bool head_saved) {
+  if (absent.empty()) return "";
+  if (!head_saved) return "no copy head in it: the head starts fresh";
+  return fmt::format("its copy head has no {}: {} as built", fmt::join(absent, ", "),
+                     absent.size() == 1 ? "that starts" : "those start");
+}
+
 Result<std::string> load_policy_init(MoETransformer& model, const std::string& init) {
   if (const auto dir = hf_init_dir(init); !dir.empty()) {
     auto checkpoint = SafetensorsCheckpoint::open(dir);
@@ -234,20 +269,25 @@ Result<std::string> load_policy_init(MoETransformer& model, const std::string& i
     archive.load_from(init);
     torch::serialize::InputArchive head;
     const bool has_copy = archive.try_read("copy", head);
-    auto shape = model->options();
-    if (has_copy && !shape.copy_head)
+    if (has_copy && !model->options().copy_head)
       return make_error(Errc::invalid_field, init + ": weights with a copy head, for a policy without one "
                                                     "(set [policy] copy_head = true)");
-    // Weights trained without a copy head start one whose head starts as it was built.
-    const bool head_fresh = shape.copy_head && !has_copy;
-    shape.copy_head = has_copy;
-    auto fresh = make_seeded_transformer(shape, 0);
-    fresh->load(archive);
+    std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
+    std::vector<std::string> absent;
+    if (auto r = pair_saved(*model, archive, "", pairs, absent); !r)
+      return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" + r.error().message + ")");
+    // Only the copy head's parameters may be absent (weights trained
+    // without it, or before its match terms): those start as built.
+    std::vector<std::string> fresh, missing;
+    for (auto& name : absent) (name.starts_with("copy.") ? fresh : missing).push_back(name);
+    if (!missing.empty()) {
+      missing.resize(std::min<std::size_t>(missing.size(), 3));
+      return make_error(Errc::invalid_field, fmt::format("{}: not weights of this policy shape (no {} in it)", init,
+                                                         fmt::join(missing, ", ")));
+    }
     torch::NoGradGuard guard;
-    auto src = fresh->named_parameters(true);
-    for (auto& p : model->named_parameters(true))
-      if (src.contains(p.key())) p.value().copy_(src[p.key()]);
-    return std::string(head_fresh ? "no copy head in it: the head starts fresh" : "");
+    for (auto& [mine, saved] : pairs) mine.copy_(saved);
+    return copy_head_note(fresh, has_copy);
   } catch (const c10::Error& e) {
     return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" +
                                                std::string(e.what_without_backtrace()).substr(0, 200) + ")");

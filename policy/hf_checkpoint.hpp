@@ -34,9 +34,13 @@ Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy
 TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int64_t vocab);
 // `[policy] init` into `model`: "hf:DIR" (load_hf_weights) or a file of
 // torch::save'd weights (`rlx sft --out`, this shape; for a policy with a
-// copy head, also weights trained without one: its head starts fresh).
+// copy head, also weights trained without one or before its match terms:
+// what the file lacks of the head starts as built).
 // Returns a note for the user on what was not in the file ("" when all was).
 Result<std::string> load_policy_init(MoETransformer& model, const std::string& init);
+// The note on a copy head's parameters `absent` from a file of weights
+// ("" if none), which held a copy head at all or not (`head_saved`).
+std::string copy_head_note(const std::vector<std::string>& absent, bool head_saved);
 // The config.json that describes `o` (model_type "qwen3_moe").
 std::string hf_config_json(const TransformerOptions& o);
 

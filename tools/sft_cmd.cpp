@@ -6,6 +6,8 @@
 #include <optional>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "core/progress.hpp"
 #include "core/config.hpp"
 #include "envs/env.hpp"
@@ -100,6 +102,7 @@ bool save(TokenTrainer& trainer, const std::string& path, const std::string& tok
 struct Transcripts {
   std::vector<std::vector<std::int64_t>> prompts, completions;
   std::vector<std::vector<std::uint8_t>> observed;
+  std::vector<std::vector<std::uint8_t>> beside_edit;  // all but the turns that edit (@replace, @write): to score those alone
   int skipped = 0;
 
   // Takes `t` (turns targets, observations and mistaken turns context) when it fits `budget`
@@ -107,11 +110,13 @@ struct Transcripts {
   // counts it skipped. A drill ends at its fix, unplayed.
   void add(const Transcript& t, const Tokenizer& tokenizer, std::int64_t budget, bool drill = false) {
     std::vector<std::int64_t> completion;
-    std::vector<std::uint8_t> marks;
+    std::vector<std::uint8_t> marks, beside;
     for (std::size_t i = 0; i < t.parts.size(); ++i) {
       const auto ids = tokenizer.encode(t.parts[i]);
       completion.insert(completion.end(), ids.begin(), ids.end());
       marks.insert(marks.end(), ids.size(), !t.target(i));
+      const bool edit = t.target(i) && (t.parts[i].starts_with("@replace ") || t.parts[i].starts_with("@write "));
+      beside.insert(beside.end(), ids.size(), !edit);
     }
     if ((!drill && t.end != EpisodeEnd::submitted) || static_cast<std::int64_t>(completion.size()) > budget) {
       ++skipped;
@@ -120,6 +125,7 @@ struct Transcripts {
     prompts.push_back(tokenizer.encode(t.prompt));
     completions.push_back(std::move(completion));
     observed.push_back(std::move(marks));
+    beside_edit.push_back(std::move(beside));
   }
 };
 
@@ -157,6 +163,46 @@ Result<Transcripts> transcripts(const Sandbox& sandbox, const TokensConfig& toke
       out.add(*t, tokenizer, tokens.max_new_tokens, /*drill=*/true);
   }
   return out;
+}
+
+// The expert's transcripts of the evaluator's tasks (held-out tasks 0..n-1
+// and fresh training tasks, docs/workspace.md), to score teacher-forced:
+// how likely the policy finds the expert's reads, names and fixes, which
+// moves before pass@1 does. Scored, never trained on.
+struct ExpertRows {
+  Transcripts held_out, fresh;
+};
+
+Result<ExpertRows> expert_rows(const Sandbox& sandbox, const TokensConfig& tokens, const Tokenizer& tokenizer, int n) {
+  ExpertRows rows;
+  const auto limits = agent_options(tokens, false).limits;
+  const int difficulty = static_cast<int>(tokens.difficulty);
+  for (int i = 0; i < n; ++i)
+    for (const bool held : {true, false}) {
+      const auto task = held ? make_workspace_task(TaskSplit::held_out, static_cast<std::uint64_t>(i), difficulty)
+                             : make_workspace_task(TaskSplit::train, heldout_seed() + static_cast<std::uint64_t>(i),
+                                                   difficulty);
+      const Transcript t = expert_transcript(task, sandbox, limits);
+      if (t.failure != InfraFailure::none)
+        return make_error(Errc::env_failed, std::string("the sandbox failed playing the expert: ") + to_string(t.failure));
+      (held ? rows.held_out : rows.fresh).add(t, tokenizer, tokens.max_new_tokens);
+    }
+  return rows;
+}
+
+void report_expert_rows(TokenTrainer& trainer, ExpertRows& rows) {
+  auto score = [&](Transcripts& t) {
+    const auto n = t.prompts.size() + static_cast<std::size_t>(t.skipped);
+    if (t.prompts.empty()) return fmt::format("none of {} transcripts within the budget", n);
+    const auto all = trainer.sft_score(t.prompts, t.completions, t.observed);
+    const auto edits = trainer.sft_score(t.prompts, t.completions, t.beside_edit);
+    return fmt::format("loss {:.3f} per target token, the policy's top token in {:.3f}; in the edits alone {:.3f} and "
+                       "{:.3f} ({} of {} transcripts within the budget)",
+                       all.loss, all.accuracy, edits.loss, edits.accuracy, t.prompts.size(), n);
+  };
+  std::printf("  the expert's transcripts teacher-forced, held-out: %s; fresh training: %s\n", score(rows.held_out).c_str(),
+              score(rows.fresh).c_str());
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -246,11 +292,22 @@ int sft_command(const SftArgs& a) {
     eo.max_new_tokens = config->tokens.max_new_tokens;
     eo.agent = config->tokens;
   }
+  std::optional<ExpertRows> expert;
+  if (workspace && a.eval_tasks > 0) {
+    auto rows = expert_rows(*sandbox, config->tokens, **tokenizer, a.eval_tasks);
+    if (!rows) {
+      std::fprintf(stderr, "rlx sft: %s\n", rows.error().message.c_str());
+      return 2;
+    }
+    expert = std::move(*rows);
+  }
   auto evaluate = [&] {
     auto model = on_cpu(trainer);
     return evaluate_tokens(model, **scorer, eo);
   };
   report("before training,", 0, 0.0, evaluate());
+  // Scored at the start and the end only: outside the --seconds a run trains.
+  if (expert) report_expert_rows(trainer, *expert);
   if (a.steps == 0) {
     std::printf("--steps 0: the start evaluated; nothing trained or written\n");
     return 0;
@@ -306,6 +363,7 @@ int sft_command(const SftArgs& a) {
   }
   if (last < a.steps) std::printf("stopped at step %d: --seconds %g reached\n", last, a.seconds);
   report("after training,", last, since(start), evaluate());
+  if (expert) report_expert_rows(trainer, *expert);
   if (!save(trainer, a.out, config ? config->tokens.tokenizer : std::string())) return 2;
   std::printf("weights written to %s\n", a.out.c_str());
   return 0;

@@ -134,3 +134,25 @@ TEST_CASE(
   REQUIRE_FALSE(empty.ok());
   CHECK_THAT(empty.error().message, Catch::Contains("no learner checkpoint in"));
 }
+
+TEST_CASE("a learner checkpoint of a policy without a copy head starts one with it, whose head starts as built",
+          "[learner][checkpoint][init][copy]") {
+  const test::TempDir t("rlx-start-copy");
+  const auto file = checkpointed(t.path / "run" / "checkpoints", 9, 0.5f);
+  LearnerCoreOptions co;
+  co.trainer = token_options();
+  co.max_staleness = 4;
+  auto saved = load_checkpoint(file, co);
+  REQUIRE(saved.ok());
+  MoETransformer& want = model_of(saved->core->trainer());
+  auto shape = want->options();
+  shape.copy_head = true;
+  auto model = make_seeded_transformer(shape, 5);
+  const auto head = model->named_parameters(true)["copy.gate.bias"].clone();
+  auto what = load_start_weights(model, file.string());
+  REQUIRE(what.ok());
+  CHECK(*what == "learner checkpoint " + file.string() + ", version 9 (no copy head in it: the head starts fresh)");
+  auto mine = model->named_parameters(true);
+  for (const auto& p : want->named_parameters(true)) CHECK(torch::equal(mine[p.key()], p.value()));
+  CHECK(torch::equal(mine["copy.gate.bias"], head));
+}

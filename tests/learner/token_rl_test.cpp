@@ -95,10 +95,18 @@ TEST_CASE("supervised steps teach the policy its references", "[learner][token][
     prompts.push_back(Tokenizer::characters()->encode(t->prompt));
     completions.push_back(Tokenizer::characters()->encode(t->reference));
   }
+  // Scored without a step, the rows score as the step before it trains on them.
+  const auto untrained = trainer.sft_score(prompts, completions);
   const double first = trainer.sft_step(prompts, completions).policy_loss;
+  CHECK(untrained.loss == Approx(first).epsilon(1e-5));
   double last = first;
   for (int i = 0; i < 150; ++i) last = trainer.sft_step(prompts, completions).policy_loss;
   CHECK(last < 0.2 * first);
+  const auto trained = trainer.sft_score(prompts, completions);
+  CHECK(trained.loss < 0.2 * untrained.loss);
+  CHECK(trained.tokens == untrained.tokens);
+  CHECK(untrained.accuracy < 0.5);
+  CHECK(trained.accuracy > 0.9);
   SampleOptions s;
   s.greedy = true;
   s.max_new_tokens = 5;

@@ -299,6 +299,19 @@ TEST_CASE("rlx sft trains on the expert's workspace transcripts in the shape a c
   CHECK(r.out.find("a hole's body rewritten in ") != std::string::npos);
   // One task a split: each split's outcomes count it once.
   CHECK(std::regex_search(r.out, std::regex("how episodes ended, held-out: [A-Za-z ]+ 1; fresh training: [A-Za-z ]+ 1\n")));
+  // The expert's transcripts of the same tasks, teacher-forced, before and after training.
+  const std::regex scored("the expert's transcripts teacher-forced, held-out: [^;]+(; in the edits alone [^;]+)?; fresh "
+                          "training: loss ([0-9.]+) per target token, the policy's top token in ([0-9.]+); in the "
+                          "edits alone ([0-9.]+) and ([0-9.]+) \\(1 of 1 transcripts within the budget\\)\n");
+  std::vector<double> losses;
+  for (std::sregex_iterator m(r.out.begin(), r.out.end(), scored), end; m != end; ++m) {
+    losses.push_back(std::stod((*m)[2]));
+    CHECK(std::stod((*m)[3]) <= 1.0);
+    CHECK(std::stod((*m)[4]) > 0.0);  // the fix turn was found and scored
+    CHECK(std::stod((*m)[5]) <= 1.0);
+  }
+  REQUIRE(losses.size() == 2);
+  CHECK(losses[0] > 0.5);  // an untrained policy of this vocabulary: far from the expert's tokens
   auto loaded = load_config((dir / "agent.toml").string(), builtin_envs().names());
   REQUIRE(loaded.ok());
   loaded->policy.init = out.string();
