@@ -32,7 +32,7 @@ Result<std::string> load_from_checkpoint(MoETransformer& model, const fs::path& 
     std::vector<std::string> absent;
     auto read = read_saved_parameters(archive, *model, &absent);
     if (!read) return refused(read.error().message);
-    // As load_policy_init: only the copy head's parameters may be absent (a run before its match terms).
+    // As load_policy_init: only the copy head's parameters may be absent (a run without one).
     for (const auto& name : absent)
       if (!name.starts_with("copy.")) return refused("no parameter " + name + " in it");
     torch::NoGradGuard guard;

@@ -6,27 +6,20 @@
 //   key_j   = W_k h_prev(j)      the hidden state of the real token before j
 //                                (zero for a row's first token)
 //   query_t = W_q h_t
-//   a_t     = softmax_j(query_t . key_j / sqrt(d) + m_1 [x_prev(j) = x_t]
-//                       + m_2 [x_prev(j) = x_t, x_prev2(j) = x_prev(t)])   over real j <= t
+//   a_t     = softmax_j(query_t . key_j / sqrt(d))   over real j <= t
 //   copy_t(v) = sum of a_tj over the j whose token is v
 //   g_t     = sigmoid(w_g . h_t + b_g)
 //   p_t     = (1 - g_t) softmax(logits_t) + g_t copy_t
 //
 // so the token that followed the place whose context matches "what I just
-// wrote" is the one copied. The match terms state the same rule on the
-// tokens themselves (an induction head's exact form): a column whose one
-// or two real tokens before it are the one or two just written gets m_1
-// or m_1 + m_2 more, so a name of several pieces is copied on to its end
-// instead of slipping to another place after its last piece (`tex` for
-// `text`, which the learnt keys alone wrote on held-out tasks:
-// docs/BENCHMARKS.md). The head returns log p_t as the policy's logits:
-// every consumer (sampler, learner, temperature) reads them with
+// wrote" is the one copied. The head returns log p_t as the policy's
+// logits: every consumer (sampler, learner, temperature) reads them with
 // log_softmax, which leaves them as they are, so log-probabilities agree
 // between explorer and learner with nothing else changed.
 //
 // Decoding keeps each row's keys and tokens in the KV cache (CopyCache),
-// and its newest real token's key-to-be and its newest two tokens, so a
-// step computes exactly what a pass over the whole sequence does.
+// and the newest real token's key-to-be, so a step computes exactly what
+// a pass over the whole sequence does.
 #pragma once
 
 #include <torch/torch.h>
@@ -41,25 +34,18 @@ namespace rlx {
 // tests/policy/copy_head_test.cpp, where the vocabulary head learns the
 // training tokens first, it does not, and the test starts it at -1.
 inline constexpr double kCopyGateBias = -3.0;
-// The match terms' starting weights m_1, m_2 (learnt from there): a column
-// that continues the last two tokens gets e^3 = 20 times the pointer's
-// weight, one that continues the last token e^1.
-inline constexpr double kCopyMatch1 = 1.0, kCopyMatch2 = 2.0;
 
 // Per row of a KV cache (policy/moe_transformer.hpp), for a policy with a copy head.
 struct CopyCache {
   torch::Tensor keys;    // [B, capacity, d]: column j's key (from the real token before it)
   torch::Tensor tokens;  // [B, capacity] int64: column j's token
-  torch::Tensor before;  // [B, capacity, 2] int64: the two real tokens before column j (-1: none)
   torch::Tensor last;    // [B, d]: W_k h of each row's newest real token (zero: none yet)
-  torch::Tensor recent;  // [B, 2] int64: each row's newest two real tokens, newest first (-1: none)
   bool defined() const { return keys.defined(); }
 };
 
 class CopyHeadImpl : public torch::nn::Module {
  public:
-  // The gate starts at sigmoid(kCopyGateBias) at every state, the match
-  // weights at kCopyMatch1, kCopyMatch2.
+  // The gate starts at sigmoid(kCopyGateBias) at every state.
   explicit CopyHeadImpl(std::int64_t d_model);
 
   // The mixture's log-probabilities [B, S, V] for the vocabulary head's
@@ -76,7 +62,6 @@ class CopyHeadImpl : public torch::nn::Module {
  private:
   std::int64_t d_;
   torch::nn::Linear q_{nullptr}, k_{nullptr}, gate_{nullptr};
-  torch::Tensor match_;  // [2]: m_1, m_2
 };
 TORCH_MODULE(CopyHead);
 

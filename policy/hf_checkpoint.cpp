@@ -277,7 +277,7 @@ Result<std::string> load_policy_init(MoETransformer& model, const std::string& i
     if (auto r = pair_saved(*model, archive, "", pairs, absent); !r)
       return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" + r.error().message + ")");
     // Only the copy head's parameters may be absent (weights trained
-    // without it, or before its match terms): those start as built.
+    // without it, or with a head of fewer tensors): those start as built.
     std::vector<std::string> fresh, missing;
     for (auto& name : absent) (name.starts_with("copy.") ? fresh : missing).push_back(name);
     if (!missing.empty()) {

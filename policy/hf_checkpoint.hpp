@@ -34,8 +34,8 @@ Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy
 TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int64_t vocab);
 // `[policy] init` into `model`: "hf:DIR" (load_hf_weights) or a file of
 // torch::save'd weights (`rlx sft --out`, this shape; for a policy with a
-// copy head, also weights trained without one or before its match terms:
-// what the file lacks of the head starts as built).
+// copy head, also weights trained without one or with a head of fewer
+// tensors: what the file lacks of the head starts as built).
 // Returns a note for the user on what was not in the file ("" when all was).
 Result<std::string> load_policy_init(MoETransformer& model, const std::string& init);
 // The note on a copy head's parameters `absent` from a file of weights
