@@ -29,6 +29,9 @@ Result<std::string> load_from_checkpoint(MoETransformer& model, const fs::path& 
     archive.load_from(is, torch::Device(torch::kCPU));
     torch::Tensor version;
     archive.read("version", version);
+    torch::Tensor head;
+    if (!model->options().copy_head && archive.try_read("param/copy.gate.bias", head))
+      return refused("weights with a copy head, for a policy without one: set [policy] copy_head = true");
     std::vector<std::string> absent;
     auto read = read_saved_parameters(archive, *model, &absent);
     if (!read) return refused(read.error().message);

@@ -294,6 +294,9 @@ int sft_command(const SftArgs& a) {
   }
   std::optional<ExpertRows> expert;
   if (workspace && a.eval_tasks > 0) {
+    std::printf("playing the expert on the %d + %d evaluation tasks (to score its transcripts teacher-forced)\n",
+                a.eval_tasks, a.eval_tasks);
+    std::fflush(stdout);
     auto rows = expert_rows(*sandbox, config->tokens, **tokenizer, a.eval_tasks);
     if (!rows) {
       std::fprintf(stderr, "rlx sft: %s\n", rows.error().message.c_str());

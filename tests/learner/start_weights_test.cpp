@@ -30,9 +30,10 @@ TrainerOptions token_options() {
 MoETransformer& model_of(Trainer& t) { return dynamic_cast<TokenPolicyTrainer&>(t).tokens().model(); }
 
 // A learner at `version` whose weights are its seed's moved by `shift`, checkpointed in `dir`.
-fs::path checkpointed(const fs::path& dir, std::uint64_t version, float shift) {
+fs::path checkpointed(const fs::path& dir, std::uint64_t version, float shift, bool copy_head = false) {
   LearnerCoreOptions co;
   co.trainer = token_options();
+  co.trainer.policy.copy_head = copy_head;
   co.max_staleness = 4;
   co.batch_segments = 2;
   LearnerCore core(co);
@@ -155,4 +156,11 @@ TEST_CASE("a learner checkpoint of a policy without a copy head starts one with 
   auto mine = model->named_parameters(true);
   for (const auto& p : want->named_parameters(true)) CHECK(torch::equal(mine[p.key()], p.value()));
   CHECK(torch::equal(mine["copy.gate.bias"], head));
+
+  // The other way: a checkpoint with a head is refused by a policy without one, not cut down silently.
+  const auto with_head = checkpointed(t.path / "copying" / "checkpoints", 10, 0.5f, /*copy_head=*/true);
+  auto plain = make_seeded_transformer(want->options(), 6);
+  auto refused = load_start_weights(plain, with_head.string());
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(refused.error().message, Catch::Contains("copy_head = true"));
 }

@@ -3,7 +3,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <regex>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include <spdlog/sinks/ostream_sink.h>
@@ -70,10 +71,10 @@ KilledLaunch launch_until_trained_twice(const fs::path& config) {
   KilledLaunch k;
   FILE* in = fdopen(fds[0], "r");
   char line[4096];
-  static const std::regex trained(" trained ([1-9][0-9]*) ");
   while (k.reports < 2 && std::fgets(line, sizeof line, in)) {
     k.output += line;
-    if (std::regex_search(line, trained)) ++k.reports;
+    const char* trained = std::strstr(line, " trained ");
+    if (trained && std::strtoull(trained + 9, nullptr, 10) > 0) ++k.reports;
   }
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
