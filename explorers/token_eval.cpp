@@ -84,13 +84,7 @@ TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, 
     ev.samples.push_back("the sandbox: " + sandbox.error().message);
     return ev;
   }
-  const int difficulty = static_cast<int>(o.agent.difficulty);
-  std::vector<WorkspaceTask> held, fresh;
-  for (int i = 0; i < o.tasks; ++i) {
-    held.push_back(make_workspace_task(TaskSplit::held_out, static_cast<std::uint64_t>(i), difficulty));
-    // Training draws seeds below heldout_seed(): these are fresh.
-    fresh.push_back(make_workspace_task(TaskSplit::train, heldout_seed() + static_cast<std::uint64_t>(i), difficulty));
-  }
+  const auto [held, fresh] = workspace_eval_tasks(o.tasks, static_cast<int>(o.agent.difficulty));
   int episodes = 0;
   auto tally = [&](const std::vector<Played>& played, double& pass, double& mean, int& tasks, double& found,
                    double& rewrote, std::map<std::string, int>& outcomes) {
@@ -139,6 +133,16 @@ TokenEvaluation evaluate_workspace(MoETransformer& model, const Scorer& scorer, 
 }
 
 }  // namespace
+
+WorkspaceEvalTasks workspace_eval_tasks(int n, int difficulty) {
+  WorkspaceEvalTasks t;
+  for (int i = 0; i < n; ++i) {
+    t.held_out.push_back(make_workspace_task(TaskSplit::held_out, static_cast<std::uint64_t>(i), difficulty));
+    // Training draws seeds below heldout_seed(): these are fresh.
+    t.fresh.push_back(make_workspace_task(TaskSplit::train, heldout_seed() + static_cast<std::uint64_t>(i), difficulty));
+  }
+  return t;
+}
 
 TokenEvaluation evaluate_tokens(MoETransformer& model, const Scorer& scorer, const TokenEvalOptions& o) {
   if (o.kind == "workspace") return evaluate_workspace(model, scorer, o);

@@ -16,6 +16,7 @@
 
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "envs/workspace/workspace_task.hpp"
 #include "envs/scorer.hpp"
 #include "messages/types.hpp"
 #include "policy/moe_transformer.hpp"
@@ -24,6 +25,13 @@ namespace rlx {
 
 // Training draws task seeds below this; evaluation at and above it.
 constexpr std::uint64_t heldout_seed() { return 1ull << 40; }
+
+// The evaluator's workspace tasks: held-out tasks 0..n-1 and n fresh
+// training-distribution tasks (seeds heldout_seed() and up), at `difficulty`.
+struct WorkspaceEvalTasks {
+  std::vector<WorkspaceTask> held_out, fresh;
+};
+WorkspaceEvalTasks workspace_eval_tasks(int n, int difficulty);
 
 struct TokenEvalOptions {
   std::string kind = "code";        // envs/tokens/token_tasks.hpp, or "workspace"

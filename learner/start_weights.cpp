@@ -35,18 +35,16 @@ Result<std::string> load_from_checkpoint(MoETransformer& model, const fs::path& 
     std::vector<std::string> absent;
     auto read = read_saved_parameters(archive, *model, &absent);
     if (!read) return refused(read.error().message);
-    // As load_policy_init: only the copy head's parameters may be absent (a run without one).
-    for (const auto& name : absent)
-      if (!name.starts_with("copy.")) return refused("no parameter " + name + " in it");
-    torch::NoGradGuard guard;
     auto params = model->named_parameters(true);
+    const bool head_saved = std::ranges::any_of(
+        params, [&](const auto& p) { return p.key().starts_with("copy.") && !std::ranges::count(absent, p.key()); });
+    auto note = absent_tensors_note(absent, head_saved);  // as load_policy_init
+    if (!note) return refused(note.error().message);
+    torch::NoGradGuard guard;
     for (std::size_t i = 0; i < params.size(); ++i)
       if ((*read)[i].defined()) params[i].value().copy_((*read)[i]);
     auto what = fmt::format("learner checkpoint {}, version {}", file.string(), version.item<std::int64_t>());
-    if (absent.empty()) return what;
-    const bool head_saved = std::ranges::any_of(
-        params, [&](const auto& p) { return p.key().starts_with("copy.") && !std::ranges::count(absent, p.key()); });
-    return what + " (" + copy_head_note(absent, head_saved) + ")";
+    return note->empty() ? what : what + " (" + *note + ")";
   } catch (const c10::Error& e) {
     return refused(std::string(e.what_without_backtrace()).substr(0, 200));
   }

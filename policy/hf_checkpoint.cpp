@@ -250,11 +250,17 @@ TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int6
   return *o;
 }
 
-std::string copy_head_note(const std::vector<std::string>& absent, bool head_saved) {
-  if (absent.empty()) return "";
-  if (!head_saved) return "no copy head in it: the head starts fresh";
-  return fmt::format("its copy head has no {}: {} as built", fmt::join(absent, ", "),
-                     absent.size() == 1 ? "that starts" : "those start");
+Result<std::string> absent_tensors_note(const std::vector<std::string>& absent, bool head_saved) {
+  std::vector<std::string> fresh, missing;
+  for (const auto& name : absent) (name.starts_with("copy.") ? fresh : missing).push_back(name);
+  if (!missing.empty()) {
+    missing.resize(std::min<std::size_t>(missing.size(), 3));
+    return make_error(Errc::invalid_field, fmt::format("no {} in it", fmt::join(missing, ", ")));
+  }
+  if (fresh.empty()) return std::string();
+  if (!head_saved) return std::string("no copy head in it: the head starts fresh");
+  return fmt::format("its copy head has no {}: {} as built", fmt::join(fresh, ", "),
+                     fresh.size() == 1 ? "that starts" : "those start");
 }
 
 Result<std::string> load_policy_init(MoETransformer& model, const std::string& init) {
@@ -276,18 +282,12 @@ Result<std::string> load_policy_init(MoETransformer& model, const std::string& i
     std::vector<std::string> absent;
     if (auto r = pair_saved(*model, archive, "", pairs, absent); !r)
       return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" + r.error().message + ")");
-    // Only the copy head's parameters may be absent (weights trained
-    // without it, or with a head of fewer tensors): those start as built.
-    std::vector<std::string> fresh, missing;
-    for (auto& name : absent) (name.starts_with("copy.") ? fresh : missing).push_back(name);
-    if (!missing.empty()) {
-      missing.resize(std::min<std::size_t>(missing.size(), 3));
-      return make_error(Errc::invalid_field, fmt::format("{}: not weights of this policy shape (no {} in it)", init,
-                                                         fmt::join(missing, ", ")));
-    }
+    auto note = absent_tensors_note(absent, has_copy);
+    if (!note)
+      return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" + note.error().message + ")");
     torch::NoGradGuard guard;
     for (auto& [mine, saved] : pairs) mine.copy_(saved);
-    return copy_head_note(fresh, has_copy);
+    return note;
   } catch (const c10::Error& e) {
     return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" +
                                                std::string(e.what_without_backtrace()).substr(0, 200) + ")");

@@ -38,9 +38,11 @@ TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int6
 // tensors: what the file lacks of the head starts as built).
 // Returns a note for the user on what was not in the file ("" when all was).
 Result<std::string> load_policy_init(MoETransformer& model, const std::string& init);
-// The note on a copy head's parameters `absent` from a file of weights
-// ("" if none), which held a copy head at all or not (`head_saved`).
-std::string copy_head_note(const std::vector<std::string>& absent, bool head_saved);
+// The tensors `absent` from a file of weights: only a copy head's may be
+// (weights trained without one, `head_saved` false, or with a head of
+// fewer tensors); they start as built, and the note says so ("" when
+// none is absent). Any other is an error naming it.
+Result<std::string> absent_tensors_note(const std::vector<std::string>& absent, bool head_saved);
 // The config.json that describes `o` (model_type "qwen3_moe").
 std::string hf_config_json(const TransformerOptions& o);
 

@@ -176,12 +176,9 @@ struct ExpertRows {
 Result<ExpertRows> expert_rows(const Sandbox& sandbox, const TokensConfig& tokens, const Tokenizer& tokenizer, int n) {
   ExpertRows rows;
   const auto limits = agent_options(tokens, false).limits;
-  const int difficulty = static_cast<int>(tokens.difficulty);
-  for (int i = 0; i < n; ++i)
-    for (const bool held : {true, false}) {
-      const auto task = held ? make_workspace_task(TaskSplit::held_out, static_cast<std::uint64_t>(i), difficulty)
-                             : make_workspace_task(TaskSplit::train, heldout_seed() + static_cast<std::uint64_t>(i),
-                                                   difficulty);
+  const auto tasks = workspace_eval_tasks(n, static_cast<int>(tokens.difficulty));
+  for (const bool held : {true, false})
+    for (const auto& task : held ? tasks.held_out : tasks.fresh) {
       const Transcript t = expert_transcript(task, sandbox, limits);
       if (t.failure != InfraFailure::none)
         return make_error(Errc::env_failed, std::string("the sandbox failed playing the expert: ") + to_string(t.failure));
