@@ -275,6 +275,10 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
         top.fail(Errc::config_range, root.get("tokens"), "tokens.eval_tasks",
                  "a gateway run's tasks are its harnesses' (docs/gateway.md): there is no held-out set to draw here; "
                  "set eval_tasks = 0 and evaluate in the harness");
+      if (!workspace && c.tokens.edit_names != "free")
+        top.fail(Errc::config_range, root.get("tokens"), "tokens.edit_names",
+                 "names in edits come from the context only in workspace episodes (tokens:workspace; "
+                 "docs/workspace.md \"Names in edits\"); " + c.run.env + " has no edits");
       if (workspace && c.tokens.turn_tokens > c.tokens.max_new_tokens)
         top.fail(Errc::config_range, root.get("tokens"), "tokens.turn_tokens",
                  "a turn cannot be longer than the episode's budget (max_new_tokens = " +

@@ -67,6 +67,11 @@ struct TokensConfig {
   std::int64_t difficulty = 1;       // function bodies removed per task (1-3; 0: one body of one operation)
   std::int64_t max_turns = 12;       // turns without a submit end the episode
   std::int64_t turn_tokens = 200;    // a turn cut at this many tokens (its call is then bad)
+  // Names in the bodies of the policy's edits (docs/workspace.md "Names in
+  // edits"): "free" (any text), or "context": a decoding rule, in the
+  // explorers and the evaluator as in the learner, lets an edit's
+  // identifiers be only names the episode has shown or Python's own.
+  std::string edit_names = "free";
   // The vocabulary (envs/tokens/tokenizer.hpp): "" for characters, else a
   // subword vocabulary file (tools/train-tokenizer.sh); load_config makes a
   // relative path absolute from the config file's folder. The same path on every node.

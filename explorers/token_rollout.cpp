@@ -10,6 +10,7 @@
 
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
+#include "envs/workspace/edit_names.hpp"
 #include "explorers/agent_batch.hpp"
 #include "explorers/agent_pool.hpp"
 #include "explorers/gateway_rows.hpp"
@@ -64,6 +65,7 @@ AgentOptions agent_options(const TokensConfig& tokens, bool greedy) {
   a.turn_tokens = tokens.turn_tokens;
   a.limits.max_turns = static_cast<int>(tokens.max_turns);
   a.tokenizer = run_tokenizer(tokens.tokenizer);
+  a.sample.rule = decoding_rule(tokens);
   return a;
 }
 

@@ -8,6 +8,7 @@
 
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
+#include "envs/workspace/edit_names.hpp"
 #include "policy/hf_checkpoint.hpp"
 #include "policy/token_segment.hpp"
 
@@ -53,6 +54,7 @@ TokenTrainerOptions token_trainer_options(const TrainerOptions& o) {
   t.max_grad_norm = o.learner.max_grad_norm;
   t.hint_coef = o.tokens.hint_coef;
   t.tokenizer = o.tokens.tokenizer;
+  t.rule = decoding_rule(o.tokens);
   t.seed = o.seed;
   t.device = o.learner.device;
   t.group = o.group;

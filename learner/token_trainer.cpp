@@ -13,18 +13,37 @@
 #include "learner/token_losses.hpp"
 #include "envs/tokens/tokenizer.hpp"
 #include "policy/hf_checkpoint.hpp"
+#include "policy/rule_masks.hpp"
 #include "policy/weights_io.hpp"
 
 namespace rlx {
 
 namespace {
 
+// The logits that predict columns 1..W-1 (those of columns 0..W-2), with
+// the tokens a decoding rule blocked for each of those columns at
+// kBlockedLogit (`blocked`: blocked_columns' [B, W, V], or undefined).
+torch::Tensor predicting(const torch::Tensor& logits, const torch::Tensor& blocked) {
+  const auto W = logits.size(1);
+  auto lg = logits.narrow(1, 0, W - 1);
+  return blocked.defined() ? lg.masked_fill(blocked.narrow(1, 1, W - 1), kBlockedLogit) : lg;
+}
+
+// The rule's blocked tokens for rows on any device (undefined: no rule, or nothing blocked).
+torch::Tensor blocked_for(const TokenTrainerOptions& o, const torch::Tensor& tokens, const torch::Tensor& valid,
+                          const torch::Tensor& generated) {
+  if (!o.rule) return {};
+  auto b = blocked_columns(*o.rule, tokens, valid, generated);
+  return b.defined() ? b.to(tokens.device()) : b;
+}
+
 // log p(token_j | tokens_<j) for every column j >= 1 (column 0: 0), at
-// `temperature`, and the entropy of each of those distributions.
+// `temperature`, under the decoding rule's `blocked` tokens, and the
+// entropy of each of those distributions.
 std::pair<torch::Tensor, torch::Tensor> token_log_probs(const torch::Tensor& logits, const torch::Tensor& tokens,
-                                                        double temperature) {
+                                                        double temperature, const torch::Tensor& blocked = {}) {
   const auto W = tokens.size(1);
-  auto logp_all = torch::log_softmax(logits.narrow(1, 0, W - 1) / temperature, -1);   // predicts columns 1..W-1
+  auto logp_all = torch::log_softmax(predicting(logits, blocked) / temperature, -1);   // predicts columns 1..W-1
   auto picked = logp_all.gather(2, tokens.narrow(1, 1, W - 1).unsqueeze(-1)).squeeze(-1);
   auto entropy = -(logp_all.exp() * logp_all).sum(-1);
   auto zero = torch::zeros({tokens.size(0), 1}, picked.options());
@@ -161,7 +180,7 @@ TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64
   supervised_microbatches(prompts, completions, observed, [&](const torch::Tensor& tokens, const torch::Tensor& valid,
                                                               const torch::Tensor& target, double share, double total) {
     auto out = model->forward(tokens, valid);
-    auto [logp, entropy] = token_log_probs(out.logits, tokens, 1.0);
+    auto [logp, entropy] = token_log_probs(out.logits, tokens, 1.0, blocked_for(o, tokens, valid, target));
     auto tgt = target.to(logp.dtype());
     auto ce = -(logp * tgt).sum() / total;
     auto loss = ce + share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
@@ -189,10 +208,11 @@ SupervisedScore TokenTrainer::sft_score(const std::vector<std::vector<std::int64
                                                               const torch::Tensor& target, double, double total) {
     if (total == 0) return;  // nothing to score
     auto logits = model->forward(tokens, valid).logits;
-    auto [logp, entropy] = token_log_probs(logits, tokens, 1.0);
+    const auto blocked = blocked_for(options_, tokens, valid, target);
+    auto [logp, entropy] = token_log_probs(logits, tokens, 1.0, blocked);
     auto tgt = target.to(logp.dtype());
     const auto W = tokens.size(1);
-    auto greedy = logits.narrow(1, 0, W - 1).argmax(-1) == tokens.narrow(1, 1, W - 1);  // predicts columns 1..W-1
+    auto greedy = predicting(logits, blocked).argmax(-1) == tokens.narrow(1, 1, W - 1);  // predicts columns 1..W-1
     s.loss += -(logp * tgt).sum().item<double>() / total;
     s.accuracy += (greedy.to(tgt.dtype()) * tgt.narrow(1, 1, W - 1)).sum().item<double>() / total;
     s.tokens = static_cast<std::int64_t>(total);
@@ -248,6 +268,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   // (idx, the rows' places in the batch, stays on the CPU).
   struct Part {
     torch::Tensor idx, prox, adv, mask, tokens, valid, behaviour, routes, generated, reward;
+    torch::Tensor blocked;  // the decoding rule's, as the explorers sampled under it (undefined: none)
     std::int64_t width = 0, n = 0;
   };
   std::vector<Part> parts;
@@ -261,6 +282,11 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     p.valid = rows(g.valid, p.idx, p.width).to(device);
     p.mask = rows(admitted, p.idx, p.width).to(device);
     p.generated = rows(g.generated, p.idx, p.width).to(device);
+    if (o.rule) {
+      p.blocked = blocked_columns(*o.rule, rows(g.tokens, p.idx, p.width), rows(g.valid, p.idx, p.width),
+                                  rows(g.generated, p.idx, p.width));
+      if (p.blocked.defined()) p.blocked = p.blocked.to(device);
+    }
     p.behaviour = rows(g.log_probs, p.idx, p.width).to(device);
     p.routes = g.routes.index_select(1, p.idx).narrow(2, 0, p.width).to(device);
     p.reward = rewards.index_select(0, p.idx).unsqueeze(1).to(device);  // [n, 1]
@@ -306,7 +332,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     torch::NoGradGuard guard;
     for (auto& p : parts) {
       auto out = model->forward(p.tokens, p.valid);
-      p.prox = token_log_probs(out.logits, p.tokens, o.temperature).first;
+      p.prox = token_log_probs(out.logits, p.tokens, o.temperature, p.blocked).first;
       mismatch += route_mismatch(out.routes, p.routes, p.generated) * static_cast<double>(p.idx.size(0)) / rows_kept;
       if (!grpo) {  // the value before token j (at column j - 1) predicts the row's reward
         auto v_before =
@@ -331,7 +357,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     impl_->optimizer.zero_grad();
     for (auto& p : parts) {
       auto out = o.router_replay ? model->forward(p.tokens, p.valid, p.routes) : model->forward(p.tokens, p.valid);
-      auto [logp, entropy] = token_log_probs(out.logits, p.tokens, o.temperature);
+      auto [logp, entropy] = token_log_probs(out.logits, p.tokens, o.temperature, p.blocked);
       if (!p.prox.defined()) {
         p.prox = logp.detach();
         mismatch += route_mismatch(out.routes, p.routes, p.generated) * static_cast<double>(p.idx.size(0)) / rows_kept;

@@ -20,6 +20,7 @@
 #include "learner/update_stats.hpp"
 #include "messages/types.hpp"
 #include "policy/moe_transformer.hpp"
+#include "policy/token_rule.hpp"
 #include "policy/token_sampler.hpp"
 
 namespace rlx {
@@ -50,6 +51,10 @@ struct TokenTrainerOptions {
   double hint_coef = 0.0;
   std::string tokenizer;            // [tokens] tokenizer: what hints are encoded with ("" characters)
   std::uint64_t seed = 1;
+  // The decoding rule the explorers sample under ([tokens] edit_names;
+  // policy/token_rule.hpp): every log-probability is taken under it, as the
+  // behaviour's was, and supervised targets are scored under it. Null: none.
+  std::shared_ptr<const TokenRule> rule;
   // Where the model, its optimizer and every batch's tensors live ("cpu",
   // "cuda", "cuda:N"; checked by check_device before). Batches arrive on
   // the CPU and are moved per microbatch; weights are exported to the CPU.

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "policy/rule_masks.hpp"
 
 namespace rlx {
 
@@ -96,6 +97,7 @@ void ContinuousDecoder::start(std::int64_t row, const std::vector<std::int64_t>&
   r.budget = budget;
   r.seq.id = id;
   r.seq.prompt_length = n;
+  if (o_.rule) r.rule = o_.rule->start();
   for (auto t : prompt) place(r, t, false, 0.0F, 0);
   reset_cache_row(cache_, row);
 }
@@ -105,6 +107,7 @@ void ContinuousDecoder::place(Row& r, std::int64_t token, bool generated, float 
   r.seq.generated.push_back(generated ? 1 : 0);
   r.seq.log_probs.push_back(log_prob);
   r.seq.versions.push_back(generated ? static_cast<std::int64_t>(version) : 0);
+  if (r.rule) r.rule->push(token, generated);
 }
 
 void ContinuousDecoder::step(std::mt19937_64& rng, std::uint64_t version) {
@@ -153,7 +156,13 @@ void ContinuousDecoder::step(std::mt19937_64& rng, std::uint64_t version) {
         for (std::int64_t k = 0; k < top_k_; ++k) r.seq.routes.push_back(rts[l][static_cast<std::int64_t>(b)][S - feed[b] + i][k]);
     r.fed += static_cast<std::size_t>(feed[b]);
   }
-  const auto logits = out.logits.select(1, S - 1);
+  auto logits = out.logits.select(1, S - 1);
+  if (o_.rule) {
+    std::vector<const TokenRule::State*> states(rows_.size(), nullptr);
+    for (std::size_t b = 0; b < rows_.size(); ++b)
+      if (takes_policy_token(rows_[b])) states[b] = rows_[b].rule.get();
+    logits = apply_rule(logits, states);
+  }
   auto [picked, logp] = sample_tokens(logits, o_, rng);
   torch::Tensor steered_logp;
   for (std::size_t b = 0; b < rows_.size(); ++b) {
@@ -162,9 +171,7 @@ void ContinuousDecoder::step(std::mt19937_64& rng, std::uint64_t version) {
       finish(b);
       continue;
     }
-    // A row with tokens still to feed, or an observation still to place, samples nothing yet.
-    if (r.state != State::running || r.fed < r.seq.tokens.size() || (r.next < r.queue.size() && !r.steered[r.next]))
-      continue;
+    if (!takes_policy_token(r)) continue;
     RLX_REQUIRE(room(static_cast<std::int64_t>(b)) > 0, "a sequence with no room left must be ended", b);
     if (r.next < r.queue.size()) {  // a steered token
       if (!steered_logp.defined()) {
@@ -179,6 +186,11 @@ void ContinuousDecoder::step(std::mt19937_64& rng, std::uint64_t version) {
     r.sampled = true;
   }
   ++steps_;
+}
+
+bool ContinuousDecoder::takes_policy_token(const Row& r) {
+  // A row with tokens still to feed, or an observation still to place, samples nothing yet.
+  return r.state == State::running && r.fed == r.seq.tokens.size() && (r.next == r.queue.size() || r.steered[r.next]);
 }
 
 void ContinuousDecoder::finish(std::size_t b) {

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -105,10 +106,13 @@ class ContinuousDecoder {
     std::size_t next = 0;
     std::int64_t budget = 0;            // completion tokens the sequence may take
     bool sampled = false;               // the last step placed a policy token here
+    std::unique_ptr<TokenRule::State> rule;  // with options.rule: the sequence's state
   };
   void enqueue(std::int64_t row, const std::vector<std::int64_t>& tokens, bool steered);
   void place(Row& row, std::int64_t token, bool generated, float log_prob, std::uint64_t version);
   void finish(std::size_t row);
+  // After the step's feed: the row's next token is the policy's (sampled or steered).
+  static bool takes_policy_token(const Row& r);
 
   MoETransformer* model_;
   SampleOptions o_;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.hpp"
+#include "policy/rule_masks.hpp"
 
 namespace rlx {
 
@@ -79,6 +80,10 @@ Decoder::Decoder(MoETransformer& model, const std::vector<std::vector<std::int64
       tok[b][P - n + i] = prompts[b][i];
       val[b][P - n + i] = true;
     }
+    if (o.rule) {
+      rule_.push_back(o.rule->start());
+      for (auto token : prompts[b]) rule_.back()->push(token, false);
+    }
   }
   if (o.use_cache) cache_ = model->new_cache(B, W);
 }
@@ -100,7 +105,13 @@ bool Decoder::step(std::mt19937_64& rng, std::uint64_t version) {
   // The routes of the newest input token(s) (the prompts' on the prefill).
   const auto fresh = o_.use_cache ? out.routes.size(2) : (t == 0 ? P : 1);
   g_.routes.narrow(2, end - fresh, fresh).copy_(out.routes.narrow(2, out.routes.size(2) - fresh, fresh));
-  const auto logits = out.logits.select(1, out.logits.size(1) - 1);
+  auto logits = out.logits.select(1, out.logits.size(1) - 1);
+  if (o_.rule) {  // rows whose next token is an observation's are not restricted
+    std::vector<const TokenRule::State*> states(static_cast<std::size_t>(B), nullptr);
+    for (std::int64_t b = 0; b < B; ++b)
+      if (active_[b] && (!queued(b) || queue_[b].generated)) states[b] = rule_[b].get();
+    logits = apply_rule(logits, states);
+  }
   auto [picked, logp] = sample_tokens(logits, o_, rng);
   // Steered rows take their queued token with its log-probability at the
   // sampling temperature (as sample_tokens scores its picks).
@@ -129,6 +140,7 @@ bool Decoder::step(std::mt19937_64& rng, std::uint64_t version) {
     ver[b][end] = static_cast<std::int64_t>(version);
     last_[b] = token;
     last_generated_[b] = policy;
+    if (o_.rule) rule_[b]->push(token, policy);
     ++g_.lengths[b];
     if (!from_queue && o_.end_at_eos && token == o_.eos) {
       active_[b] = false;

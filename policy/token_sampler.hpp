@@ -15,12 +15,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "policy/moe_transformer.hpp"
+#include "policy/token_rule.hpp"
 
 namespace rlx {
 
@@ -33,6 +35,9 @@ struct SampleOptions {
   std::int64_t pad = 0;       // fills rows after their end and before their prompt
   bool use_cache = true;      // false: the whole prefix again every step (the benchmark's baseline)
   bool end_at_eos = true;     // false: eos is a token like any other; the caller ends rows (end_row)
+  // A decoding rule (token_rule.hpp): tokens it blocks are never sampled, and
+  // every log-probability recorded is under the distribution it leaves. Null: none.
+  std::shared_ptr<const TokenRule> rule;
 };
 
 // B sequences laid out for the learner: [B, W] with W = P + T, prompts
@@ -107,6 +112,7 @@ class Decoder {
   std::vector<Queued> queue_;  // [B]
   std::vector<std::int64_t> last_;  // [B] the token the last step placed
   std::vector<bool> last_generated_;  // [B] whether the policy chose it
+  std::vector<std::unique_ptr<TokenRule::State>> rule_;  // [B] with options.rule: each row's state
   std::int64_t t_ = 0;
   std::uint64_t newest_ = 0;
   bool done_ = false;

@@ -15,6 +15,7 @@
 #include "envs/tokens/token_env.hpp"
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
+#include "envs/workspace/edit_names.hpp"
 #include "envs/workspace/workspace_episode.hpp"
 #include "explorers/agent_batch.hpp"
 #include "explorers/token_eval.hpp"
@@ -268,6 +269,7 @@ int sft_command(const SftArgs& a) {
     o.model = *model;
   }
   o.tokenizer = config ? config->tokens.tokenizer : std::string();
+  if (config) o.rule = decoding_rule(config->tokens);
   o.lr = a.lr;
   o.seed = a.seed;
   o.device = a.device;

@@ -291,6 +291,10 @@ envs_per_explorer = 16
   REQUIRE(hints.ok());
   CHECK(hints->tokens.hint_coef == 0.25);
   CHECK(refused_naming(with("[learner]", "[tokens]\nhint_coef = -1.0\n[learner]"), "hint_coef"));
+  // Names in edits from the context: a workspace episode's rule, and one of two values.
+  CHECK(refused_naming(with("[learner]", "[tokens]\nedit_names = \"context\"\n[learner]"), "edit_names"));
+  CHECK(refused_naming(with("[learner]", "[tokens]\nedit_names = \"maybe\"\n[learner]"), "edit_names"));
+  CHECK(with("[learner]", "[tokens]\nedit_names = \"free\"\n[learner]").ok());
   auto warm = with("[learner]", "[learner]\nwarmup_updates = 10");
   REQUIRE(warm.ok());
   CHECK(warm->learner.warmup_updates == 10);
