@@ -370,3 +370,45 @@ TEST_CASE("the shipped agent start loads into examples/agent-start.toml's policy
   REQUIRE(turns != std::string::npos);
   CHECK(std::stod(r.out.substr(turns + 8)) >= 1.0);  // "N tool calls" an episode
 }
+
+TEST_CASE("the shipped copy-head start plays examples/agent-copy.toml's held-out tasks with no name the context "
+          "lacks, where free decoding of the same weights writes such names",
+          "[tools][token][workspace][rule][sandbox][slow]") {
+  TempDir t("rlx-agent-copy");
+  const std::string config = RLX_SOURCE_DIR "/examples/agent-copy.toml";
+  auto loaded = load_config(config, builtin_envs().names());
+  REQUIRE(loaded.ok());
+  CHECK(loaded->policy.copy_head);
+  CHECK(loaded->tokens.edit_names == "context");
+  CHECK(check_policy_init(loaded->policy, loaded->tokens).ok());
+  // The held-out episodes' NameErrors, as the evaluator counts how they end.
+  auto name_errors = [&](const std::string& config_path) {
+    auto r = run_cli("sft --config " + config_path + " --steps 0 --eval-tasks 8", t.path);
+    INFO(r.out << r.err);
+    REQUIRE(r.code == 0);
+    const auto at = r.out.find("how episodes ended, held-out: ");
+    REQUIRE(at != std::string::npos);
+    const auto line = r.out.substr(at, r.out.find("; fresh training:", at) - at);
+    const auto n = line.find("NameError ");
+    return n == std::string::npos ? 0 : std::stoi(line.substr(n + 10));
+  };
+  // The same config with free names (its files named by absolute paths: the copy is elsewhere).
+  std::string text;
+  {
+    auto b = read_bytes(config);
+    text.assign(b.begin(), b.end());
+  }
+  const std::string examples = RLX_SOURCE_DIR "/examples/";
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\nedit_names = \"context\"", "\nedit_names = \"free\""},  // the line, not the header's words
+           {"init = \"agent-copy.bin\"", "init = \"" + examples + "agent-copy.bin\""},
+           {"tokenizer = \"agent-bpe1024.vocab\"", "tokenizer = \"" + examples + "agent-bpe1024.vocab\""}}) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    text.replace(at, from.size(), to);
+  }
+  const auto free_config = t.path / "free.toml";
+  std::ofstream(free_config) << text;
+  CHECK(name_errors(free_config.string()) > 0);
+  CHECK(name_errors(config) == 0);
+}
