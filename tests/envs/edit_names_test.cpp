@@ -21,7 +21,8 @@ namespace {
 const auto kChars = Tokenizer::characters();
 
 // A rule's state after `context` (not the policy's) and then `written` (the policy's), a character a token.
-std::unique_ptr<TokenRule::State> after(const EditNameRule& rule, const std::string& context, const std::string& written) {
+std::unique_ptr<TokenRule::State> after(const EditNameRule& rule, const std::string& context,
+                                        const std::string& written) {
   auto s = rule.start();
   for (auto id : kChars->encode(context)) s->push(id, false);
   for (auto id : kChars->encode(written)) s->push(id, true);
