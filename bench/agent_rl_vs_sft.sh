@@ -21,8 +21,10 @@
 #        N held-out + N fresh training tasks (RL: its newest learner checkpoint),
 #        into OUT_DIR/{rl,sft}-s/final.txt, unless that file is there already;
 #        REPORT_ONLY=1: summarise the runs already in OUT_DIR, launching none;
+#        ARMS ("rl sft"): the arms to run here ("rl": the RL arm alone);
 #        JOIN: points.tsv files of earlier sessions (committed under
-#        docs/figures/), whose seeds join this run's in the table and the curve.
+#        docs/figures/), whose (arm, seed) pairs join this run's in the table
+#        and the curve (a pair measured here may not be joined too).
 #   C: a workspace config (run.env = "tokens:workspace"), e.g. examples/agent.toml
 #      with the wide policy of docs/BENCHMARKS.md; W: `rlx sft --config C ... --out W`.
 # Writes OUT_DIR/points.tsv (arm, seed, minutes, held-out pass@1 and tests
@@ -32,6 +34,7 @@ out=${1:?usage: INIT=W CONFIG=C bench/agent_rl_vs_sft.sh OUT_DIR}
 init=$(realpath "${INIT:?INIT: the supervised start (see the header)}")
 config=$(realpath "${CONFIG:?CONFIG: the workspace config (see the header)}")
 seeds=${SEEDS-1 2 3}  # empty: none run here (with JOIN, a table of earlier seeds)
+arms=${ARMS:-rl sft}
 minutes=${MINUTES:-30}
 eval_tasks=${EVAL_TASKS:-32}
 eval_every=${EVAL_EVERY:-60}
@@ -48,7 +51,9 @@ grep -q '^env = "tokens:workspace"' "$config" || { echo "$config: not a workspac
 for s in $seeds; do
   d="$out/rl-$s" e="$out/sft-$s"
   if [[ -z "${REPORT_ONLY:-}" ]]; then
-    rm -rf "$d" "$e"
+    for a in $arms; do [[ $a == rl || $a == sft ]] || { echo "ARMS: rl and/or sft, not $a" >&2; exit 2; }; done
+    [[ " $arms " == *" rl "* ]] && rm -rf "$d"  # an arm run here starts afresh; the other is kept
+    [[ " $arms " == *" sft "* ]] && rm -rf "$e"
     mkdir -p "$d" "$e"
     # The config's own folder holds its vocabulary: the edited copy names it there.
     vocab=$(sed -n 's/^tokenizer = "\([^"]*\)".*/\1/p' "$config")
@@ -62,8 +67,11 @@ for s in $seeds; do
                 "init = \"$init\"" "log_dir = \"$d\""; do
       grep -qF "$want" "$d/c.toml" || { echo "$config: the edit to \"$want\" did not apply" >&2; exit 1; }
     done
-    echo "seed $s: RL for $minutes min ($d)"
-    "$rlx" launch "$d/c.toml" > "$d/out.txt" 2>&1 || [[ $? == 3 ]]  # 3: max_seconds reached
+    if [[ " $arms " == *" rl "* ]]; then
+      echo "seed $s: RL for $minutes min ($d)"
+      "$rlx" launch "$d/c.toml" > "$d/out.txt" 2>&1 || [[ $? == 3 ]]  # 3: max_seconds reached
+    fi
+    [[ " $arms " == *" sft "* ]] || continue
     echo "seed $s: continued supervised training for $minutes min ($e)"
     "$rlx" sft --config "$d/c.toml" --init "$init" --seconds "$seconds" --steps 10000000 --batch "$sft_batch" \
       --drills "$sft_drills" --recoveries "$sft_recoveries" --seed $((100 + s)) --eval-every "$sft_eval_every" --eval-tasks "$eval_tasks" \
@@ -72,7 +80,7 @@ for s in $seeds; do
   if ((final_eval_tasks > 0)); then
     for w in "$d:$d" "$e:$e/sft.pt"; do  # folder:weights (a run's log_dir means its newest checkpoint)
       f="${w%%:*}/final.txt"
-      [[ -s "$f" ]] && continue
+      [[ -s "$f" || ! -s "${w%%:*}/out.txt" ]] && continue  # done already, or an arm not run
       echo "seed $s: $(basename "${w%%:*}")'s end weights on $final_eval_tasks + $final_eval_tasks tasks ($f)"
       "$rlx" sft --config "$d/c.toml" --init "${w#*:}" --steps 0 --eval-tasks "$final_eval_tasks" > "$f.part" 2>&1
       mv "$f.part" "$f"
@@ -85,10 +93,16 @@ out, seeds, joins = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 points = []  # (arm, seed, minutes, held-out pass@1, held-out tests passed, fresh training pass@1, tests passed)
 both = re.compile(r".*held-out pass@1 ([0-9.]+) \((?:mean )?tests passed ([0-9.]+).*"
                   r"fresh training tasks pass@1 ([0-9.]+) \((?:mean )?tests passed ([0-9.]+)")
+def text_of(path):  # an arm's log; "" for an arm not run (ARMS)
+    try:
+        return open(path, errors="replace").read()  # its episodes hold sampled bytes
+    except FileNotFoundError:
+        return ""
 for s in seeds:
-    lines = [json.loads(l) for l in open(f"{out}/rl-{s}/metrics.jsonl") if l.strip().startswith("{")]
+    rl_log = text_of(f"{out}/rl-{s}/out.txt")
+    lines = [json.loads(l) for l in open(f"{out}/rl-{s}/metrics.jsonl") if l.strip().startswith("{")] if rl_log else []
     seen = {}
-    for l in open(f"{out}/rl-{s}/out.txt", errors="replace"):  # the evaluator's lines
+    for l in rl_log.splitlines():  # the evaluator's lines
         r = re.match(r".*evaluator: v(\d+) ", l)
         m = both.match(l)
         if r and m and int(r.group(1)) not in seen:
@@ -97,22 +111,22 @@ for s in seeds:
             seen[v] = (t,) + tuple(float(g) for g in m.groups())
     for v, (t, *scores) in sorted(seen.items()):
         points.append(("rl", s, t / 60, *scores))
-    text = open(f"{out}/sft-{s}/out.txt", errors="replace").read()  # its episodes hold sampled bytes
+    text = text_of(f"{out}/sft-{s}/out.txt")
     for r in re.finditer(r"step (\d+): held-out pass@1 ([0-9.]+) \(mean tests passed ([0-9.]+)[^\n]*, (\d+) s in\n"
                          r"\s*fresh training tasks pass@1 ([0-9.]+) \(mean tests passed ([0-9.]+)", text):
         points.append(("sft", s, int(r.group(4)) / 60, float(r.group(2)), float(r.group(3)), float(r.group(5)),
                        float(r.group(6))))
 for j in joins:  # an earlier session's seeds, measured the same way
-    joined = set()
+    here, joined = {(p[0], p[1]) for p in points}, set()
     for n, l in enumerate(open(j), 1):
         f = l.rstrip("\n").split("\t")
         if len(f) != 7 or f[0] not in ("rl", "sft"):
             sys.exit(f"{j}:{n}: not a points line (arm, seed, minutes and four scores, tab-separated)")
-        if f[1] in seeds:
-            sys.exit(f"{j}:{n}: seed {f[1]} is already in the table: a seed is measured once")
+        if (f[0], f[1]) in here:
+            sys.exit(f"{j}:{n}: {f[0]} seed {f[1]} is already in the table: an arm's seed is measured once")
         joined.add(f[1])
         points.append((f[0], f[1], *map(float, f[2:])))
-    seeds += sorted(joined, key=lambda s: (len(s), s))
+    seeds += sorted(joined - set(seeds), key=lambda s: (len(s), s))
 with open(f"{out}/points.tsv", "w") as f:
     for p in points:
         f.write("%s\t%s\t%.2f\t%.4f\t%.4f\t%.4f\t%.4f\n" % p)

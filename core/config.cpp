@@ -279,6 +279,9 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
         top.fail(Errc::config_range, root.get("tokens"), "tokens.edit_names",
                  "names in edits come from the context only in workspace episodes (tokens:workspace; "
                  "docs/workspace.md \"Names in edits\"); " + c.run.env + " has no edits");
+      if (!workspace && c.tokens.bad_call_cost != 0.0)
+        top.fail(Errc::config_range, root.get("tokens"), "tokens.bad_call_cost",
+                 "only workspace episodes (tokens:workspace) make tool calls to refuse; " + c.run.env + " has none");
       if (workspace && c.tokens.turn_tokens > c.tokens.max_new_tokens)
         top.fail(Errc::config_range, root.get("tokens"), "tokens.turn_tokens",
                  "a turn cannot be longer than the episode's budget (max_new_tokens = " +

@@ -67,6 +67,10 @@ struct TokensConfig {
   std::int64_t difficulty = 1;       // function bodies removed per task (1-3; 0: one body of one operation)
   std::int64_t max_turns = 12;       // turns without a submit end the episode
   std::int64_t turn_tokens = 200;    // a turn cut at this many tokens (its call is then bad)
+  // Taken from an episode's reward for each turn whose call could not run
+  // (docs/workspace.md "A cost on refused calls"; 0: none). Training only:
+  // the evaluator's pass@1 is the hidden tests' alone.
+  double bad_call_cost = 0.0;
   // Names in the bodies of the policy's edits (docs/workspace.md "Names in
   // edits"): "free" (any text), or "context": a decoding rule, in the
   // explorers and the evaluator as in the learner, lets an edit's

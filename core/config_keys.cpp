@@ -231,6 +231,7 @@ const std::vector<Key<TokensConfig>>& tokens_keys() {
       whole("difficulty", &S::difficulty, 0, 3),
       whole("max_turns", &S::max_turns, 1, 1000),
       whole("turn_tokens", &S::turn_tokens, 1, 1 << 20),
+      real("bad_call_cost", &S::bad_call_cost, 0.0, 1.0),
       text("edit_names", &S::edit_names, {"free", "context"}),
       text("tokenizer", &S::tokenizer),
   };

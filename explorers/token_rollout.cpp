@@ -256,6 +256,7 @@ Segment TokenRollout::take_segment() {
   Generation g;
   std::vector<std::string> ids, completions;
   std::vector<InfraFailure> machinery;
+  std::vector<float> costs;  // taken from each row's reward before its score is added
   if (options_.kind == "workspace") {
     // The complete groups this segment takes, rows in group order.
     std::vector<Sequence> sequences;
@@ -264,6 +265,7 @@ Segment TokenRollout::take_segment() {
         ids.push_back(f.episode.task().id);
         completions.push_back(f.episode.payload());
         machinery.push_back(f.episode.failure());
+        costs.push_back(static_cast<float>(options_.tokens.bad_call_cost * f.episode.stats().bad_calls));
         sequences.push_back(std::move(f.sequence));
       }
       im.ready.pop_front();
@@ -300,6 +302,7 @@ Segment TokenRollout::take_segment() {
   }
   const auto B = static_cast<std::int64_t>(ids.size());
   std::vector<float> rewards(B, 0.0f);
+  for (std::size_t b = 0; b < costs.size(); ++b) rewards[b] = -costs[b];
   std::vector<std::string> hints;
   std::vector<std::optional<RewardResultData>> results(B);  // in_process: each row's outcome
   std::vector<InfraFailure> retried;  // failures met by rows scored again
@@ -315,7 +318,7 @@ Segment TokenRollout::take_segment() {
       retried.push_back(r->failure);
       r = options_.in_process->score(req);
     }
-    if (r->ok) rewards[b] = r->score;
+    if (r->ok) rewards[b] += r->score;
     if (r->ok && !r->hint.empty()) hints.resize(B), hints[b] = r->hint;
   }
   const double score_s =  // deferred rows: the reward workers' own time, added when their answers come

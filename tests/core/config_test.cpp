@@ -295,6 +295,9 @@ envs_per_explorer = 16
   CHECK(refused_naming(with("[learner]", "[tokens]\nedit_names = \"context\"\n[learner]"), "edit_names"));
   CHECK(refused_naming(with("[learner]", "[tokens]\nedit_names = \"maybe\"\n[learner]"), "edit_names"));
   CHECK(with("[learner]", "[tokens]\nedit_names = \"free\"\n[learner]").ok());
+  // A cost on refused calls: workspace episodes only (tool calls to refuse).
+  CHECK(refused_naming(with("[learner]", "[tokens]\nbad_call_cost = 0.05\n[learner]"), "bad_call_cost"));
+  CHECK(with("[learner]", "[tokens]\nbad_call_cost = 0.0\n[learner]").ok());
   auto warm = with("[learner]", "[learner]\nwarmup_updates = 10");
   REQUIRE(warm.ok());
   CHECK(warm->learner.warmup_updates == 10);

@@ -102,6 +102,7 @@ TEST_CASE("a random policy's agent rows make a segment whose rewards the pool sc
   o.tokens.max_new_tokens = 400;
   o.tokens.turn_tokens = 30;
   o.tokens.max_turns = 4;
+  o.tokens.bad_call_cost = 0.25;
   o.policy = test::tiny_policy(1200);
   TokenRollout rollout(o);
   auto other = make_seeded_transformer(transformer_options(o.policy, Tokenizer::characters()->vocab()), 5);
@@ -137,6 +138,17 @@ TEST_CASE("a random policy's agent rows make a segment whose rewards the pool sc
   for (const auto& d : rollout.deferred()) {
     CHECK_THAT(d.payload, Catch::StartsWith(ids[d.env] + "\n"));
     CHECK(d.t == s.tokens->prompt_width + s.episode_lengths[d.env] - 1);
+    // Before its score comes, a row's reward is the cost of its refused
+    // calls: a random policy's turns are cut before a call, so each costs
+    // 0.25 (1 to 4 turns), at the row's last token and nowhere else.
+    float row_sum = 0;
+    for (std::uint32_t t = 0; t < s.num_steps; ++t) row_sum += s.rewards[t * s.num_envs + d.env];
+    CHECK(s.rewards[d.t * s.num_envs + d.env] == row_sum);
+    CHECK(s.episode_returns[d.env] == row_sum);
+    const float calls = -row_sum / 0.25f;
+    CHECK(calls == std::round(calls));
+    CHECK(calls >= 1);
+    CHECK(calls <= 4);
   }
   CHECK(decode<Segment>(encode(s, "test")).ok());
   // Episodes outlive segments: the group that finished first took the
