@@ -67,6 +67,7 @@ struct LearnerState {
     m.route_mismatch = static_cast<float>(last.route_mismatch);
     m.stale_tokens = stale_tokens;
     m.hint_kl = static_cast<float>(last.hint_kl);
+    m.reference_kl = static_cast<float>(last.reference_kl);
     m.hinted_rows = hinted_rows;
     m.skipped_rows = skipped_rows;
     m.updates = core->updates();

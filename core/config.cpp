@@ -289,6 +289,9 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     } else if (c.learner.algorithm == Algorithm::grpo) {
       top.fail(Errc::config_range, root.get("learner"), "learner.algorithm",
                "grpo needs the token policy (groups of samples of one task)");
+    } else if (c.learner.kl_coef != 0.0) {
+      top.fail(Errc::config_range, root.get("learner"), "learner.kl_coef",
+               "a KL to the start weights is the token policy's (policy.kind = \"moe_transformer\")");
     }
   } catch (const ConfigFailure& f) {
     return f.error;

@@ -104,6 +104,7 @@ struct LearnerConfig {
   Correction correction = Correction::decoupled;
   double c_bar = 1.0;                // truncation of the trace coefficient (vtrace)
   double entropy_coef = 0.0;         // entropy bonus
+  double kl_coef = 0.0;              // token policy: weight of KL(policy || the run's start weights) (0: off)
   double value_coef = 0.5;           // value loss weight
   double max_grad_norm = 0.5;        // gradient clipping; 0 = off
   std::int64_t threads = 1;          // LibTorch intra-op threads

@@ -94,6 +94,7 @@ const std::vector<Key<LearnerConfig>>& learner_keys() {
       choice("correction", &S::correction, Errc::config_unknown_name),
       real("c_bar", &S::c_bar, 0.0, 1e6, true),
       real("entropy_coef", &S::entropy_coef, 0.0, 100.0),
+      real("kl_coef", &S::kl_coef, 0.0, 100.0),
       real("value_coef", &S::value_coef, 0.0, 100.0),
       real("max_grad_norm", &S::max_grad_norm, 0.0, 1e6),
       whole("threads", &S::threads, 1, 256),

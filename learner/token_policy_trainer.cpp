@@ -51,6 +51,7 @@ TokenTrainerOptions token_trainer_options(const TrainerOptions& o) {
   t.router_z_coef = o.policy.router_z_coef;
   t.value_coef = o.learner.value_coef;
   t.entropy_coef = o.learner.entropy_coef;
+  t.kl_coef = o.learner.kl_coef;
   t.max_grad_norm = o.learner.max_grad_norm;
   t.hint_coef = o.tokens.hint_coef;
   t.tokenizer = o.tokens.tokenizer;
@@ -105,6 +106,7 @@ UpdateStats TokenPolicyTrainer::train(const std::vector<const Segment*>& segment
   s.route_mismatch = t.route_mismatch;
   s.stale_tokens = static_cast<std::uint64_t>(t.stale_tokens);
   s.hint_kl = t.hint_kl;
+  s.reference_kl = t.reference_kl;
   s.hinted_rows = static_cast<std::uint64_t>(t.hinted_rows);
   s.skipped_rows = static_cast<std::uint64_t>(t.skipped_rows);
   for (const Segment* x : segments) s.steps += x->env_steps();

@@ -20,28 +20,19 @@ namespace rlx {
 
 namespace {
 
-// The logits that predict columns 1..W-1 (those of columns 0..W-2), with
-// the tokens a decoding rule blocked for each of those columns at
-// kBlockedLogit (`blocked`: blocked_columns' [B, W, V], or undefined).
-torch::Tensor predicting(const torch::Tensor& logits, const torch::Tensor& blocked) {
-  const auto W = logits.size(1);
-  auto lg = logits.narrow(1, 0, W - 1);
-  return blocked.defined() ? lg.masked_fill(blocked.narrow(1, 1, W - 1), kBlockedLogit) : lg;
-}
-
-// The rule's blocked tokens for rows on any device (undefined: no rule, or nothing blocked).
-torch::Tensor blocked_for(const TokenTrainerOptions& o, const torch::Tensor& tokens, const torch::Tensor& valid,
-                          const torch::Tensor& generated) {
+// The rule's blocked tokens for rows (best on the CPU: the rule walks
+// them there), moved to `device` (empty: no rule, or nothing blocked).
+BlockedTokens blocked_for(const TokenTrainerOptions& o, const torch::Tensor& tokens, const torch::Tensor& valid,
+                          const torch::Tensor& generated, const torch::Device& device) {
   if (!o.rule) return {};
-  auto b = blocked_columns(*o.rule, tokens, valid, generated);
-  return b.defined() ? b.to(tokens.device()) : b;
+  return blocked_columns(*o.rule, tokens, valid, generated).to(device);
 }
 
 // log p(token_j | tokens_<j) for every column j >= 1 (column 0: 0), at
 // `temperature`, under the decoding rule's `blocked` tokens, and the
 // entropy of each of those distributions.
 std::pair<torch::Tensor, torch::Tensor> token_log_probs(const torch::Tensor& logits, const torch::Tensor& tokens,
-                                                        double temperature, const torch::Tensor& blocked = {}) {
+                                                        double temperature, const BlockedTokens& blocked = {}) {
   const auto W = tokens.size(1);
   auto logp_all = torch::log_softmax(predicting(logits, blocked) / temperature, -1);   // predicts columns 1..W-1
   auto picked = logp_all.gather(2, tokens.narrow(1, 1, W - 1).unsqueeze(-1)).squeeze(-1);
@@ -114,6 +105,7 @@ struct TokenTrainer::Impl {
   torch::Device device;
   MoETransformer model;
   ModelOptimizer optimizer;
+  MoETransformer reference{nullptr};  // kl_coef's (take_reference); null: none
 };
 
 TokenTrainer::TokenTrainer(const TokenTrainerOptions& o) : options_(o), impl_(std::make_unique<Impl>(o)) {}
@@ -131,6 +123,18 @@ Result<void> TokenTrainer::load_state(torch::serialize::InputArchive& a) { retur
 Result<std::string> TokenTrainer::load_model_file(const std::string& path) {
   return load_start_weights(impl_->model, path);
 }
+
+Result<void> TokenTrainer::take_reference(const std::string& init) {
+  auto ref = make_seeded_transformer(options_.model, options_.seed);
+  if (!init.empty())
+    if (auto read = load_start_weights(ref, init); !read) return read.error();
+  ref->to(impl_->device);
+  for (auto& p : ref->parameters()) p.set_requires_grad(false);
+  impl_->reference = ref;
+  return {};
+}
+
+bool TokenTrainer::has_reference() const { return !impl_->reference.is_empty(); }
 
 void TokenTrainer::supervised_microbatches(const std::vector<std::vector<std::int64_t>>& prompts,
                                            const std::vector<std::vector<std::int64_t>>& completions,
@@ -180,7 +184,8 @@ TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64
   supervised_microbatches(prompts, completions, observed, [&](const torch::Tensor& tokens, const torch::Tensor& valid,
                                                               const torch::Tensor& target, double share, double total) {
     auto out = model->forward(tokens, valid);
-    auto [logp, entropy] = token_log_probs(out.logits, tokens, 1.0, blocked_for(o, tokens, valid, target));
+    const auto blocked = blocked_for(o, tokens, valid, target, tokens.device());
+    auto [logp, entropy] = token_log_probs(out.logits, tokens, 1.0, blocked);
     auto tgt = target.to(logp.dtype());
     auto ce = -(logp * tgt).sum() / total;
     auto loss = ce + share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
@@ -208,7 +213,7 @@ SupervisedScore TokenTrainer::sft_score(const std::vector<std::vector<std::int64
                                                               const torch::Tensor& target, double, double total) {
     if (total == 0) return;  // nothing to score
     auto logits = model->forward(tokens, valid).logits;
-    const auto blocked = blocked_for(options_, tokens, valid, target);
+    const auto blocked = blocked_for(options_, tokens, valid, target, tokens.device());
     auto [logp, entropy] = token_log_probs(logits, tokens, 1.0, blocked);
     auto tgt = target.to(logp.dtype());
     const auto W = tokens.size(1);
@@ -268,7 +273,8 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   // (idx, the rows' places in the batch, stays on the CPU).
   struct Part {
     torch::Tensor idx, prox, adv, mask, tokens, valid, behaviour, routes, generated, reward;
-    torch::Tensor blocked;  // the decoding rule's, as the explorers sampled under it (undefined: none)
+    torch::Tensor ref;  // the reference's log-probs (kl_coef; undefined: none)
+    BlockedTokens blocked;  // the decoding rule's, as the explorers sampled under it (empty: none)
     std::int64_t width = 0, n = 0;
   };
   std::vector<Part> parts;
@@ -278,15 +284,12 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     std::vector<std::int64_t> idx;
     for (auto i : mb) idx.push_back(kept[static_cast<std::size_t>(i)]), p.width = std::max(p.width, width[i]);
     p.idx = torch::tensor(idx, torch::kLong);
-    p.tokens = rows(g.tokens, p.idx, p.width).to(device);
-    p.valid = rows(g.valid, p.idx, p.width).to(device);
+    p.tokens = rows(g.tokens, p.idx, p.width);
+    p.valid = rows(g.valid, p.idx, p.width);
+    p.generated = rows(g.generated, p.idx, p.width);
+    p.blocked = blocked_for(o, p.tokens, p.valid, p.generated, device);
+    p.tokens = p.tokens.to(device), p.valid = p.valid.to(device), p.generated = p.generated.to(device);
     p.mask = rows(admitted, p.idx, p.width).to(device);
-    p.generated = rows(g.generated, p.idx, p.width).to(device);
-    if (o.rule) {
-      p.blocked = blocked_columns(*o.rule, rows(g.tokens, p.idx, p.width), rows(g.valid, p.idx, p.width),
-                                  rows(g.generated, p.idx, p.width));
-      if (p.blocked.defined()) p.blocked = p.blocked.to(device);
-    }
     p.behaviour = rows(g.log_probs, p.idx, p.width).to(device);
     p.routes = g.routes.index_select(1, p.idx).narrow(2, 0, p.width).to(device);
     p.reward = rewards.index_select(0, p.idx).unsqueeze(1).to(device);  // [n, 1]
@@ -352,7 +355,16 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     }
   }
 
-  double hint_kl_sum = 0;
+  // The reference's log-probs, once: it never moves.
+  const bool anchored = o.kl_coef > 0 && has_reference();
+  if (anchored) {
+    torch::NoGradGuard guard;
+    for (auto& p : parts)
+      p.ref = token_log_probs(impl_->reference->forward(p.tokens, p.valid).logits, p.tokens, o.temperature, p.blocked)
+                  .first;
+  }
+
+  double hint_kl_sum = 0, reference_kl = 0;
   for (std::int64_t epoch = 0; epoch < o.epochs; ++epoch) {
     impl_->optimizer.zero_grad();
     for (auto& p : parts) {
@@ -374,6 +386,14 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
       auto ent = n > 0 ? (entropy * maskf).sum() / static_cast<double>(n) : entropy.sum() * 0;
       auto loss = pg_share * pg - share * o.entropy_coef * ent +
                   share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
+      if (anchored && all_kept_tokens > 0) {
+        // k3 (Schulman): unbiased, never negative; a token's term capped at
+        // 10 so one token the start found unthinkable cannot swamp the step.
+        auto d = p.ref - logp;
+        auto kl = ((d.exp() - d - 1).clamp_max(10.0) * maskf).sum() / static_cast<double>(all_kept_tokens);
+        loss = loss + o.kl_coef * kl;
+        if (epoch == 0) reference_kl += kl.item<double>();
+      }
       if (!grpo && n > 0) {
         auto v_before =
             torch::cat({torch::zeros({p.tokens.size(0), 1}, out.values.options()), out.values.narrow(1, 0, p.width - 1)}, 1);
@@ -401,27 +421,28 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     impl_->optimizer.step();
   }
   s.route_mismatch = mismatch;
-  gather_stats(s, hint_kl_sum);
+  gather_stats(s, hint_kl_sum, reference_kl);
   if (all_hint_tokens > 0) s.hint_kl = hint_kl_sum / static_cast<double>(all_hint_tokens);
+  s.reference_kl = reference_kl;
   ++version_;
   return s;
 }
 
-void TokenTrainer::gather_stats(TokenUpdateStats& s, double& hint_kl_sum) const {
+void TokenTrainer::gather_stats(TokenUpdateStats& s, double& hint_kl_sum, double& reference_kl) const {
   if (!options_.group || options_.group->world() == 1) return;
   // Each rank's share-weighted terms add up to the batch's; the largest
   // ratio is the largest of the ranks' (each puts its own in its slot).
   const auto world = static_cast<std::size_t>(options_.group->world());
   std::vector<double> v{s.policy_loss, s.value_loss, s.entropy, s.load_balance, s.router_z, s.dropped_fraction,
                         s.correction.ratio_mean, s.correction.truncated_fraction, s.route_mismatch, hint_kl_sum,
-                        static_cast<double>(s.microbatches)};
+                        static_cast<double>(s.microbatches), reference_kl};
   const std::size_t slots = v.size();
   v.resize(slots + world, 0.0);
   v[slots + static_cast<std::size_t>(options_.group->rank())] = s.correction.ratio_max;
   v = sum_over_ranks(std::move(v), options_.group);
   s.policy_loss = v[0], s.value_loss = v[1], s.entropy = v[2], s.load_balance = v[3], s.router_z = v[4];
   s.dropped_fraction = v[5], s.correction.ratio_mean = v[6], s.correction.truncated_fraction = v[7];
-  s.route_mismatch = v[8], hint_kl_sum = v[9], s.microbatches = static_cast<std::int64_t>(v[10]);
+  s.route_mismatch = v[8], hint_kl_sum = v[9], s.microbatches = static_cast<std::int64_t>(v[10]), reference_kl = v[11];
   s.correction.ratio_max = *std::max_element(v.begin() + static_cast<std::ptrdiff_t>(slots), v.end());
 }
 

@@ -44,6 +44,10 @@ struct TokenTrainerOptions {
   double router_z_coef = 1e-3;
   double value_coef = 0.5;          // ppo
   double entropy_coef = 0.0;
+  // KL(policy || reference) per trained token, the reference being the
+  // run's start weights (take_reference; k3 estimator: exp(d) - d - 1,
+  // d = log p_ref - log p). 0: off, and no reference is held.
+  double kl_coef = 0.0;
   double max_grad_norm = 1.0;
   // Textual feedback: KL(teacher || student) on a failed row's completion,
   // the teacher being these weights with the scorer's hint in the prompt
@@ -96,6 +100,7 @@ struct TokenUpdateStats {
   std::int64_t microbatches = 0;
   std::int64_t skipped_rows = 0;    // rows of zero advantage (GRPO), not computed
   double hint_kl = 0;               // mean KL(teacher with hint || student) per hinted token, before the step
+  double reference_kl = 0;          // mean KL(policy || reference) per trained token, before the step (kl_coef > 0)
   std::int64_t hinted_rows = 0;     // rows distilled from their hint
   LossStats correction;
 };
@@ -150,10 +155,16 @@ class TokenTrainer {
   // --out` file, hf:DIR, a learner checkpoint or a run's log_dir); returns
   // what was read.
   Result<std::string> load_model_file(const std::string& path);
+  // Holds the reference kl_coef pulls toward: the seeded model of these
+  // options, with `init` loaded when not empty (the run's [policy] init),
+  // frozen. Every rank takes its own from the same file (the reference is
+  // never trained, so it needs no all-reduce). Fails as load_model_file.
+  Result<void> take_reference(const std::string& init);
+  bool has_reference() const;
 
  private:
   // The rank's statistics of an rl_step (and its hint KL sum) made the batch's.
-  void gather_stats(TokenUpdateStats& s, double& hint_kl_sum) const;
+  void gather_stats(TokenUpdateStats& s, double& hint_kl_sum, double& reference_kl) const;
   // Calls `each` with each microbatch of the supervised rows (tokens,
   // valid, targets on the device), its share of the rows and the whole
   // batch's target count.

@@ -54,6 +54,10 @@ std::unique_ptr<Trainer> make_trainer(const TrainerOptions& o) {
     auto ok = t->tokens().load_model_file(o.policy.init);
     RLX_REQUIRE(ok.ok(), ok.error().message);  // checked at start (check_policy_init)
   }
+  if (o.learner.kl_coef > 0) {  // the run's start, whatever checkpoint the trainer resumes from later
+    auto ok = t->tokens().take_reference(o.policy.init);
+    RLX_REQUIRE(ok.ok(), ok.error().message);
+  }
   return t;
 }
 

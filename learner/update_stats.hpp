@@ -27,6 +27,7 @@ struct UpdateStats {
   std::uint64_t stale_tokens = 0;
   // Textual feedback: the hint distillation's KL and the rows it used.
   double hint_kl = 0;
+  double reference_kl = 0;  // token policy: KL(policy || start) per trained token, before the step
   std::uint64_t hinted_rows = 0;
   std::uint64_t skipped_rows = 0;  // rows of zero advantage, not computed (GRPO)
 };

@@ -128,6 +128,7 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     m.setScoreSeconds(x.score_s);
     m.setToolCalls(x.tool_calls);
     m.setPolicyTokens(x.policy_tokens);
+    m.setReferenceKl(x.reference_kl);
     m.setBusySeconds(x.busy_s);
     auto by = m.initSegmentsByExplorer(static_cast<unsigned>(x.segments_by_explorer.size()));
     for (unsigned i = 0; i < x.segments_by_explorer.size(); ++i) {
@@ -186,6 +187,7 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.score_s = m.getScoreSeconds();
     x.tool_calls = m.getToolCalls();
     x.policy_tokens = m.getPolicyTokens();
+    x.reference_kl = m.getReferenceKl();
     for (auto e : m.getSegmentsByExplorer()) x.segments_by_explorer.emplace_back(e.getExplorer(), e.getSegments());
     for (auto e : m.getArrivalsByExplorer())
       x.arrivals_by_explorer.push_back({e.getExplorer(), e.getAccounted(), e.getVanished()});

@@ -85,6 +85,7 @@ struct MetricsReport {
   scoreSeconds @36 :Float64;
   toolCalls @37 :UInt64;
   policyTokens @38 :UInt64;       # token policies: tokens the policy sampled (envSteps less the observed ones)
+  referenceKl @39 :Float32;       # token policy: KL(policy || the run's start) per trained token, last update
 }
 
 struct ExplorerArrivals {

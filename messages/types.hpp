@@ -310,6 +310,7 @@ struct MetricsData {
   double decode_s = 0, tool_s = 0, score_s = 0;
   std::uint64_t tool_calls = 0;
   std::uint64_t policy_tokens = 0;  // token policies: tokens sampled (env_steps less the observed ones)
+  float reference_kl = 0;            // token policy, last update: KL to the run's start per trained token
 };
 
 struct ScaleCommandData {

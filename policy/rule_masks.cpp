@@ -6,7 +6,11 @@
 
 namespace rlx {
 
-torch::Tensor blocked_columns(const TokenRule& rule, const torch::Tensor& tokens, const torch::Tensor& valid,
+BlockedTokens BlockedTokens::to(const torch::Device& device) const {
+  return empty() ? BlockedTokens{} : BlockedTokens{at.to(device), tokens.to(device)};
+}
+
+BlockedTokens blocked_columns(const TokenRule& rule, const torch::Tensor& tokens, const torch::Tensor& valid,
                               const torch::Tensor& generated) {
   RLX_REQUIRE(tokens.dim() == 2 && valid.sizes() == tokens.sizes() && generated.sizes() == tokens.sizes());
   const auto B = tokens.size(0), W = tokens.size(1), V = rule.vocab();
@@ -16,21 +20,36 @@ torch::Tensor blocked_columns(const TokenRule& rule, const torch::Tensor& tokens
   auto tok = tok_c.accessor<std::int64_t, 2>();
   auto val = val_c.accessor<bool, 2>();
   auto gen = gen_c.accessor<bool, 2>();
-  torch::Tensor out;
-  std::vector<std::uint8_t> row;
+  std::vector<std::int64_t> at;
+  std::vector<std::uint8_t> rows, row;  // rows: at.size() x V
   for (std::int64_t b = 0; b < B; ++b) {
     auto state = rule.start();
     for (std::int64_t j = 0; j < W; ++j) {
       if (!val[b][j]) continue;
-      if (gen[b][j] && state->blocked(row)) {
+      // Column 0 is predicted by nothing: no logits to mask.
+      if (j > 0 && gen[b][j] && state->blocked(row)) {
         RLX_REQUIRE(static_cast<std::int64_t>(row.size()) == V, row.size(), V);
-        if (!out.defined()) out = torch::zeros({B, W, V}, torch::kBool);
-        std::memcpy(out[b][j].data_ptr<bool>(), row.data(), static_cast<std::size_t>(V));
+        at.push_back(b * W + j);
+        rows.insert(rows.end(), row.begin(), row.end());
       }
       state->push(tok[b][j], gen[b][j]);
     }
   }
-  return out;
+  if (at.empty()) return {};
+  const auto N = static_cast<std::int64_t>(at.size());
+  return {torch::tensor(at, torch::kLong),
+          torch::from_blob(rows.data(), {N, V}, torch::kUInt8).to(torch::kBool)};  // to(): a copy, owning its data
+}
+
+torch::Tensor predicting(const torch::Tensor& logits, const BlockedTokens& blocked) {
+  RLX_REQUIRE(logits.dim() == 3, logits.dim());
+  const auto B = logits.size(0), W = logits.size(1), V = logits.size(2);
+  if (blocked.empty()) return logits.narrow(1, 0, W - 1);
+  // Column j is predicted by column j - 1 of its row.
+  const auto by = blocked.at - 1;
+  auto flat = logits.reshape({B * W, V});
+  auto hit = flat.index_select(0, by).masked_fill(blocked.tokens, kBlockedLogit);
+  return flat.index_copy(0, by, hit).view({B, W, V}).narrow(1, 0, W - 1);
 }
 
 torch::Tensor apply_rule(const torch::Tensor& logits, const std::vector<const TokenRule::State*>& states) {

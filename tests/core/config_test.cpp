@@ -298,6 +298,10 @@ envs_per_explorer = 16
   // A cost on refused calls: workspace episodes only (tool calls to refuse).
   CHECK(refused_naming(with("[learner]", "[tokens]\nbad_call_cost = 0.05\n[learner]"), "bad_call_cost"));
   CHECK(with("[learner]", "[tokens]\nbad_call_cost = 0.0\n[learner]").ok());
+  auto anchored = with("[learner]", "[learner]\nkl_coef = 0.05");
+  REQUIRE(anchored.ok());
+  CHECK(anchored->learner.kl_coef == 0.05);
+  CHECK(refused_naming(with("[learner]", "[learner]\nkl_coef = -0.1"), "kl_coef"));
   auto warm = with("[learner]", "[learner]\nwarmup_updates = 10");
   REQUIRE(warm.ok());
   CHECK(warm->learner.warmup_updates == 10);
@@ -314,6 +318,7 @@ TEST_CASE("grpo is refused for a policy that does not sample groups", "[config][
   auto c = test::parse("[learner]\nalgorithm = \"grpo\"\n" + valid_nodes());
   REQUIRE_FALSE(c.ok());
   CHECK(c.error().message.find("grpo") != std::string::npos);
+  CHECK(refused_naming(test::parse("[learner]\nkl_coef = 0.1\n" + valid_nodes()), "learner.kl_coef"));
 }
 
 TEST_CASE("the learner's collectives are auto, gloo or nccl, and nccl needs a GPU device", "[core][config][dp]") {

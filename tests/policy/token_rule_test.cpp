@@ -44,12 +44,11 @@ class EvenAfterPolicy : public TokenRule {
 // The whole rows' logits with the rule's blocked tokens masked, as the learner takes them.
 torch::Tensor ruled_logits(MoETransformer& model, const Generation& g, const TokenRule& rule) {
   torch::NoGradGuard guard;
-  auto logits = model->forward(g.tokens, g.valid).logits.clone();
+  auto logits = model->forward(g.tokens, g.valid).logits;
   const auto W = g.tokens.size(1);
   const auto blocked = blocked_columns(rule, g.tokens, g.valid, g.generated);
-  REQUIRE(blocked.defined());
-  logits.narrow(1, 0, W - 1).masked_fill_(blocked.narrow(1, 1, W - 1), kBlockedLogit);
-  return logits;
+  REQUIRE_FALSE(blocked.empty());
+  return torch::cat({predicting(logits, blocked), logits.narrow(1, W - 1, 1)}, 1);
 }
 
 // No generated token that follows a generated token is odd.
@@ -138,4 +137,42 @@ TEST_CASE("a learner given the explorers' decoding rule takes their log-probabil
   CHECK(max == Approx(1.0).margin(1e-3));
   // Without the rule the learner's distribution puts mass on blocked tokens: every ratio below 1.
   CHECK(ratio_of(nullptr).first < 0.9);
+}
+
+TEST_CASE("the learner's rule masks are kept for restricted columns alone and mask as a dense mask would, "
+          "gradients included",
+          "[policy][rule]") {
+  // Rows: prompt 3,4 then generated tokens; row 1 has an observation (not
+  // generated) mid-row, row 2 is left-padded. EvenAfterPolicy restricts a
+  // generated column whose previous token was generated.
+  const auto tokens = torch::tensor({{3, 4, 6, 8, 2, 4}, {3, 4, 6, 9, 9, 2}, {0, 0, 3, 4, 6, 8}}, torch::kLong);
+  const auto valid = torch::tensor({{1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}, {0, 0, 1, 1, 1, 1}}, torch::kBool);
+  const auto generated = torch::tensor({{0, 0, 1, 1, 1, 1}, {0, 0, 1, 0, 0, 1}, {0, 0, 0, 0, 1, 1}}, torch::kBool);
+  const EvenAfterPolicy rule(10);
+  const auto blocked = blocked_columns(rule, tokens, valid, generated);
+  REQUIRE_FALSE(blocked.empty());
+  // Row 0: columns 3, 4, 5; row 1: none (its generated columns follow a
+  // prompt or an observation); row 2: column 5. Flat positions b * 6 + j.
+  CHECK(blocked.at.equal(torch::tensor({3, 4, 5, 17}, torch::kLong)));
+  CHECK(blocked.tokens.sizes() == torch::IntArrayRef({4, 10}));
+
+  torch::manual_seed(4);
+  auto logits = torch::randn({3, 6, 10}, torch::requires_grad());
+  auto ruled = predicting(logits, blocked);
+  CHECK(ruled.sizes() == torch::IntArrayRef({3, 5, 10}));
+  // The dense reference: every odd token blocked at the columns that predict 3, 4, 5 of row 0 and 5 of row 2.
+  auto dense = torch::zeros({3, 5, 10}, torch::kBool);
+  auto odd = torch::arange(10) % 2 == 1;
+  for (auto [b, j] : std::vector<std::pair<int, int>>{{0, 2}, {0, 3}, {0, 4}, {2, 4}}) dense[b][j].copy_(odd);
+  CHECK(torch::equal(ruled, logits.narrow(1, 0, 5).masked_fill(dense, kBlockedLogit)));
+  // Blocked logits take no gradient, the others all of theirs.
+  ruled.sum().backward();
+  auto expected = torch::ones({3, 6, 10});
+  expected.narrow(1, 0, 5).masked_fill_(dense, 0);
+  expected.narrow(1, 5, 1).fill_(0);  // the last column predicts nothing
+  CHECK(torch::equal(logits.grad(), expected));
+  // Nothing restricted anywhere: empty, and the logits as they are.
+  const auto none = blocked_columns(rule, tokens, valid, torch::zeros_like(generated));
+  CHECK(none.empty());
+  CHECK(torch::equal(predicting(logits, none), logits.narrow(1, 0, 5)));
 }
