@@ -71,11 +71,12 @@ for s in $seeds; do
       echo "seed $s: RL for $minutes min ($d)"
       "$rlx" launch "$d/c.toml" > "$d/out.txt" 2>&1 || [[ $? == 3 ]]  # 3: max_seconds reached
     fi
-    [[ " $arms " == *" sft "* ]] || continue
-    echo "seed $s: continued supervised training for $minutes min ($e)"
-    "$rlx" sft --config "$d/c.toml" --init "$init" --seconds "$seconds" --steps 10000000 --batch "$sft_batch" \
-      --drills "$sft_drills" --recoveries "$sft_recoveries" --seed $((100 + s)) --eval-every "$sft_eval_every" --eval-tasks "$eval_tasks" \
-      --out "$e/sft.pt" > "$e/out.txt" 2>&1
+    if [[ " $arms " == *" sft "* ]]; then
+      echo "seed $s: continued supervised training for $minutes min ($e)"
+      "$rlx" sft --config "$d/c.toml" --init "$init" --seconds "$seconds" --steps 10000000 --batch "$sft_batch" \
+        --drills "$sft_drills" --recoveries "$sft_recoveries" --seed $((100 + s)) --eval-every "$sft_eval_every" \
+        --eval-tasks "$eval_tasks" --out "$e/sft.pt" > "$e/out.txt" 2>&1
+    fi
   fi
   if ((final_eval_tasks > 0)); then
     for w in "$d:$d" "$e:$e/sft.pt"; do  # folder:weights (a run's log_dir means its newest checkpoint)
