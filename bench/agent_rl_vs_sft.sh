@@ -24,11 +24,14 @@
 #        ARMS ("rl sft"): the arms to run here ("rl": the RL arm alone);
 #        JOIN: points.tsv files of earlier sessions (committed under
 #        docs/figures/), whose (arm, seed) pairs join this run's in the table
-#        and the curve (a pair measured here may not be joined too).
+#        and the curve (a pair measured here may not be joined too), and the
+#        end weights in the finals.tsv beside each, if there is one.
 #   C: a workspace config (run.env = "tokens:workspace"), e.g. examples/agent.toml
 #      with the wide policy of docs/BENCHMARKS.md; W: `rlx sft --config C ... --out W`.
 # Writes OUT_DIR/points.tsv (arm, seed, minutes, held-out pass@1 and tests
-# passed, fresh training pass@1 and tests passed), OUT_DIR/table.md and, with gnuplot, OUT_DIR/curve.png.
+# passed, fresh training pass@1 and tests passed), OUT_DIR/finals.tsv (the
+# end weights, joined ones too), OUT_DIR/table.md and, with gnuplot,
+# OUT_DIR/curve.png.
 set -euo pipefail
 out=${1:?usage: INIT=W CONFIG=C bench/agent_rl_vs_sft.sh OUT_DIR}
 init=$(realpath "${INIT:?INIT: the supervised start (see the header)}")
@@ -89,7 +92,7 @@ for s in $seeds; do
   fi
 done
 python3 - "$out" "$seeds" ${JOIN:-} <<'PY'
-import json, re, statistics, sys
+import json, os, re, statistics, sys
 out, seeds, joins = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 points = []  # (arm, seed, minutes, held-out pass@1, held-out tests passed, fresh training pass@1, tests passed)
 both = re.compile(r".*held-out pass@1 ([0-9.]+) \((?:mean )?tests passed ([0-9.]+).*"
@@ -148,7 +151,7 @@ for arm, d in ends.items():
     if d:
         rows.append("\n%s: median change in held-out pass@1 over the run %+.3f (seeds: %s)" %
                     (arm, statistics.median(d), ", ".join("%+.3f" % x for x in d)))
-finals = []  # each arm's end weights evaluated alike on more tasks (FINAL_EVAL_TASKS)
+finals = []  # (arm, seed, tasks a split, held-out pass@1, fresh pass@1, how episodes ended): FINAL_EVAL_TASKS
 end = re.compile(r"held-out pass@1 ([0-9.]+) \(mean tests passed [0-9.]+, (\d+) tasks\)[^\n]*\n"
                  r"\s*fresh training tasks pass@1 ([0-9.]+)[^\n]*\n\s*how episodes ended, held-out: ([^;\n]*); "
                  r"fresh training: ([^\n]*)")
@@ -159,12 +162,31 @@ for arm in ("rl", "sft"):
         except FileNotFoundError:
             continue
         if m:
-            finals.append("| %s | %s | %s | %s | %s | %s |" % (arm, s, m.group(2), m.group(1), m.group(3),
-                          "held-out: %s; fresh training: %s" % (m.group(4), m.group(5))))
+            finals.append((arm, s, m.group(2), m.group(1), m.group(3),
+                           "held-out: %s; fresh training: %s" % (m.group(4), m.group(5))))
+for j in joins:  # the end weights of the joined seeds, from the finals.tsv beside their points.tsv
+    here = {(x[0], x[1]) for x in finals}
+    try:
+        lines = open(os.path.join(os.path.dirname(j), "finals.tsv")).read().splitlines()
+    except FileNotFoundError:
+        continue
+    for n, l in enumerate(lines, 1):
+        f = l.split("\t")
+        if len(f) != 6 or f[0] not in ("rl", "sft") or (f[0], f[1]) in here:
+            sys.exit(f"{j}: finals.tsv:{n}: not a new end-weights line (arm, seed, tasks, two scores, how ended)")
+        finals.append(tuple(f))
+finals.sort(key=lambda x: (x[0], len(x[1]), x[1]))
+with open(f"{out}/finals.tsv", "w") as f:  # like points.tsv, the joined arms too: a later JOIN reads it
+    f.writelines("\t".join(x) + "\n" for x in finals)
 if finals:
     rows += ["", "End weights evaluated alike (`rlx sft --init W --steps 0`):", "",
              "| arm | seed | tasks a split | held-out pass@1 | fresh training pass@1 | how episodes ended |",
-             "|---|---|---|---|---|---|"] + finals
+             "|---|---|---|---|---|---|"] + ["| %s |" % " | ".join(x) for x in finals]
+    for arm in ("rl", "sft"):
+        held = [float(x[3]) for x in finals if x[0] == arm]
+        if held:
+            rows.append("\n%s end weights: median held-out pass@1 %.3f (seeds: %s)" %
+                        (arm, statistics.median(held), ", ".join("%.3f" % h for h in held)))
 open(f"{out}/table.md", "w").write("\n".join(rows) + "\n")
 print("\n".join(rows))
 PY
