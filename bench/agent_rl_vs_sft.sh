@@ -172,8 +172,10 @@ for j in joins:  # the end weights of the joined seeds, from the finals.tsv besi
         continue
     for n, l in enumerate(lines, 1):
         f = l.split("\t")
-        if len(f) != 6 or f[0] not in ("rl", "sft") or (f[0], f[1]) in here:
-            sys.exit(f"{j}: finals.tsv:{n}: not a new end-weights line (arm, seed, tasks, two scores, how ended)")
+        if len(f) != 6 or f[0] not in ("rl", "sft"):
+            sys.exit(f"{j}: finals.tsv:{n}: not an end-weights line (arm, seed, tasks, two scores, how ended)")
+        if (f[0], f[1]) in here:
+            sys.exit(f"{j}: finals.tsv:{n}: {f[0]} seed {f[1]}'s end weights are already in the table")
         finals.append(tuple(f))
 finals.sort(key=lambda x: (x[0], len(x[1]), x[1]))
 with open(f"{out}/finals.tsv", "w") as f:  # like points.tsv, the joined arms too: a later JOIN reads it
