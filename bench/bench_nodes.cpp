@@ -39,6 +39,7 @@ struct Arrivals {
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::uint64_t, int> nodes_with;  // version -> member nodes whose "explorer" holds it
+  std::string failed;                        // why a node's stand-in explorer could not take a version
 };
 
 // Stands in for a member node's explorers: on each notice, fetches the set
@@ -51,8 +52,13 @@ bool swap_by_copy() {
   return swap && std::string(swap) == "copy";
 }
 
+// A module with a parameter for each of a set's tensors, named p0, p1, ...
+// (a set's own names hold dots, which a parameter's may not).
 struct Parameters : torch::nn::Module {
-  explicit Parameters(std::int64_t n) { register_parameter("w", torch::zeros({n})); }
+  explicit Parameters(const WeightSetData& w) {
+    for (std::size_t i = 0; i < w.tensors.size(); ++i)
+      register_parameter("p" + std::to_string(i), torch::zeros(w.tensors[i].shape));
+  }
 };
 
 caf::behavior fetching_listener(caf::event_based_actor* self, weight_store_actor store, Arrivals* arrivals) {
@@ -65,11 +71,15 @@ caf::behavior fetching_listener(caf::event_based_actor* self, weight_store_actor
     self->request(store, std::chrono::seconds(60), fetch_atom::value, WireMsg{encode(WeightRequestData{v, false}, "bench")})
         .then([=](const WireMsg& set) {
           auto w = decode<WeightSetData>(set.buf);
-          if (!w || w->tensors.size() != 1) return;
-          if (!*params) *params = std::make_shared<Parameters>(w->tensors.front().shape.at(0));
-          if (!(copy ? import_weights(**params, *w) : view_weights(**params, *w))) return;
+          std::string why = !w ? w.error().message : w->tensors.empty() ? "no tensors" : "";
+          if (why.empty()) {
+            for (std::size_t i = 0; i < w->tensors.size(); ++i) w->tensors[i].name = "p" + std::to_string(i);
+            if (!*params) *params = std::make_shared<Parameters>(*w);
+            if (!(copy ? import_weights(**params, *w) : view_weights(**params, *w))) why = "the swap failed";
+          }
           std::lock_guard<std::mutex> lock(arrivals->mu);
-          ++arrivals->nodes_with[v];
+          if (why.empty()) ++arrivals->nodes_with[v];
+          else arrivals->failed = "version " + std::to_string(v) + ": " + why;
           arrivals->cv.notify_all();
         });
   }};
@@ -159,9 +169,11 @@ Publish publish_times(const ClusterConfig& c, int members, const std::function<W
     const auto t0 = Clock::now();
     caf::anon_send(store, publish_atom::value, set);
     std::unique_lock<std::mutex> lock(arrivals.mu);
-    const bool all = arrivals.cv.wait_for(lock, std::chrono::seconds(120),
-                                          [&] { return arrivals.nodes_with[static_cast<std::uint64_t>(v)] == members; });
-    if (!all) return out;
+    const bool all = arrivals.cv.wait_for(lock, std::chrono::seconds(120), [&] {
+      return arrivals.nodes_with[static_cast<std::uint64_t>(v)] == members || !arrivals.failed.empty();
+    });
+    RLX_REQUIRE(arrivals.failed.empty(), "publish bench: " + arrivals.failed);
+    RLX_REQUIRE(all, "publish bench: version " + std::to_string(v) + " did not reach every node in 120 s");
     if (v >= first_timed) times.push_back(seconds_since(t0));
   }
   out.seconds = median(times);

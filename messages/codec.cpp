@@ -1,4 +1,5 @@
 // Framing checks and error classification shared by every decoder.
+#include <atomic>
 #include <cstring>
 
 #include "messages/codec_detail.hpp"
@@ -119,9 +120,29 @@ __attribute__((target_clones("avx2", "default"))) bool none_older(std::span<cons
   return !tail;
 }
 
-FlatBuilder::FlatBuilder(std::size_t words, bool recycled)
+namespace {
+std::atomic<int> test_fill{-1};
+}  // namespace
+
+void fill_builder_space_for_tests(int byte) { test_fill.store(byte, std::memory_order_relaxed); }
+
+FlatBuilder::FlatBuilder(std::size_t words, bool recycled, bool bulk_first)
     : space_(recycled ? recycled_words(words + 1) : kj::heapArray<capnp::word>(words + 1)) {
-  std::memset(space_.begin(), 0, space_.size() * sizeof(capnp::word));
+  if (const int byte = test_fill.load(std::memory_order_relaxed); byte >= 0)
+    std::memset(static_cast<void*>(space_.begin()), byte, space_.size() * sizeof(capnp::word));
+  // Bulk first: the segment table and the root pointer, the only words
+  // allocated before the bulk that are not written whole.
+  const std::size_t zeroed = bulk_first ? std::min<std::size_t>(2, space_.size()) : space_.size();
+  std::memset(static_cast<void*>(space_.begin()), 0, zeroed * sizeof(capnp::word));
+}
+
+void FlatBuilder::zero_the_rest() {
+  // Once a later segment exists, Cap'n Proto allocates no more in the
+  // first; later segments are zeroed whole (allocateSegment).
+  auto segments = getSegmentsForOutput();
+  if (segments.size() != 1 || segments[0].begin() != space_.begin() + 1) return;
+  auto* from = const_cast<capnp::word*>(segments[0].end());
+  std::memset(static_cast<void*>(from), 0, static_cast<std::size_t>(space_.end() - from) * sizeof(capnp::word));
 }
 
 kj::ArrayPtr<capnp::word> FlatBuilder::allocateSegment(unsigned minimum_size) {
@@ -163,7 +184,7 @@ Error classify(const kj::Exception& e) {
 }
 
 Result<wire::Envelope::Reader> open_checked(const WireBuffer& buf, const DecodeOptions& options,
-                                            std::unique_ptr<capnp::FlatArrayMessageReader>& reader) {
+                                            std::optional<capnp::FlatArrayMessageReader>& reader) {
   auto env = open_root<wire::Envelope>(buf, options, reader);
   if (!env) return env;
   return check_schema(*env);
@@ -179,7 +200,7 @@ Result<wire::Envelope::Reader> check_schema(wire::Envelope::Reader env) {
 }  // namespace codec_detail
 
 Result<MessageKind> peek_kind(const WireBuffer& buf, const DecodeOptions& options) {
-  std::unique_ptr<capnp::FlatArrayMessageReader> reader;
+  std::optional<capnp::FlatArrayMessageReader> reader;
   try {
     auto env = codec_detail::open_checked(buf, options, reader);
     if (!env) return env.error();

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -93,20 +94,32 @@ Column<T> view_tensor(wire::Tensor::Reader r, std::initializer_list<std::uint64_
   return Column<T>::view(first, n, keep);
 }
 
-// A List(UInt64) viewed where it lies (copied when it is not laid out as
-// plain 8-byte elements, as a list of structs read as one may be).
-inline Column<std::uint64_t> view_u64_list(capnp::List<std::uint64_t>::Reader list,
-                                           const std::shared_ptr<const void>& keep) {
+// A List(UInt64)'s elements where they lie, or null when they are not
+// laid out as plain aligned 8-byte words (a list of structs read as one).
+inline const std::uint64_t* u64_list_words(capnp::List<std::uint64_t>::Reader list) {
   capnp::AnyList::Reader any(list);
-  if (keep && any.getElementSize() == capnp::ElementSize::EIGHT_BYTES) {
-    auto raw = any.getRawBytes();
-    if (raw.size() == list.size() * 8ull && reinterpret_cast<std::uintptr_t>(raw.begin()) % 8 == 0)
-      return Column<std::uint64_t>::view(reinterpret_cast<const std::uint64_t*>(raw.begin()), list.size(), keep);
-  }
+  if (any.getElementSize() != capnp::ElementSize::EIGHT_BYTES) return nullptr;
+  auto raw = any.getRawBytes();
+  if (raw.size() != list.size() * 8ull || reinterpret_cast<std::uintptr_t>(raw.begin()) % 8 != 0) return nullptr;
+  return reinterpret_cast<const std::uint64_t*>(raw.begin());
+}
+
+// A List(UInt64) copied out (one memcpy where it is plain words).
+inline std::vector<std::uint64_t> read_u64_list(capnp::List<std::uint64_t>::Reader list) {
+  if (const auto* words = u64_list_words(list)) return {words, words + list.size()};
   std::vector<std::uint64_t> v;
   v.reserve(list.size());
   for (auto e : list) v.push_back(e);
   return v;
+}
+
+// A List(UInt64) viewed where it lies (copied without `keep`, or when it
+// is not laid out as plain words).
+inline Column<std::uint64_t> view_u64_list(capnp::List<std::uint64_t>::Reader list,
+                                           const std::shared_ptr<const void>& keep) {
+  const auto* words = keep ? u64_list_words(list) : nullptr;
+  if (words) return Column<std::uint64_t>::view(words, list.size(), keep);
+  return read_u64_list(list);
 }
 
 // Value checks over whole columns: branch-free, 32 bytes at a time with
@@ -126,12 +139,20 @@ bool none_older(std::span<const std::uint64_t> v, std::span<const std::uint64_t>
                 std::size_t width);
 
 // Fills a List(UInt64) from `v` with one copy (the list's elements are
-// plain 8-byte words in the builder's own segment).
+// plain 8-byte words in the builder's own segment), every word written.
 inline void set_u64_list(capnp::List<std::uint64_t>::Builder list, std::span<const std::uint64_t> v) {
   auto raw = capnp::AnyList::Reader(list.asReader()).getRawBytes();
   if (raw.size() == v.size() * 8 && !v.empty()) std::memcpy(const_cast<kj::byte*>(raw.begin()), v.data(), raw.size());
   else
     for (unsigned i = 0; i < v.size(); ++i) list.set(i, v[i]);
+}
+
+// A List(UInt64) orphan holding `v` (build_bulk_first's bulk).
+inline capnp::Orphan<capnp::List<std::uint64_t>> u64_orphan(capnp::Orphanage orphanage,
+                                                           std::span<const std::uint64_t> v) {
+  auto orphan = orphanage.newOrphan<capnp::List<std::uint64_t>>(static_cast<unsigned>(v.size()));
+  set_u64_list(orphan.get(), v);
+  return orphan;
 }
 
 // Reads and validates a segment (shapes, dtypes, finite values).
@@ -141,16 +162,23 @@ Segment read_segment(wire::TrajectorySegment::Reader s, const std::shared_ptr<co
 using Which = wire::Envelope::Body::Which;
 MessageKind kind_of(Which w);
 
-// A message builder whose first segment is one zeroed array with a word
-// in front for the segment table: a message that fits is its own flat
-// array (no copy after building); a larger one grows as Cap'n Proto's own
-// builder does and is flattened with a copy.
+// A message builder whose first segment is one array with a word in
+// front for the segment table: a message that fits is its own flat array
+// (no copy after building); a larger one grows as Cap'n Proto's own
+// builder does (segments zeroed here) and is flattened with a copy.
+// Cap'n Proto writes only the fields that are set, so a struct or list
+// must be built in zeroed memory; FlatBuilder zeroes all of its array
+// unless told `bulk_first` (build_bulk_first): then only the segment
+// table and the root pointer, and the rest once the bulk is written.
 class FlatBuilder final : public capnp::MessageBuilder {
  public:
   // `recycled`: the space comes from recycled_words (messages cut again
   // and again at one size: a weight set's chunks).
-  explicit FlatBuilder(std::size_t words, bool recycled = false);
+  explicit FlatBuilder(std::size_t words, bool recycled = false, bool bulk_first = false);
   kj::ArrayPtr<capnp::word> allocateSegment(unsigned minimum_size) override;
+  // Zeroes the array from the first word not yet allocated to its end:
+  // what a bulk-first message's structure is built in.
+  void zero_the_rest();
   WireBuffer finish();
 
  private:
@@ -159,23 +187,85 @@ class FlatBuilder final : public capnp::MessageBuilder {
   std::vector<kj::Array<capnp::word>> more_;
 };
 
+// Tests only: a FlatBuilder fills its array with `byte` (0-255; -1: off,
+// the default) before zeroing what it zeroes, so memory it leaves
+// unzeroed holds a known pattern (0: as if it zeroed everything).
+void fill_builder_space_for_tests(int byte);
+
+// Starts an Envelope in `message`: schema version and sender.
+inline wire::Envelope::Builder init_envelope(FlatBuilder& message, std::string_view sender) {
+  auto env = message.initRoot<wire::Envelope>();
+  env.setSchemaVersion(wire::ENVELOPE_SCHEMA_VERSION);
+  env.setSender(kj::StringPtr(std::string(sender).c_str()));
+  return env;
+}
+
 // Builds an Envelope, lets `fill` set its body, and flattens it. A good
 // `size_hint_words` makes the message one segment (built in place).
 template <class Fill>
 WireBuffer build(std::string_view sender, Fill&& fill, std::size_t size_hint_words = 0, bool recycled = false) {
   FlatBuilder message(std::max<std::size_t>(size_hint_words, capnp::SUGGESTED_FIRST_SEGMENT_WORDS), recycled);
-  auto env = message.initRoot<wire::Envelope>();
-  env.setSchemaVersion(wire::ENVELOPE_SCHEMA_VERSION);
-  env.setSender(kj::StringPtr(std::string(sender).c_str()));
-  fill(env.initBody());
+  fill(init_envelope(message, sender).initBody());
   return message.finish();
+}
+
+// Words a Text takes in a message, with its pointer: its bytes, the NUL,
+// rounded up to words.
+inline std::size_t text_words(std::size_t bytes) { return (bytes + 8) / 8 + 1; }
+
+// Builds an Envelope whose bulk (tensors' data, long lists of words) is
+// written whole, so its memory is never zeroed first: `bulk(orphanage)`
+// allocates each blob as an orphan at the front of the message and fills
+// it to its last byte (data_orphan, u64_orphan), returning them; the rest
+// of the array is then zeroed and `structure(body, orphans)` builds the
+// structs, lists and texts there and adopts the orphans into their fields
+// (a pointer set, nothing copied). `bulk_words` and `structure_words`
+// size the array (a structure that outgrows it continues in a zeroed
+// segment of its own, as build's messages do).
+template <class Bulk, class Structure>
+WireBuffer build_bulk_first(std::string_view sender, Bulk&& bulk, Structure&& structure, std::size_t bulk_words,
+                            std::size_t structure_words, bool recycled = false) {
+  FlatBuilder message(std::max<std::size_t>(1 + bulk_words + structure_words, capnp::SUGGESTED_FIRST_SEGMENT_WORDS),
+                      recycled, /*bulk_first=*/true);
+  auto orphans = bulk(message.getOrphanage());
+  message.zero_the_rest();
+  structure(init_envelope(message, sender).initBody(), orphans);
+  return message.finish();
+}
+
+// A Data orphan holding `from`'s bytes, every byte of its words written
+// (the padding after the last one zeroed): nobody zeroed its memory.
+inline capnp::Orphan<capnp::Data> data_orphan(capnp::Orphanage orphanage, kj::ArrayPtr<const kj::byte> from) {
+  auto orphan = orphanage.newOrphan<capnp::Data>(static_cast<unsigned>(from.size()));
+  auto into = orphan.get();
+  if (from.size()) std::memcpy(into.begin(), from.begin(), from.size());
+  if (const std::size_t pad = (8 - from.size() % 8) % 8) std::memset(into.end(), 0, pad);
+  return orphan;
+}
+
+// A tensor's values as a Data orphan (data_orphan).
+template <class V>
+capnp::Orphan<capnp::Data> tensor_orphan(capnp::Orphanage orphanage, const V& v) {
+  const std::size_t n = v.size() * sizeof(typename V::value_type);
+  return data_orphan(orphanage, kj::arrayPtr(reinterpret_cast<const kj::byte*>(v.data()), n));
+}
+
+// A tensor's dtype and shape, its data adopted from `data` (tensor_orphan).
+template <class T>
+void set_tensor_adopting(wire::Tensor::Builder b, std::initializer_list<std::uint32_t> shape,
+                         capnp::Orphan<capnp::Data>& data) {
+  b.setDtype(dtype_of<T>());
+  auto s = b.initShape(static_cast<unsigned>(shape.size()));
+  unsigned i = 0;
+  for (auto d : shape) s.set(i++, d);
+  b.adoptData(kj::mv(data));
 }
 
 // Validates framing, limits and schema, checks the body holds `expected`,
 // then runs `read` on it. Every failure becomes a named Error.
 Error classify(const kj::Exception& e);
 Result<wire::Envelope::Reader> open_checked(const WireBuffer& buf, const DecodeOptions& options,
-                                            std::unique_ptr<capnp::FlatArrayMessageReader>& reader);
+                                            std::optional<capnp::FlatArrayMessageReader>& reader);
 
 // Cap'n Proto's read limits from ours.
 inline capnp::ReaderOptions reader_options(const DecodeOptions& options) {
@@ -195,7 +285,7 @@ Result<wire::Envelope::Reader> check_schema(wire::Envelope::Reader env);
 // Envelope's schema version. May throw kj::Exception (see classify).
 template <class Root>
 Result<typename Root::Reader> open_root(const WireBuffer& buf, const DecodeOptions& options,
-                                        std::unique_ptr<capnp::FlatArrayMessageReader>& reader) {
+                                        std::optional<capnp::FlatArrayMessageReader>& reader) {
   if (buf.size() > options.max_bytes)
     return make_error(Errc::message_too_large, std::to_string(buf.size()) + " bytes, limit " +
                                                    std::to_string(options.max_bytes));
@@ -207,7 +297,7 @@ Result<typename Root::Reader> open_root(const WireBuffer& buf, const DecodeOptio
   if (expected > words.size())
     return make_error(Errc::truncated_message, "framing announces " + std::to_string(expected * 8) +
                                                    " bytes, got " + std::to_string(words.size() * 8));
-  reader = std::make_unique<capnp::FlatArrayMessageReader>(words, reader_options(options));
+  reader.emplace(words, reader_options(options));
   if (reader->getEnd() != words.end()) return make_error(Errc::malformed_message, "trailing bytes after the message");
   auto root = reader->getRoot<Root>();
   (void)root.totalSize();
@@ -236,7 +326,7 @@ Result<T> read_envelope(Open&& open, Which expected, Read&& read) {
 
 template <class T, class Read>
 Result<T> decode_body(const WireBuffer& buf, const DecodeOptions& options, Which expected, Read&& read) {
-  std::unique_ptr<capnp::FlatArrayMessageReader> reader;
+  std::optional<capnp::FlatArrayMessageReader> reader;
   return read_envelope<T>([&] { return open_checked(buf, options, reader); }, expected, std::forward<Read>(read));
 }
 

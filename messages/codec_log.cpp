@@ -107,7 +107,7 @@ WireBuffer encode_index_entry(const IndexEntryData& x) {
 
 Result<LogEntryData> decode_log_entry(const WireBuffer& buf, bool with_segment, const DecodeOptions& options) {
   if (with_segment && buf.is_borrowed()) return decode_log_entry(buf.owned(), with_segment, options);  // views
-  std::unique_ptr<capnp::FlatArrayMessageReader> reader;
+  std::optional<capnp::FlatArrayMessageReader> reader;
   try {
     auto entry = open_root<wire::LogEntry>(buf, options, reader);
     if (!entry) return entry.error();
@@ -167,7 +167,7 @@ Result<LogEntryData> decode_log_entry(const WireBuffer& buf, bool with_segment, 
 }
 
 Result<IndexEntryData> decode_index_entry(const WireBuffer& buf, const DecodeOptions& options) {
-  std::unique_ptr<capnp::FlatArrayMessageReader> reader;
+  std::optional<capnp::FlatArrayMessageReader> reader;
   try {
     auto e = open_root<wire::IndexEntry>(buf, options, reader);
     if (!e) return e.error();

@@ -73,27 +73,68 @@ void Segment::mask_episode(std::uint32_t first, std::uint32_t last, std::uint32_
 
 namespace {
 
-void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
+// A segment's bulk, written first (build_bulk_first): its tensors' data
+// and its lists of versions, as orphans the structure adopts.
+struct SegmentBulk {
+  capnp::Orphan<capnp::Data> observations, actions, log_probs, rewards, terminated, truncated, bootstrap, masked,
+      truncation_observations, routes, observed;
+  capnp::Orphan<capnp::List<std::uint64_t>> policy_versions, token_versions;
+};
+
+SegmentBulk segment_bulk(capnp::Orphanage o, const Segment& x) {
+  SegmentBulk b;
+  b.observations = tensor_orphan(o, x.observations);
+  b.actions = tensor_orphan(o, x.actions);
+  b.log_probs = tensor_orphan(o, x.behaviour_log_probs);
+  b.rewards = tensor_orphan(o, x.rewards);
+  b.terminated = tensor_orphan(o, x.terminated);
+  b.truncated = tensor_orphan(o, x.truncated);
+  b.bootstrap = tensor_orphan(o, x.bootstrap_observations);
+  b.policy_versions = u64_orphan(o, x.policy_versions);
+  if (!x.masked.empty()) b.masked = tensor_orphan(o, x.masked);
+  if (!x.truncation_observations.empty()) b.truncation_observations = tensor_orphan(o, x.truncation_observations);
+  if (x.tokens) {
+    b.routes = tensor_orphan(o, x.tokens->routes);
+    if (!x.tokens->observed.empty()) b.observed = tensor_orphan(o, x.tokens->observed);
+    if (!x.tokens->versions.empty()) b.token_versions = u64_orphan(o, x.tokens->versions.span());
+  }
+  return b;
+}
+
+// The bulk's words: each blob rounded up to a word.
+std::size_t segment_bulk_words(const Segment& x) {
+  const auto words = [](std::size_t bytes) { return (bytes + 7) / 8; };
+  std::size_t n = words(x.observations.size() * 4) + x.actions.size() + words(x.behaviour_log_probs.size() * 4) +
+                  words(x.rewards.size() * 4) + words(x.terminated.size()) + words(x.truncated.size()) +
+                  words(x.bootstrap_observations.size() * 4) + x.policy_versions.size() + words(x.masked.size()) +
+                  words(x.truncation_observations.size() * 4);
+  if (x.tokens) n += words(x.tokens->routes.size()) + words(x.tokens->observed.size()) + x.tokens->versions.size();
+  return n;
+}
+
+// Everything else, built after the bulk in zeroed memory: the scalars,
+// the tensors' heads adopting their data, the short lists and the texts.
+void segment_structure(wire::TrajectorySegment::Builder s, const Segment& x, SegmentBulk& b) {
   const std::uint32_t T = x.num_steps, B = x.num_envs, D = x.obs_dim;
   s.setExplorerId(x.explorer_id);
   s.setSequence(x.sequence);
   s.setNumSteps(T);
   s.setNumEnvs(B);
-  set_tensor(s.initObservations(), {T, B, D}, x.observations);
-  set_tensor(s.initActions(), {T, B}, x.actions);
-  set_tensor(s.initBehaviourLogProbs(), {T, B}, x.behaviour_log_probs);
-  set_tensor(s.initRewards(), {T, B}, x.rewards);
-  set_tensor(s.initTerminated(), {T, B}, x.terminated);
-  set_tensor(s.initTruncated(), {T, B}, x.truncated);
-  set_u64_list(s.initPolicyVersions(static_cast<unsigned>(x.policy_versions.size())), x.policy_versions);
-  set_tensor(s.initBootstrapObservations(), {B, D}, x.bootstrap_observations);
+  set_tensor_adopting<float>(s.initObservations(), {T, B, D}, b.observations);
+  set_tensor_adopting<std::int64_t>(s.initActions(), {T, B}, b.actions);
+  set_tensor_adopting<float>(s.initBehaviourLogProbs(), {T, B}, b.log_probs);
+  set_tensor_adopting<float>(s.initRewards(), {T, B}, b.rewards);
+  set_tensor_adopting<std::uint8_t>(s.initTerminated(), {T, B}, b.terminated);
+  set_tensor_adopting<std::uint8_t>(s.initTruncated(), {T, B}, b.truncated);
+  s.adoptPolicyVersions(kj::mv(b.policy_versions));
+  set_tensor_adopting<float>(s.initBootstrapObservations(), {B, D}, b.bootstrap);
   auto r = s.initEpisodeReturns(static_cast<unsigned>(x.episode_returns.size()));
   for (unsigned i = 0; i < x.episode_returns.size(); ++i) r.set(i, x.episode_returns[i]);
   auto l = s.initEpisodeLengths(static_cast<unsigned>(x.episode_lengths.size()));
   for (unsigned i = 0; i < x.episode_lengths.size(); ++i) l.set(i, x.episode_lengths[i]);
   s.setCreatedUnixNs(x.created_unix_ns);
   s.setLostEpisodes(x.lost_episodes);
-  if (!x.masked.empty()) set_tensor(s.initMasked(), {T, B}, x.masked);
+  if (!x.masked.empty()) set_tensor_adopting<std::uint8_t>(s.initMasked(), {T, B}, b.masked);
   auto mr = s.initMaskedRows(static_cast<unsigned>(x.masked_rows.size()));
   for (unsigned i = 0; i < x.masked_rows.size(); ++i) mr.set(i, x.masked_rows[i]);
   auto inf = s.initInfraFailures(static_cast<unsigned>(x.infra_failures.size()));
@@ -109,14 +150,15 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
     w.setToolCalls(static_cast<std::uint32_t>(std::min<std::uint64_t>(x.work.tool_calls, UINT32_MAX)));
   }
   if (!x.truncation_observations.empty())
-    set_tensor(s.initTruncationObservations(), {static_cast<std::uint32_t>(x.truncation_observations.size() / std::max(D, 1u)), D},
-               x.truncation_observations);
+    set_tensor_adopting<float>(s.initTruncationObservations(),
+                               {static_cast<std::uint32_t>(x.truncation_observations.size() / std::max(D, 1u)), D},
+                               b.truncation_observations);
   if (x.tokens) {
     auto k = s.initTokens();
     k.setPromptWidth(x.tokens->prompt_width);
     auto pl = k.initPromptLengths(static_cast<unsigned>(x.tokens->prompt_lengths.size()));
     for (unsigned i = 0; i < pl.size(); ++i) pl.set(i, x.tokens->prompt_lengths[i]);
-    set_tensor(k.initRoutes(), {T, B, x.tokens->route_width}, x.tokens->routes);
+    set_tensor_adopting<std::uint8_t>(k.initRoutes(), {T, B, x.tokens->route_width}, b.routes);
     k.setGroupSize(x.tokens->group_size);
     auto ids = k.initTaskIds(static_cast<unsigned>(x.tokens->task_ids.size()));
     for (unsigned i = 0; i < ids.size(); ++i) ids.set(i, x.tokens->task_ids[i]);
@@ -124,11 +166,23 @@ void fill_segment(wire::TrajectorySegment::Builder s, const Segment& x) {
       auto hints = k.initHints(static_cast<unsigned>(x.tokens->hints.size()));
       for (unsigned i = 0; i < hints.size(); ++i) hints.set(i, x.tokens->hints[i]);
     }
-    if (!x.tokens->observed.empty()) set_tensor(k.initObserved(), {T, B}, x.tokens->observed);
-    if (!x.tokens->versions.empty()) {
-      set_u64_list(k.initVersions(static_cast<unsigned>(x.tokens->versions.size())), x.tokens->versions.span());
-    }
+    if (!x.tokens->observed.empty()) set_tensor_adopting<std::uint8_t>(k.initObserved(), {T, B}, b.observed);
+    if (!x.tokens->versions.empty()) k.adoptVersions(kj::mv(b.token_versions));
   }
+}
+
+// About the words segment_structure allocates, the Envelope's included:
+// its structs, tensors' heads, short lists and texts (a larger structure
+// still builds, in a segment of its own).
+std::size_t segment_structure_words(const Segment& x, std::string_view sender) {
+  std::size_t words = 160 + text_words(sender.size()) + x.episode_returns.size() + x.episode_lengths.size() +
+                      x.masked_rows.size() + x.infra_failures.size();
+  if (x.tokens) {
+    words += x.tokens->prompt_lengths.size();
+    for (const auto& id : x.tokens->task_ids) words += text_words(id.size());
+    for (const auto& h : x.tokens->hints) words += text_words(h.size());
+  }
+  return words;
 }
 
 // A token segment's rows, checked against the segment's shape.
@@ -203,8 +257,7 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s, const std:
   x.truncated = view_tensor<std::uint8_t>(s.getTruncated(), {T, B}, "truncated", keep);
   auto v = s.getPolicyVersions();
   if (v.size() != T) invalid("policyVersions: need one version per step");
-  x.policy_versions.reserve(T);
-  for (auto e : v) x.policy_versions.push_back(e);
+  x.policy_versions = read_u64_list(v);
   x.bootstrap_observations = view_tensor<float>(s.getBootstrapObservations(), {B, x.obs_dim}, "bootstrapObservations", keep);
   auto r = s.getEpisodeReturns();
   auto l = s.getEpisodeLengths();
@@ -249,16 +302,10 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s, const std:
 }
 
 WireBuffer encode(const Segment& x, std::string_view sender) {
-  const std::size_t bytes = x.observations.size() * 4 + x.actions.size() * 8 + x.behaviour_log_probs.size() * 4 +
-                            x.rewards.size() * 4 + x.terminated.size() * 2 + x.policy_versions.size() * 8 +
-                            x.bootstrap_observations.size() * 4 + x.episode_returns.size() * 8 + x.masked.size() +
-                            x.truncation_observations.size() * 4 +
-                            (x.tokens ? x.tokens->routes.size() + x.tokens->task_ids.size() * 32 + x.tokens->hints.size() * 64 +
-                                             x.tokens->observed.size() + x.tokens->versions.size() * 8
-                                       : 0);
-  // Every tensor adds a few words (its struct, shape and rounding): over-
-  // estimate a little so the message is built as one segment, in place.
-  return build(sender, [&](auto body) { fill_segment(body.initSegment(), x); }, bytes / 8 + 512);
+  return build_bulk_first(
+      sender, [&](capnp::Orphanage o) { return segment_bulk(o, x); },
+      [&](auto body, SegmentBulk& bulk) { segment_structure(body.initSegment(), x, bulk); }, segment_bulk_words(x),
+      segment_structure_words(x, sender));
 }
 
 template <>

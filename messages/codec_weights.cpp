@@ -33,19 +33,39 @@ EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
                                    const std::function<void(std::size_t, float*, std::size_t)>& fill,
                                    std::string_view sender) {
   EncodedWeightSet out;
-  std::size_t words = 64;
+  std::vector<std::uint64_t> counts;  // each tensor's floats
+  std::size_t structure = 64 + text_words(layout.policy_kind.size()) + text_words(sender.size()), bulk = 0;
   for (const auto& [name, shape] : layout.tensors) {
     std::uint64_t n = 1;
     for (auto d : shape) n *= static_cast<std::uint64_t>(d);
+    counts.push_back(n);
     out.parameters += n;
-    words += (n * 4 + name.size()) / 8 + 16;
+    structure += text_words(name.size()) + 8 + shape.size();  // its list entry, name, Tensor and shape
+    bulk += (n * 4 + 7) / 8;
   }
   XXH64_state_t* state = XXH64_createState();
   XXH64_reset(state, 0);
   try {
-    out.buf = build(
+    // The tensors' data first, each filled whole and hashed as written
+    // (no memory of it zeroed), then the structure adopting them.
+    out.buf = build_bulk_first(
         sender,
-        [&](auto body) {
+        [&](capnp::Orphanage o) {
+          std::vector<capnp::Orphan<capnp::Data>> data;
+          data.reserve(counts.size());
+          for (std::size_t i = 0; i < counts.size(); ++i) {
+            auto orphan = o.newOrphan<capnp::Data>(static_cast<unsigned>(counts[i] * sizeof(float)));
+            auto bytes = orphan.get();
+            // Cap'n Proto starts every Data blob on a word: floats align.
+            fill(i, reinterpret_cast<float*>(bytes.begin()), counts[i]);
+            if (counts[i] % 2) std::memset(bytes.end(), 0, sizeof(float));  // the word's padding
+            XXH64_update(state, bytes.begin(), bytes.size());
+            data.push_back(kj::mv(orphan));
+          }
+          out.checksum = XXH64_digest(state);
+          return data;
+        },
+        [&](auto body, std::vector<capnp::Orphan<capnp::Data>>& data) {
           auto w = body.initWeightSet();
           w.setVersion(layout.version);
           w.setPolicyKind(kj::StringPtr(layout.policy_kind.c_str()));
@@ -56,21 +76,13 @@ EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
             auto t = ts[i].initTensor();
             t.setDtype(wire::DType::FLOAT32);
             auto s = t.initShape(static_cast<unsigned>(shape.size()));
-            std::uint64_t n = 1;
-            for (unsigned k = 0; k < shape.size(); ++k) {
-              s.set(k, static_cast<std::uint32_t>(shape[k]));
-              n *= static_cast<std::uint64_t>(shape[k]);
-            }
-            // Cap'n Proto starts every Data blob on a word: floats align.
-            auto data = t.initData(static_cast<unsigned>(n * sizeof(float)));
-            fill(i, reinterpret_cast<float*>(data.begin()), n);
-            XXH64_update(state, data.begin(), data.size());
+            for (unsigned k = 0; k < shape.size(); ++k) s.set(k, static_cast<std::uint32_t>(shape[k]));
+            t.adoptData(kj::mv(data[i]));
           }
-          out.checksum = XXH64_digest(state);
           w.setChecksum(out.checksum);
           w.setCreatedUnixNs(layout.created_unix_ns);
         },
-        words, true);
+        bulk, structure, true);
   } catch (...) {
     XXH64_freeState(state);
     throw;

@@ -111,14 +111,16 @@ Result<ChunkFrame> frame_weight_chunk(const WireBuffer& set, std::uint64_t versi
   };
   if (!as_delta)
     if (auto frame = frame_in_place(set, p, n, fields, sender)) return std::move(*frame);
-  return ChunkFrame{codec_detail::build(
-      sender,
-      [&](auto body) {
-        auto c = body.initWeightChunk();
-        c.setData(data);
-        fields(c);
-      },
-      data.size() / 8 + 32, /*recycled=*/true), {}, {}, nullptr};
+  // A delta's bytes first, then the fields (codec_detail::build_bulk_first).
+  return ChunkFrame{codec_detail::build_bulk_first(
+                        sender, [&](capnp::Orphanage o) { return codec_detail::data_orphan(o, data); },
+                        [&](auto body, capnp::Orphan<capnp::Data>& bytes) {
+                          auto c = body.initWeightChunk();
+                          c.adoptData(kj::mv(bytes));
+                          fields(c);
+                        },
+                        (data.size() + 7) / 8, 32 + codec_detail::text_words(sender.size()), /*recycled=*/true),
+                    {}, {}, nullptr};
 }
 
 Result<WireBuffer> encode_weight_chunk(const WireBuffer& set, std::uint64_t version, std::uint32_t index,
