@@ -67,7 +67,7 @@ Segment odd_token_segment() {
 }  // namespace
 
 TEST_CASE("a segment encoded over garbage memory has the bytes of one encoded over zeroed memory",
-          "[messages][codec][two_pass]") {
+          "[messages][codec][bulk_first]") {
   SECTION("CartPole-shaped, blobs ending inside a word") {
     Segment s = test::make_segment(5, 3, 2);  // 15 flags a column: a word's padding to write
     s.truncation_observations.assign(4, 0.25f);
@@ -95,13 +95,13 @@ std::uint32_t extra_segments(const WireBuffer& b) {
 }
 
 TEST_CASE("segments are built in place as one segment, their bulk first and the structure after it",
-          "[messages][codec][two_pass]") {
+          "[messages][codec][bulk_first]") {
   CHECK(extra_segments(encode(test::make_segment(64, 16, 3), "explorer/0")) == 0);
   CHECK(extra_segments(encode(odd_token_segment(), std::string(70, 's'))) == 0);
 }
 
 TEST_CASE("a structure larger than its room continues in a zeroed segment of its own, never over garbage",
-          "[messages][codec][two_pass]") {
+          "[messages][codec][bulk_first]") {
   const Segment s = odd_token_segment();
   const auto bulk = [&](capnp::Orphanage o) { return codec_detail::tensor_orphan(o, s.actions); };
   const auto structure = [&](auto body, capnp::Orphan<capnp::Data>& actions) {
@@ -134,7 +134,7 @@ TEST_CASE("a structure larger than its room continues in a zeroed segment of its
 }
 
 TEST_CASE("a weight set encoded in place over garbage memory has the bytes and checksum of one over zeroed memory",
-          "[messages][weights][two_pass]") {
+          "[messages][weights][bulk_first]") {
   WeightSetLayout layout;
   layout.version = 3;
   layout.policy_kind = "mlp";
@@ -153,7 +153,7 @@ TEST_CASE("a weight set encoded in place over garbage memory has the bytes and c
 }
 
 TEST_CASE("a weight chunk sent as a delta over garbage memory has the bytes of one over zeroed memory",
-          "[messages][weights][two_pass]") {
+          "[messages][weights][bulk_first]") {
   auto older = test::make_weight_set(1, 1001);
   auto newer = older;
   newer.version = 2;
