@@ -233,13 +233,18 @@ WireBuffer build_bulk_first(std::string_view sender, Bulk&& bulk, Structure&& st
   return message.finish();
 }
 
-// A Data orphan holding `from`'s bytes, every byte of its words written
-// (the padding after the last one zeroed): nobody zeroed its memory.
+// Zeroes the bytes after a bulk blob's last one to the end of its word:
+// they lie in memory nobody zeroed, and the message holds them.
+inline void zero_word_padding(capnp::Data::Builder blob) {
+  if (const std::size_t pad = (8 - blob.size() % 8) % 8) std::memset(blob.end(), 0, pad);
+}
+
+// A Data orphan holding `from`'s bytes, every byte of its words written.
 inline capnp::Orphan<capnp::Data> data_orphan(capnp::Orphanage orphanage, kj::ArrayPtr<const kj::byte> from) {
   auto orphan = orphanage.newOrphan<capnp::Data>(static_cast<unsigned>(from.size()));
   auto into = orphan.get();
   if (from.size()) std::memcpy(into.begin(), from.begin(), from.size());
-  if (const std::size_t pad = (8 - from.size() % 8) % 8) std::memset(into.end(), 0, pad);
+  zero_word_padding(into);
   return orphan;
 }
 

@@ -58,7 +58,7 @@ EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
             auto bytes = orphan.get();
             // Cap'n Proto starts every Data blob on a word: floats align.
             fill(i, reinterpret_cast<float*>(bytes.begin()), counts[i]);
-            if (counts[i] % 2) std::memset(bytes.end(), 0, sizeof(float));  // the word's padding
+            zero_word_padding(bytes);
             XXH64_update(state, bytes.begin(), bytes.size());
             data.push_back(kj::mv(orphan));
           }
