@@ -8,6 +8,7 @@ pkgs=(
   libtorch-dev libopenblas0-pthread libgloo-dev
   libspdlog-dev catch2 libtomlplusplus-dev libcli11-dev
   libzstd-dev libxxhash-dev
+  libjemalloc-dev  # the rlx binary's allocator: freed pages kept, not faulted in again every step (core/allocator.hpp)
   libisal-dev  # weight chunks' CRC-64 (ISA-L), near memory speed (messages/weight_chunks)
   libicu-dev  # Hugging Face tokenizers: NFC and the pre-tokenizer regexes (envs/tokens/hf_tokenizer)
   libcpp-httplib-dev  # the head's HTTP endpoint ([metrics]: Prometheus, the live page)

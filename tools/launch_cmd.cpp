@@ -18,6 +18,7 @@
 #include "assembly/cluster.hpp"
 #include "assembly/member_node.hpp"
 #include "assembly/remote.hpp"
+#include "core/allocator.hpp"
 #include "core/auth.hpp"
 #include "core/files.hpp"
 #include "policy/moe_mlp_policy.hpp"
@@ -129,6 +130,7 @@ int run_head(const ClusterConfig& config, const EnvRegistry& envs, const Logger&
   log->info("run '{}': env {}, policy {} ({} experts, top-{}), {} explorers on {} nodes, max_staleness {}, mode {}",
             config.run.name, config.run.env, to_string(config.policy.kind), config.policy.experts, config.policy.top_k,
             config.total_explorers(), config.nodes.size(), config.run.max_staleness, to_string(config.run.mode));
+  log->info("memory: {}", describe(current_allocator()));
   RunHooks hooks;
   hooks.on_status = print_status;
   hooks.on_start = [&](std::function<void(const std::string&)> stop) { signals.set_stop(std::move(stop)); };

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "bench/bench.hpp"
+#include "core/allocator.hpp"
 #include "core/free_memory.hpp"
 #include "envs/env.hpp"
 #include "policy/threads.hpp"
@@ -21,6 +22,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"rlx: asynchronous reinforcement learning over actors"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", [] { return "rlx, memory: " + rlx::describe(rlx::current_allocator()); });
   rlx::LaunchArgs launch_args;
   auto* launch_cmd = app.add_subcommand("launch", "run a topology to its stop condition (default: the embedded cluster.toml)");
   launch_cmd->add_option("config", launch_args.config, "a cluster.toml");
@@ -181,11 +183,12 @@ int main(int argc, char** argv) {
   // when idle: set before anything starts, by running again (policy/threads.hpp).
   const bool computes = *launch_cmd || *node_cmd || *rank_cmd || *sft_cmd || *replay_cmd;
   if (computes) rlx::rerun_with_sleeping_threads(argv);
-  // They give the heap's freed pages back every 2 s (core/free_memory.hpp):
-  // without it their resident memory climbs with every update. Not the
-  // benchmarks, whose timings it would blur.
+  // On glibc they give the heap's freed pages back every 2 s
+  // (core/free_memory.hpp): without it their resident memory climbs with
+  // every update. Not with an allocator that keeps and reuses its pages
+  // (core/allocator.hpp), nor the benchmarks, whose timings it would blur.
   std::optional<rlx::FreeMemoryReturner> returner;
-  if (computes) returner.emplace(std::chrono::seconds(2));
+  if (computes && !rlx::allocator_keeps_freed_pages(rlx::current_allocator())) returner.emplace(std::chrono::seconds(2));
   if (*tools_cmd) return rlx::workspace_tools_command(tools_turns);
   if (*serve_cmd) return rlx::serve_env(serve_name, *rlx::choice_of<rlx::EnvProtocol>(serve_protocol), rlx::builtin_envs());
   if (*launch_cmd) return rlx::launch_command(launch_args);

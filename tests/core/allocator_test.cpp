@@ -1,0 +1,75 @@
+// The rlx binary's allocator: built with jemalloc, it keeps freed pages
+// (its malloc_conf took effect: the symbol reached jemalloc), and
+// MALLOC_CONF in the environment overrides that; without it, it says glibc.
+// The test binary itself is on glibc (only rlx links jemalloc), so both
+// allocators stay under test.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <string>
+
+#include <sys/wait.h>
+
+#include "core/allocator.hpp"
+#include "tests/helpers.hpp"
+
+using namespace rlx;
+
+namespace {
+
+// What `env rlx --version` prints, with its exit status.
+std::pair<std::string, int> rlx_version(const std::string& env) {
+  const std::string cmd = "env " + env + " " RLX_BINARY " --version 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  char buf[512];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  const int status = ::pclose(p);
+  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+}
+
+}  // namespace
+
+TEST_CASE("the rlx binary names its allocator and, built with jemalloc, keeps freed pages", "[core][memory]") {
+  const auto [out, rc] = rlx_version("");
+  INFO(out);
+  CHECK(rc == 0);
+#ifdef RLX_JEMALLOC_LINKED
+  CHECK(out.find("memory: jemalloc 5.") != std::string::npos);
+  CHECK(out.find("(freed pages kept)") != std::string::npos);
+#else
+  CHECK(out.find("memory: glibc malloc") != std::string::npos);
+#endif
+}
+
+TEST_CASE("MALLOC_CONF in the environment overrides the rlx binary's jemalloc settings", "[core][memory]") {
+#ifndef RLX_JEMALLOC_LINKED
+  test::skip_test("this build's rlx does not link jemalloc (RLX_JEMALLOC=OFF, not found, or a sanitizer build)");
+#else
+  const auto [out, rc] = rlx_version("MALLOC_CONF=dirty_decay_ms:10000,muzzy_decay_ms:0");
+  INFO(out);
+  CHECK(rc == 0);
+  CHECK(out.find("memory: jemalloc 5.") != std::string::npos);
+  CHECK(out.find("(freed pages given back after 10 s)") != std::string::npos);
+#endif
+}
+
+TEST_CASE("an allocator is described by what it does with freed pages", "[core][memory]") {
+  CHECK(describe(current_allocator()) == "glibc malloc");  // the test binary does not link jemalloc
+  CHECK_FALSE(allocator_keeps_freed_pages(current_allocator()));
+  AllocatorInfo je{true, "5.3.0-0-g54eaed1d", -1, -1};
+  CHECK(describe(je) == "jemalloc 5.3.0 (freed pages kept)");
+  CHECK(allocator_keeps_freed_pages(je));
+  je.dirty_decay_ms = 10000;
+  je.muzzy_decay_ms = 0;
+  CHECK(describe(je) == "jemalloc 5.3.0 (freed pages given back after 10 s)");
+  CHECK_FALSE(allocator_keeps_freed_pages(je));
+  je.muzzy_decay_ms = 2500;
+  CHECK(describe(je) == "jemalloc 5.3.0 (freed pages given back lazily after 10 s, purged after 2.5 s)");
+  je.dirty_decay_ms = -1;
+  je.muzzy_decay_ms = 0;  // dirty pages never decay, so muzzy ones never arise
+  CHECK(describe(je) == "jemalloc 5.3.0 (freed pages kept)");
+  CHECK(allocator_keeps_freed_pages(je));
+  CHECK_FALSE(allocator_keeps_freed_pages(AllocatorInfo{}));
+}
