@@ -48,6 +48,14 @@ torch::Tensor admit_tokens(const torch::Tensor& versions, const torch::Tensor& g
   return generated.to(torch::kBool) & (versions >= oldest);
 }
 
+torch::Tensor token_reference_kl(const torch::Tensor& new_log_probs, const torch::Tensor& reference_log_probs,
+                                 const torch::Tensor& mask, std::int64_t tokens) {
+  RLX_REQUIRE(tokens > 0, tokens);
+  auto d = reference_log_probs - new_log_probs;
+  auto k3 = (d.exp() - d - 1).clamp_max(10.0);
+  return (k3 * mask.to(new_log_probs.dtype())).sum() / static_cast<double>(tokens);
+}
+
 torch::Tensor token_ppo_loss(const torch::Tensor& new_log_probs, const torch::Tensor& prox_log_probs,
                              const torch::Tensor& behaviour_log_probs, const torch::Tensor& advantages,
                              const torch::Tensor& mask, double clip, double rho_bar, LossStats* stats, bool decoupled) {

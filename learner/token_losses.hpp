@@ -45,6 +45,15 @@ torch::Tensor token_ppo_loss(const torch::Tensor& new_log_probs, const torch::Te
                              const torch::Tensor& mask, double clip, double rho_bar, LossStats* stats = nullptr,
                              bool decoupled = true);
 
+// KL(policy || reference) over the tokens `mask` selects, summed and
+// divided by `tokens` (the batch's admitted tokens, of every microbatch):
+// Schulman's k3 estimator per token, exp(d) - d - 1 with d = ref - new:
+// unbiased, never negative, 0 where the two agree; each token's term
+// capped at 10, so one token the reference found unthinkable cannot swamp
+// a step. log-probs [B, W], mask [B, W] (any dtype: 0 or 1).
+torch::Tensor token_reference_kl(const torch::Tensor& new_log_probs, const torch::Tensor& reference_log_probs,
+                                 const torch::Tensor& mask, std::int64_t tokens);
+
 // Sequence-length-aware batching: row indices sorted by length, cut into
 // microbatches whose padded size (rows x longest row) stays within
 // `token_budget` (a row longer than the budget goes alone). Rows of one

@@ -387,10 +387,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
       auto loss = pg_share * pg - share * o.entropy_coef * ent +
                   share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
       if (anchored && all_kept_tokens > 0) {
-        // k3 (Schulman): unbiased, never negative; a token's term capped at
-        // 10 so one token the start found unthinkable cannot swamp the step.
-        auto d = p.ref - logp;
-        auto kl = ((d.exp() - d - 1).clamp_max(10.0) * maskf).sum() / static_cast<double>(all_kept_tokens);
+        auto kl = token_reference_kl(logp, p.ref, p.mask, all_kept_tokens);
         loss = loss + o.kl_coef * kl;
         if (epoch == 0) reference_kl += kl.item<double>();
       }

@@ -1,9 +1,15 @@
 // A KL to the run's start ([learner] kl_coef): the learner holds the start
 // weights frozen beside the policy and adds KL(policy || start) per trained
 // token to the loss, so a reward cannot carry the policy arbitrarily far
-// from where it began (docs/token-policy.md "KL to the start").
+// from where it began (docs/token-policy.md "KL to the start"). A run
+// resumed from a checkpoint keeps its start as the reference.
 #include "tests/torch_catch.hpp"
 
+#include <cmath>
+
+#include "learner/checkpoint.hpp"
+#include "learner/token_losses.hpp"
+#include "learner/token_policy_trainer.hpp"
 #include "learner/token_trainer.hpp"
 #include "tests/helpers.hpp"
 #include "tests/learner/token_fixture.hpp"
@@ -51,6 +57,25 @@ double late_reference_kl(TokenTrainerOptions o, double coef) {
 
 }  // namespace
 
+TEST_CASE("the KL term is k3 per admitted token, capped at 10 a token, over the batch's tokens",
+          "[learner][token][kl]") {
+  const auto policy = torch::tensor({{-1.0f, -2.0f}, {-0.5f, -3.0f}});
+  const auto reference = torch::tensor({{-1.0f, -1.0f}, {-30.0f, -1.0f}});
+  const auto mask = torch::tensor({{true, true}, {true, false}});
+  // Tokens: agree (0); d = 1 (e - 2); d = -29.5 (28.5, capped to 10); the
+  // fourth is not admitted (d = 2 would add e^2 - 3).
+  const double want = (0.0 + (std::exp(1.0) - 2.0) + 10.0) / 4.0;
+  CHECK(token_reference_kl(policy, reference, mask, 4).item<double>() == Approx(want).epsilon(1e-6));
+  CHECK(token_reference_kl(policy, policy, mask, 4).item<double>() == 0.0);
+  // Never negative, whichever side is the likelier.
+  torch::manual_seed(7);
+  const auto a = torch::randn({3, 5}, torch::TensorOptions().dtype(torch::kFloat32)) - 2.0;
+  const auto b = torch::randn({3, 5}, torch::TensorOptions().dtype(torch::kFloat32)) - 2.0;
+  const auto all = torch::ones({3, 5}, torch::kBool);
+  CHECK(token_reference_kl(a, b, all, 15).item<double>() >= 0.0);
+  CHECK(token_reference_kl(b, a, all, 15).item<double>() >= 0.0);
+}
+
 TEST_CASE("the learner's KL to the run's start is zero at the start and holds a rewarded policy nearer to it",
           "[learner][token][kl]") {
   auto o = test::tiny_token_trainer(12);
@@ -86,4 +111,39 @@ TEST_CASE("the learner's KL to the run's start is zero at the start and holds a 
     CHECK(trainer.rl_step(even_tokens_batch(trainer, 1)).reference_kl > 0.01);
     CHECK_FALSE(TokenTrainer(o).take_reference((dir.path / "absent.pt").string()).ok());
   }
+}
+
+TEST_CASE("a run resumed from a checkpoint keeps its start as the KL reference, not the checkpoint's weights",
+          "[learner][token][kl][checkpoint]") {
+  const test::TempDir dir("rlx-reference-resume");
+  const auto cfg = test::tiny_token_config();
+  TrainerOptions o{cfg.learner, cfg.policy, 0, 0, 11};
+  o.tokens = cfg.tokens;
+  o.max_staleness = 4;
+  o.learner.kl_coef = 1.0;
+  o.learner.lr = 1e-2;
+  const auto tokens_of = [](Trainer& t) -> TokenTrainer& { return dynamic_cast<TokenPolicyTrainer&>(t).tokens(); };
+  const auto start = (dir.path / "start.pt").string();
+  torch::save(tokens_of(*make_trainer(o)).model(), start);
+  o.policy.init = start;
+  LearnerCoreOptions co;
+  co.trainer = o;
+  co.max_staleness = 4;
+  co.batch_segments = 1;
+  LearnerCore run(co);
+  TokenTrainer& before = tokens_of(run.trainer());
+  REQUIRE(before.has_reference());
+  for (std::uint64_t i = 0; i < 8; ++i) before.rl_step(even_tokens_batch(before, 200 + i));  // training moved it
+  auto file = save_checkpoint(run, dir.path / "checkpoints", 2);
+  REQUIRE(file.ok());
+  auto resumed = load_checkpoint(*file, co);
+  REQUIRE(resumed.ok());
+  TokenTrainer& after = tokens_of(resumed->core->trainer());
+  REQUIRE(after.has_reference());
+  // The same next step from the run and from its resumption: the same KL,
+  // to the start (a reference taken from the checkpoint would give ~0).
+  const double kl_before = before.rl_step(even_tokens_batch(before, 300)).reference_kl;
+  const double kl_after = after.rl_step(even_tokens_batch(after, 300)).reference_kl;
+  CHECK(kl_before > 1e-3);
+  CHECK(kl_after == Approx(kl_before).epsilon(1e-4));
 }
