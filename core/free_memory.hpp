@@ -9,7 +9,9 @@
 // use (docs/BENCHMARKS.md, "Resident memory"). Returning whole free pages
 // every few seconds (malloc_trim) keeps it flat at the cost of faulting
 // them in again; a fixed low mmap threshold does the same but made each
-// update 45% slower.
+// update 45% slower. That is glibc's malloc: the rlx binary built with
+// jemalloc keeps its freed pages instead and does not run this
+// (core/allocator.hpp).
 #pragma once
 
 #include <chrono>
