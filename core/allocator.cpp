@@ -29,6 +29,9 @@ std::string seconds(long long ms) {
 
 AllocatorInfo current_allocator() {
   AllocatorInfo info;
+#if defined(__SANITIZE_ADDRESS__)
+  info.sanitizer = true;
+#endif
   // Debian's jemalloc is built without a prefix: its mallctl is the one.
   auto mallctl = reinterpret_cast<MallctlFn>(dlsym(RTLD_DEFAULT, "mallctl"));
   if (!mallctl) return info;
@@ -47,7 +50,7 @@ bool allocator_keeps_freed_pages(const AllocatorInfo& info) {
 }
 
 std::string describe(const AllocatorInfo& info) {
-  if (!info.jemalloc) return "glibc malloc";
+  if (!info.jemalloc) return info.sanitizer ? "AddressSanitizer's malloc" : "glibc malloc";
   const std::string version = info.version.substr(0, info.version.find('-'));
   if (info.dirty_decay_ms < 0) return "jemalloc " + version + " (freed pages kept)";
   // Dirty pages decay into muzzy ones (MADV_FREE: the kernel may take them,

@@ -23,6 +23,7 @@ struct AllocatorInfo {
   std::string version;          // jemalloc's, e.g. "5.3.0-0-g54eaed1d"; empty for glibc
   long long dirty_decay_ms = 0;  // jemalloc's opt.dirty_decay_ms (-1: never returned)
   long long muzzy_decay_ms = 0;
+  bool sanitizer = false;        // built with AddressSanitizer, whose malloc replaces glibc's
 };
 
 AllocatorInfo current_allocator();
@@ -32,7 +33,8 @@ AllocatorInfo current_allocator();
 bool allocator_keeps_freed_pages(const AllocatorInfo& info);
 
 // One line for logs and `rlx --version`, e.g. "jemalloc 5.3.0 (freed pages
-// kept)", "jemalloc 5.3.0 (freed pages given back after 10 s)" or "glibc malloc".
+// kept)", "jemalloc 5.3.0 (freed pages given back after 10 s)", "glibc malloc"
+// or "AddressSanitizer's malloc".
 std::string describe(const AllocatorInfo& info);
 
 }  // namespace rlx

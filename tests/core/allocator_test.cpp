@@ -38,6 +38,8 @@ TEST_CASE("the rlx binary names its allocator and, built with jemalloc, keeps fr
 #ifdef RLX_JEMALLOC_LINKED
   CHECK(out.find("memory: jemalloc 5.") != std::string::npos);
   CHECK(out.find("(freed pages kept)") != std::string::npos);
+#elif defined(RLX_SANITIZED)
+  CHECK(out.find("memory: AddressSanitizer's malloc") != std::string::npos);
 #else
   CHECK(out.find("memory: glibc malloc") != std::string::npos);
 #endif
@@ -56,7 +58,12 @@ TEST_CASE("MALLOC_CONF in the environment overrides the rlx binary's jemalloc se
 }
 
 TEST_CASE("an allocator is described by what it does with freed pages", "[core][memory]") {
-  CHECK(describe(current_allocator()) == "glibc malloc");  // the test binary does not link jemalloc
+  // The test binary does not link jemalloc.
+#ifdef RLX_SANITIZED
+  CHECK(describe(current_allocator()) == "AddressSanitizer's malloc");
+#else
+  CHECK(describe(current_allocator()) == "glibc malloc");
+#endif
   CHECK_FALSE(allocator_keeps_freed_pages(current_allocator()));
   AllocatorInfo je{true, "5.3.0-0-g54eaed1d", -1, -1};
   CHECK(describe(je) == "jemalloc 5.3.0 (freed pages kept)");
