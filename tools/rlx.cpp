@@ -188,7 +188,8 @@ int main(int argc, char** argv) {
   // every update. Not with an allocator that keeps and reuses its pages
   // (core/allocator.hpp), nor the benchmarks, whose timings it would blur.
   std::optional<rlx::FreeMemoryReturner> returner;
-  if (computes && !rlx::allocator_keeps_freed_pages(rlx::current_allocator())) returner.emplace(std::chrono::seconds(2));
+  const bool pages_kept = rlx::allocator_keeps_freed_pages(rlx::current_allocator());
+  if (computes && !pages_kept) returner.emplace(std::chrono::seconds(2));
   if (*tools_cmd) return rlx::workspace_tools_command(tools_turns);
   if (*serve_cmd) return rlx::serve_env(serve_name, *rlx::choice_of<rlx::EnvProtocol>(serve_protocol), rlx::builtin_envs());
   if (*launch_cmd) return rlx::launch_command(launch_args);
