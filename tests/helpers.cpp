@@ -169,6 +169,17 @@ std::string require_headless_browser() {
   skip_test("no headless browser (tools/install-deps.sh installs chromium-headless-shell)");
 }
 
+CommandOutput run_command(const std::string& command) {
+  CommandOutput r;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return r;
+  char buf[8192];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
+  const int raw = ::pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
 PageDump browser_dom(const std::string& browser, const std::string& url, int virtual_ms,
                      const std::filesystem::path& dir) {
   static std::atomic<int> runs{0};
@@ -178,12 +189,9 @@ PageDump browser_dom(const std::string& browser, const std::string& url, int vir
   out.command = "timeout 120 " + browser + " --headless --no-sandbox --disable-gpu --user-data-dir=" +
                 profile.string() + " --virtual-time-budget=" + std::to_string(virtual_ms) + " --dump-dom '" + url +
                 "' 2>/dev/null";
-  FILE* p = ::popen(out.command.c_str(), "r");
-  if (!p) return out;
-  char buf[8192];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.dom.append(buf, n);
-  const int status = ::pclose(p);
-  out.ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  auto run = run_command(out.command);
+  out.dom = std::move(run.out);
+  out.ok = run.status == 0;
   return out;
 }
 

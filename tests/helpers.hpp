@@ -79,6 +79,15 @@ std::string http_body(const std::string& reply);
 // path, or the test ends as skipped.
 std::string require_headless_browser();
 
+// A shell command's standard output (add 2>&1 for its errors too) and its
+// exit status (-1 when it did not exit, or could not be started). No
+// assertions (any thread may call it).
+struct CommandOutput {
+  std::string out;
+  int status = -1;
+};
+CommandOutput run_command(const std::string& command);
+
 // The DOM of `url` once the page's scripts ran `virtual_ms` of virtual time
 // (timers run at once; a fetch pauses the clock until it is answered), in
 // a profile of its own under `dir`; given up past 120 s. No assertions

@@ -16,6 +16,7 @@
 #include "assembly/cluster.hpp"
 #include "control/tensorboard.hpp"
 #include "tests/helpers.hpp"
+#include "tests/helpers.hpp"
 
 using namespace rlx;
 
@@ -25,15 +26,10 @@ namespace {
 std::vector<std::string> read_events(const std::filesystem::path& file, int* status) {
   const std::string cmd =
       "/usr/bin/python3 " RLX_SOURCE_DIR "/tests/control/read_tfevents.py '" + file.string() + "' 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int raw = ::pclose(p);
-  *status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  auto run = test::run_command(cmd);
+  *status = run.status;
   std::vector<std::string> lines;
-  std::istringstream in(out);
+  std::istringstream in(run.out);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
 }

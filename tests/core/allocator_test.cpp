@@ -5,10 +5,7 @@
 // allocators stay under test.
 #include <catch2/catch.hpp>
 
-#include <cstdio>
 #include <string>
-
-#include <sys/wait.h>
 
 #include "core/allocator.hpp"
 #include "tests/helpers.hpp"
@@ -17,16 +14,9 @@ using namespace rlx;
 
 namespace {
 
-// What `env rlx --version` prints, with its exit status.
-std::pair<std::string, int> rlx_version(const std::string& env) {
-  const std::string cmd = "env " + env + " " RLX_BINARY " --version 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[512];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = ::pclose(p);
-  return {out, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+// What `env ENV rlx --version` prints, with its exit status.
+test::CommandOutput rlx_version(const std::string& env) {
+  return test::run_command("env " + env + " " RLX_BINARY " --version 2>&1");
 }
 
 }  // namespace
