@@ -122,9 +122,10 @@ inline Column<std::uint64_t> view_u64_list(capnp::List<std::uint64_t>::Reader li
   return read_u64_list(list);
 }
 
-// Value checks over whole columns: branch-free, 32 bytes at a time with
-// two accumulators (GCC vector extensions; -O2 does not vectorise these
-// loops by itself), built for AVX2 and for the baseline (messages/codec.cpp).
+// Value checks over whole columns: branch-free, 32 or 64 bytes at a time
+// with two accumulators (GCC vector extensions; -O2 does not vectorise
+// these loops by itself), built for AVX2 (the float checks for AVX-512 as
+// well) and for the baseline (messages/codec.cpp).
 // Whether every value is finite (a float is not when its exponent bits are all set).
 bool all_finite(std::span<const float> v);
 // Whether every value is <= 0 (NaN is not).
@@ -158,6 +159,16 @@ inline capnp::Orphan<capnp::List<std::uint64_t>> u64_orphan(capnp::Orphanage orp
 // Reads and validates a segment (shapes, dtypes, finite values).
 // Its tensors are views of the message `keep` holds (copies without one).
 Segment read_segment(wire::TrajectorySegment::Reader s, const std::shared_ptr<const void>& keep = nullptr);
+// The checks of a segment's values, however it was read (read_segment,
+// read_fixed_layout): flags, failure codes, times, finite numbers. Throws
+// Invalid; pads a short infra_failures to one count per code.
+void check_segment_values(Segment& x);
+// A segment as Cap'n Proto's builder lays it out (its bulk first): the
+// encoding of token segments, which the fixed layout does not take.
+WireBuffer encode_segment_built(const Segment& x, std::string_view sender);
+// A segment read through Cap'n Proto's reader, whatever its layout (what
+// decode<Segment> falls back to).
+Result<Segment> decode_segment_general(const WireBuffer& buf, const DecodeOptions& options = {});
 
 using Which = wire::Envelope::Body::Which;
 MessageKind kind_of(Which w);
@@ -191,6 +202,8 @@ class FlatBuilder final : public capnp::MessageBuilder {
 // the default) before zeroing what it zeroes, so memory it leaves
 // unzeroed holds a known pattern (0: as if it zeroed everything).
 void fill_builder_space_for_tests(int byte);
+// Fills `space` so (a no-op unless a test asked): every message writer calls it on its fresh memory.
+void fill_for_tests(kj::ArrayPtr<capnp::word> space);
 
 // Starts an Envelope in `message`: schema version and sender.
 inline wire::Envelope::Builder init_envelope(FlatBuilder& message, std::string_view sender) {

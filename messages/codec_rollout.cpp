@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "messages/codec_detail.hpp"
+#include "messages/segment_layout.hpp"
 
 namespace rlx {
 using namespace codec_detail;
@@ -22,8 +23,9 @@ std::uint64_t Segment::newest_version() const {
 }
 
 std::size_t Segment::truncations() const {
+  const auto cut = truncated.span(), ended = terminated.span();
   std::size_t k = 0;
-  for (std::size_t i = 0; i < truncated.size() && i < terminated.size(); ++i) k += truncated[i] && !terminated[i];
+  for (std::size_t i = 0; i < std::min(cut.size(), ended.size()); ++i) k += cut[i] != 0 && ended[i] == 0;
   return k;
 }
 
@@ -267,52 +269,69 @@ Segment codec_detail::read_segment(wire::TrajectorySegment::Reader s, const std:
   x.created_unix_ns = s.getCreatedUnixNs();
   x.lost_episodes = s.getLostEpisodes();
   if (s.hasMasked()) x.masked = view_tensor<std::uint8_t>(s.getMasked(), {T, B}, "masked", keep);
-  if (!all_flags(x.masked.span())) invalid("masked: entries must be 0 or 1");
-  for (auto r : s.getMaskedRows()) {
-    if (r == 0 || r >= kInfraFailureCodes) invalid("maskedRows: not an InfraFailure code");
-    x.masked_rows.push_back(r);
-  }
-  if (!x.masked_rows.empty() && x.masked.empty()) invalid("maskedRows without masked steps");
-  // Segments recorded before a code was added carry fewer counts: the
-  // missing ones are 0. More than the codes known is not a segment of ours.
-  if (s.getInfraFailures().size() > kInfraFailureCodes)
-    invalid("infraFailures: more counts than InfraFailure codes");
+  for (auto r : s.getMaskedRows()) x.masked_rows.push_back(r);
   for (auto n : s.getInfraFailures()) x.infra_failures.push_back(n);
-  if (!x.infra_failures.empty()) x.infra_failures.resize(kInfraFailureCodes);
   x.reward_retries = s.getRewardRetries();
   x.sent_index = s.getSentIndex();
   x.sent_base = s.getSentBase();
   if (s.hasWork()) {
     const auto w = s.getWork();
-    for (double v : {w.getDecodeSeconds(), w.getToolSeconds(), w.getScoreSeconds()})
-      if (!(v >= 0) || !std::isfinite(v)) invalid("work: seconds must be finite and not negative");
     x.work = SegmentWork{w.getDecodeSeconds(), w.getToolSeconds(), w.getScoreSeconds(), w.getToolCalls()};
   }
-  if (s.hasTruncationObservations()) {
+  if (s.hasTruncationObservations())
     x.truncation_observations =
         view_tensor<float>(s.getTruncationObservations(), {x.truncations(), x.obs_dim}, "truncationObservations", keep);
-    if (!all_finite(x.truncation_observations.span())) invalid("truncationObservations: must be finite");
-  }
   if (s.hasTokens()) x.tokens = read_tokens(s.getTokens(), x, keep);
-  if (!all_non_positive(x.behaviour_log_probs.span()))
-    invalid("behaviourLogProbs: must be finite and <= 0");
-  if (!all_finite(x.observations.span())) invalid("observations: must be finite");
-  if (!all_finite(x.rewards.span())) invalid("rewards: must be finite");
+  check_segment_values(x);
   return x;
 }
 
-WireBuffer encode(const Segment& x, std::string_view sender) {
+void codec_detail::check_segment_values(Segment& x) {
+  if (!all_flags(x.masked.span())) invalid("masked: entries must be 0 or 1");
+  for (auto r : x.masked_rows)
+    if (r == 0 || r >= kInfraFailureCodes) invalid("maskedRows: not an InfraFailure code");
+  if (!x.masked_rows.empty() && x.masked.empty()) invalid("maskedRows without masked steps");
+  // Segments recorded before a code was added carry fewer counts: the
+  // missing ones are 0. More than the codes known is not a segment of ours.
+  if (x.infra_failures.size() > kInfraFailureCodes) invalid("infraFailures: more counts than InfraFailure codes");
+  if (!x.infra_failures.empty()) x.infra_failures.resize(kInfraFailureCodes);
+  for (double v : {x.work.decode_s, x.work.tool_s, x.work.score_s})
+    if (!(v >= 0) || !std::isfinite(v)) invalid("work: seconds must be finite and not negative");
+  if (!all_finite(x.truncation_observations.span())) invalid("truncationObservations: must be finite");
+  if (!all_non_positive(x.behaviour_log_probs.span())) invalid("behaviourLogProbs: must be finite and <= 0");
+  if (!all_finite(x.observations.span())) invalid("observations: must be finite");
+  if (!all_finite(x.rewards.span())) invalid("rewards: must be finite");
+}
+
+WireBuffer codec_detail::encode_segment_built(const Segment& x, std::string_view sender) {
   return build_bulk_first(
       sender, [&](capnp::Orphanage o) { return segment_bulk(o, x); },
       [&](auto body, SegmentBulk& bulk) { segment_structure(body.initSegment(), x, bulk); }, segment_bulk_words(x),
       segment_structure_words(x, sender));
 }
 
+Result<Segment> codec_detail::decode_segment_general(const WireBuffer& buf, const DecodeOptions& options) {
+  return decode_body<Segment>(buf, options, Which::SEGMENT,
+                              [&](auto body) { return read_segment(body.getSegment(), buf.keepalive()); });
+}
+
+WireBuffer encode(const Segment& x, std::string_view sender) {
+  if (auto fixed = encode_fixed_layout(x, sender)) return std::move(*fixed);
+  return encode_segment_built(x, sender);
+}
+
 template <>
 Result<Segment> decode<Segment>(const WireBuffer& buf, const DecodeOptions& options) {
   if (buf.is_borrowed()) return decode<Segment>(buf.owned(), options);  // its columns view the bytes
-  return decode_body<Segment>(buf, options, Which::SEGMENT,
-                              [&](auto body) { return read_segment(body.getSegment(), buf.keepalive()); });
+  try {
+    if (auto x = read_fixed_layout(buf, options)) {
+      check_segment_values(*x);
+      return std::move(*x);
+    }
+  } catch (const Invalid& e) {
+    return e.error;
+  }
+  return decode_segment_general(buf, options);
 }
 
 }  // namespace rlx

@@ -106,11 +106,8 @@ inline std::vector<pid_t> node_pids(const fs::path& config, const std::string& n
   const std::string cmd =
       "pgrep -f '[r]lx node --config " + config.string() + (node.empty() ? "" : " --node " + node + "( |$)") + "'";
   std::vector<pid_t> pids;
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    int pid = 0;
-    while (std::fscanf(p, "%d", &pid) == 1) pids.push_back(pid);
-    pclose(p);
-  }
+  std::istringstream out(test::run_command(cmd).out);
+  for (pid_t pid = 0; out >> pid;) pids.push_back(pid);
   return pids;
 }
 

@@ -4,11 +4,9 @@
 #include <unistd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 
 #include <atomic>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -47,15 +45,9 @@ for family in text_string_to_metric_families(open(sys.argv[1]).read()):
         labels = ",".join(k + "=" + v for k, v in sorted(s.labels.items()))
         print(s.name + "{" + labels + "}", repr(float(s.value)))
 )";
-  FILE* p = ::popen(("/usr/bin/python3 " + script.string() + " " + in.string() + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  const int status = ::pclose(p);
+  const auto [out, status] = test::run_command("/usr/bin/python3 " + script.string() + " " + in.string() + " 2>&1");
   INFO(out);
-  REQUIRE(WIFEXITED(status));
-  REQUIRE(WEXITSTATUS(status) == 0);
+  REQUIRE(status == 0);
   std::map<std::string, double> samples;
   std::istringstream lines(out);
   std::string line;

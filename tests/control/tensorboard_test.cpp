@@ -2,9 +2,7 @@
 // published check value, and a run's file read back by
 // tests/control/read_tfevents.py, a reader written from the formats'
 // descriptions (TFRecord framing, protobuf's wire format), not from ours.
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,7 +13,6 @@
 
 #include "assembly/cluster.hpp"
 #include "control/tensorboard.hpp"
-#include "tests/helpers.hpp"
 #include "tests/helpers.hpp"
 
 using namespace rlx;

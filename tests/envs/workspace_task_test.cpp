@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -34,13 +33,8 @@ void write_files(const fs::path& root, const std::vector<WorkspaceFile>& files) 
 // Runs `python3 run_tests.py FOLDER` in `root`: its exit code and output.
 std::pair<int, std::string> run_tests(const fs::path& root, const std::string& folder) {
   const std::string cmd = "cd '" + root.string() + "' && python3 -B run_tests.py " + folder + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) out += buf;
-  const int status = ::pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  auto run = test::run_command(cmd);
+  return {run.status, std::move(run.out)};
 }
 
 std::string files_text(const std::vector<WorkspaceFile>& files) {
