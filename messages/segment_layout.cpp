@@ -150,21 +150,10 @@ class Writer {
   }
   // A list of `count` elements of `bytes` each copied from `from`, its last word's padding zeroed.
   void list(std::size_t pointer, Elements size, unsigned bytes, const void* from, std::size_t count) {
-    const std::size_t n = count * bytes, words = (n + 7) / 8;
-    const std::size_t at = place(words);
-    if (!w_) return;
-    w_[pointer] = list_pointer(pointer, at, size, static_cast<std::uint32_t>(count));
-    if (words == 0) return;
-    w_[at + words - 1] = 0;
-    std::memcpy(w_ + at, from, n);
+    blob(pointer, size, count, count * bytes, from, count * bytes);
   }
-  void text(std::size_t pointer, std::string_view s) {
-    const std::size_t words = (s.size() + 8) / 8;  // the bytes and a NUL
-    const std::size_t at = place(words);
-    if (!w_) return;
-    w_[pointer] = list_pointer(pointer, at, Elements::bytes, static_cast<std::uint32_t>(s.size() + 1));
-    w_[at + words - 1] = 0;
-    std::memcpy(w_ + at, s.data(), s.size());
+  void text(std::size_t pointer, std::string_view s) {  // its bytes and a NUL (in the zeroed padding)
+    blob(pointer, Elements::bytes, s.size() + 1, s.size() + 1, s.data(), s.size());
   }
   template <class V>
   void tensor(std::size_t pointer, std::initializer_list<std::uint32_t> shape, const V& v) {
@@ -177,6 +166,18 @@ class Writer {
   }
 
  private:
+  // A list of `count` elements in `bytes` bytes: the first `copied` from `from`, the rest of its words zero.
+  void blob(std::size_t pointer, Elements size, std::size_t count, std::size_t bytes, const void* from,
+            std::size_t copied) {
+    const std::size_t words = (bytes + 7) / 8;
+    const std::size_t at = place(words);
+    if (!w_) return;
+    w_[pointer] = list_pointer(pointer, at, size, static_cast<std::uint32_t>(count));
+    if (words == 0) return;
+    w_[at + words - 1] = 0;
+    if (copied) std::memcpy(w_ + at, from, copied);
+  }
+
   Word* w_;
   std::size_t next_ = 0;
 };
