@@ -4,7 +4,7 @@
 // copy), the store's checksum pass; now: encode_module_weights (one copy
 // into recycled memory, hashed as written; the store walks the structure
 // only). Baseline: one memcpy of the same bytes into memory already
-// mapped, in the same run (docs/BENCHMARKS.md "A learner's publish").
+// mapped, in the same run (docs/results/across-nodes.md "A learner's publish").
 #include <cstring>
 #include <vector>
 

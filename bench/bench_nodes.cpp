@@ -87,7 +87,7 @@ caf::behavior fetching_listener(caf::event_based_actor* self, weight_store_actor
 
 // Versions of `params` weights as training makes them: from N(0, 0.05),
 // every weight moves by up to `lr` (uniformly) per version, as Adam's
-// steps do at that rate (docs/BENCHMARKS.md "Weight deltas").
+// steps do at that rate (docs/results/across-nodes.md "Weight deltas").
 std::function<WireMsg(std::uint64_t)> trained_sets(std::size_t params, float lr) {
   auto values = std::make_shared<std::vector<float>>(params);
   auto rng = std::make_shared<std::mt19937>(5);

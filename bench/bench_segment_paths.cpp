@@ -5,7 +5,7 @@
 // through the head's front door (the path from a member node's explorer to
 // the head's learner), and as a set of the same size fetched over the bulk
 // channel (request, 1 MiB chunks, each checked), against raw loopback TCP
-// in the same run (docs/BENCHMARKS.md "Token segments: middleman or bulk").
+// in the same run (docs/results/across-nodes.md "Token segments: middleman or bulk").
 #include <algorithm>
 #include <cstdio>
 

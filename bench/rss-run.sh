@@ -3,7 +3,7 @@
 # the environment variables given, e.g. LD_PRELOAD=... or
 # MALLOC_MMAP_THRESHOLD_=131072) and prints, every 15 s, the process's
 # resident memory, its age and the policy version its log_dir reached:
-# how docs/BENCHMARKS.md "Resident memory of a code run" was measured.
+# how docs/results/token-policy.md "Resident memory of a code run" was measured.
 set -euo pipefail
 config=${1:?usage: bench/rss-run.sh CONFIG [VAR=VALUE ...]}
 shift

@@ -20,7 +20,7 @@
 #   SHAPE=default  2 explorers of 64 rows
 # usage: INIT=W bench/token_staleness_sweep.sh OUT_DIR   (env: SHAPE, BOUNDS, SEEDS, UPDATES;
 #        REPORT_ONLY=1: summarise the runs already in OUT_DIR again, launching none)
-#   W: build/tools/rlx sft --config examples/arithmetic-tokens.toml --kind arithmetic --steps 3000 --out W
+#   W: build/tools/rlx sft --config examples/arithmetic-tokens.toml --fresh --steps 3000 --out W
 # Writes OUT_DIR/sweep.jsonl, OUT_DIR/table.md and, with gnuplot,
 # OUT_DIR/staleness.png and OUT_DIR/lag.png.
 set -euo pipefail

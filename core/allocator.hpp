@@ -6,7 +6,7 @@
 // reused, not returned to the kernel and faulted in again. LibTorch frees
 // and reallocates its large tensors at every training step, and with
 // glibc each of those pages faulted in anew: on a paravirtualised machine a
-// quarter of `rlx sft`'s time (docs/BENCHMARKS.md, "An allocator that keeps
+// quarter of `rlx sft`'s time (docs/results/threads-and-memory.md, "An allocator that keeps
 // its pages"). The settings are the binary's `malloc_conf`
 // (tools/malloc_conf.cpp); MALLOC_CONF in the environment overrides them.
 //

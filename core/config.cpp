@@ -11,6 +11,7 @@
 
 #include "core/config_keys.hpp"
 #include "core/config_reader.hpp"
+#include "core/topology_paths.hpp"
 
 namespace rlx {
 namespace {
@@ -36,6 +37,59 @@ const toml::table* read_table(TableReader& top, const std::string& name, const s
   TableReader r(*t, name, source);
   config_keys::read_section(r, keys, out);
   return t;
+}
+
+// A control character as a TOML escape.
+std::string fmt_control(char ch) {
+  static const char* hex = "0123456789abcdef";
+  return std::string("\\u00") + hex[(ch >> 4) & 0xf] + hex[ch & 0xf];
+}
+
+// `--set KEY=VALUE`: VALUE read as a TOML value (a bare word that is not
+// one is a string) and put at the dotted KEY, over what the file says.
+Result<void> apply_override(toml::table& root, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  const std::string key = assignment.substr(0, eq);
+  const std::string where = "--set " + assignment;
+  if (eq == std::string::npos || key.empty() || key.front() == '.' || key.back() == '.' ||
+      key.find("..") != std::string::npos)
+    return make_error(Errc::config_parse, where + ": expected KEY=VALUE with a dotted key, e.g. run.stop.max_updates=5");
+  const std::string value = assignment.substr(eq + 1);
+  toml::table snippet;
+  try {
+    snippet = toml::parse("v = " + value, where);
+  } catch (const toml::parse_error&) {
+    // A bare word: the string itself, as a TOML string (so that an error
+    // in it still names the --set).
+    std::string quoted = "v = \"";
+    for (const char ch : value) {
+      if (ch == '"' || ch == '\\') quoted += '\\';
+      if (static_cast<unsigned char>(ch) < 0x20) {
+        quoted += fmt_control(ch);
+        continue;
+      }
+      quoted += ch;
+    }
+    try {
+      snippet = toml::parse(quoted + "\"", where);
+    } catch (const toml::parse_error& e) {
+      return make_error(Errc::config_parse, where + ": " + std::string(e.description()));
+    }
+  }
+  toml::table* table = &root;
+  std::size_t from = 0;
+  for (auto dot = key.find('.'); dot != std::string::npos; from = dot + 1, dot = key.find('.', from)) {
+    const std::string part = key.substr(0, dot);
+    const std::string name = key.substr(from, dot - from);
+    toml::node* next = table->get(name);
+    if (!next) next = &table->insert_or_assign(name, toml::table{}).first->second;
+    if (!next->is_table())
+      return make_error(Errc::config_type, where + ": " + part + " is not a table" +
+                                               (next->is_array() ? " (an array: set it in the file)" : ""));
+    table = next->as_table();
+  }
+  table->insert_or_assign(key.substr(from), std::move(*snippet.get("v")));
+  return {};
 }
 
 }  // namespace
@@ -79,7 +133,8 @@ std::uint32_t ClusterConfig::first_reward_id(const std::string& name) const {
 }
 
 Result<ClusterConfig> parse_config(std::string_view text, std::string_view source,
-                                   const std::vector<std::string>& known_envs) {
+                                   const std::vector<std::string>& known_envs,
+                                   const std::vector<std::string>& overrides) {
   ClusterConfig c;
   c.source = std::string(source);
   toml::table root;
@@ -90,6 +145,8 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     os << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
     return make_error(Errc::config_parse, os.str());
   }
+  for (const auto& o : overrides)
+    if (auto r = apply_override(root, o); !r) return r.error();
   try {
     TableReader top(root, "", source);
     namespace k = config_keys;
@@ -158,6 +215,9 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       TableReader r(*t, "launch", source);
       if (c.launch.ssh_command.find("{command}") == std::string::npos)
         r.fail(Errc::config_range, t->get("ssh_command"), "ssh_command", "must contain {command}");
+      if (!c.launch.rlx_binary.empty() && c.launch.rlx_binary.front() != '/')
+        r.fail(Errc::config_range, t->get("rlx_binary"), "rlx_binary",
+               "an absolute path (it names rlx on the other hosts, where no folder of this one applies)");
       if (c.launch.evict_after_s < 2 * c.launch.heartbeat_s)
         r.fail(Errc::config_range, t->get("evict_after_s") ? t->get("evict_after_s") : t->get("heartbeat_s"),
                "evict_after_s", "must be at least twice heartbeat_s");
@@ -299,30 +359,19 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
   return c;
 }
 
-Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs) {
+Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs,
+                                  const std::vector<std::string>& overrides) {
   std::ifstream in(path);
   if (!in) return make_error(Errc::io, path + ": cannot open the topology file");
   std::stringstream ss;
   ss << in.rdbuf();
-  auto c = parse_config(ss.str(), path, known_envs);
-  // Files the config names beside itself: [tokens] tokenizer and [policy]
-  // init (a file or hf:DIR) are relative to the config's folder, made
-  // absolute here, so the nodes it is handed to and the rollout log's copy
-  // name the same files whatever folder the run starts in.
-  const auto beside = [&](const std::string& p) {
-    return std::filesystem::path(p).is_relative()
-               ? (std::filesystem::absolute(path).parent_path() / p).lexically_normal().string()
-               : p;
-  };
-  if (c && !c->tokens.tokenizer.empty()) c->tokens.tokenizer = beside(c->tokens.tokenizer);
-  if (c && c->policy.init.starts_with("hf:"))
-    c->policy.init = "hf:" + beside(c->policy.init.substr(3));
-  else if (c && !c->policy.init.empty())
-    c->policy.init = beside(c->policy.init);
+  auto c = parse_config(ss.str(), path, known_envs, overrides);
+  if (!c) return c;
+  resolve_topology_paths(*c, std::filesystem::absolute(path).parent_path());
   // A Hugging Face checkpoint brings its own vocabulary: with `[policy]
   // init = "hf:DIR"` and no [tokens] tokenizer, DIR/tokenizer.json when
   // there is one (else the characters).
-  if (c && c->tokens.tokenizer.empty() && c->policy.init.starts_with("hf:")) {
+  if (c->tokens.tokenizer.empty() && c->policy.init.starts_with("hf:")) {
     const auto file = std::filesystem::path(c->policy.init.substr(3)) / "tokenizer.json";
     if (std::error_code ec; std::filesystem::is_regular_file(file, ec))
       c->tokens.tokenizer = std::filesystem::absolute(file).lexically_normal().string();

@@ -77,8 +77,8 @@ struct TokensConfig {
   // identifiers be only names the episode has shown or Python's own.
   std::string edit_names = "free";
   // The vocabulary (envs/tokens/tokenizer.hpp): "" for characters, else a
-  // subword vocabulary file (tools/train-tokenizer.sh); load_config makes a
-  // relative path absolute from the config file's folder. The same path on every node.
+  // subword vocabulary file (tools/train-tokenizer.sh); relative to the
+  // topology's folder (core/topology_paths.hpp). The same path on every node.
   std::string tokenizer;
 };
 
@@ -205,7 +205,7 @@ struct ExternalEnvConfig {
   EnvProtocol protocol = EnvProtocol::json;  // json (JSON lines) | capnp (Cap'n Proto stream framing)
   double timeout_s = 10.0;           // per request; a process silent longer is restarted
   std::int64_t max_restarts = 3;     // restarts per env process before its explorer gives up
-  std::string cwd;                   // working directory of the process; empty = rlx's own
+  std::string cwd;                   // working directory of the process; empty: the topology's folder (rlx's own for the embedded one)
   std::vector<std::string> env;      // extra environment entries, "KEY=VALUE"
 };
 
@@ -286,15 +286,21 @@ struct ClusterConfig {
 // Parses and validates a topology. Errors name file:line:column, the key,
 // the bad value and what is allowed. `known_envs` are the env registry's
 // names (passed in: no global registry).
+// `overrides` are `--set KEY=VALUE` assignments (KEY dotted, as
+// run.stop.max_updates; VALUE a TOML value, or a bare string), applied over
+// the text before it is read; an error in one names the --set.
 Result<ClusterConfig> parse_config(std::string_view text, std::string_view source,
-                                   const std::vector<std::string>& known_envs);
+                                   const std::vector<std::string>& known_envs,
+                                   const std::vector<std::string>& overrides = {});
 
 // The configuration as TOML (every key, defaults included):
 // parse_config(to_toml(c)) gives c back. What the rollout log records and
 // what learner rank processes read, so both see the effective config.
 std::string to_toml(const ClusterConfig& config);
 
-// Reads `path` and parses it.
-Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs);
+// Reads `path`, parses it with `overrides`, and makes every path it names
+// absolute from the file's folder (core/topology_paths.hpp).
+Result<ClusterConfig> load_config(const std::string& path, const std::vector<std::string>& known_envs,
+                                  const std::vector<std::string>& overrides = {});
 
 }  // namespace rlx

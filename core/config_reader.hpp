@@ -61,8 +61,10 @@ class TableReader {
                          const std::string& what) const {
     const auto& src = at ? at->source() : table_.source();
     std::ostringstream os;
-    os << source_ << ":" << src.begin.line << ":" << src.begin.column << ": key '" << qualified(key)
-       << "'";
+    if (src.path && src.path->starts_with("--set "))  // a value given on the command line
+      os << *src.path << ": key '" << qualified(key) << "'";
+    else
+      os << source_ << ":" << src.begin.line << ":" << src.begin.column << ": key '" << qualified(key) << "'";
     if (at && code != Errc::config_unknown_key) os << " = " << show(*at);
     os << ": " << what;
     throw ConfigFailure{make_error(code, os.str())};

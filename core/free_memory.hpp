@@ -6,7 +6,7 @@
 // unless they are at its top. A process that trains interleaves those
 // blocks with small long-lived ones, so its resident memory climbs with
 // every update: 0.5 -> 1.4 GB in 90 code-RL updates, of which 0.24 GB in
-// use (docs/BENCHMARKS.md, "Resident memory"). Returning whole free pages
+// use (docs/results/token-policy.md, "Resident memory"). Returning whole free pages
 // every few seconds (malloc_trim) keeps it flat at the cost of faulting
 // them in again; a fixed low mmap threshold does the same but made each
 // update 45% slower. That is glibc's malloc: the rlx binary built with

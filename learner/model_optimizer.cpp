@@ -35,6 +35,16 @@ void ModelOptimizer::save(torch::serialize::OutputArchive& a) const {
   a.write("optimizer", opt);
 }
 
+namespace {
+
+std::string shape_of(const torch::Tensor& t) {
+  std::string s = "[";
+  for (auto d : t.sizes()) s += (s.size() > 1 ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+}  // namespace
+
 Result<std::vector<torch::Tensor>> read_saved_parameters(torch::serialize::InputArchive& a,
                                                          const torch::nn::Module& model,
                                                          std::vector<std::string>* absent) {
@@ -49,7 +59,8 @@ Result<std::vector<torch::Tensor>> read_saved_parameters(torch::serialize::Input
       }
       if (!absent) a.read("param/" + p.key(), read[i]);
       if (read[i].sizes() != p.value().sizes())
-        return make_error(Errc::invalid_field, "checkpoint parameter " + p.key() + " has another shape");
+        return make_error(Errc::invalid_field, "checkpoint parameter " + p.key() + " is " + shape_of(read[i]) +
+                                                   ", this policy's " + shape_of(p.value()));
     }
     return read;
   } catch (const c10::Error& e) {

@@ -1,7 +1,7 @@
 // A segment without token rows in one fixed layout: written word by word,
 // and recognised on arrival so that it is read without Cap'n Proto's
 // accessors or its walk of the message (the path every vector-env
-// segment takes; docs/BENCHMARKS.md "Segments in a fixed layout").
+// segment takes; docs/results/wire-codec.md "Segments in a fixed layout").
 //
 // The layout is an ordinary Cap'n Proto message, which any reader reads:
 // one segment; the root Envelope; its sender; the TrajectorySegment

@@ -11,7 +11,7 @@
 namespace rlx {
 namespace {
 
-constexpr int kZstdLevel = 1;  // level 1 against -1 and 3 (docs/BENCHMARKS.md "Weight deltas")
+constexpr int kZstdLevel = 1;  // level 1 against -1 and 3 (docs/results/across-nodes.md "Weight deltas")
 
 struct CCtxFree {
   void operator()(ZSTD_CCtx* c) const { ZSTD_freeCCtx(c); }

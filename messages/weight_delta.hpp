@@ -3,7 +3,7 @@
 // base's, transposed in 4-byte groups (so the sign and exponent bytes of
 // floats that moved a little line up as zero runs), then zstd. Unchanged
 // bytes cost next to nothing; a float32 Adam step costs about 0.6-0.85 of
-// its bytes, bfloat16 less (docs/BENCHMARKS.md "Weight deltas").
+// its bytes, bfloat16 less (docs/results/across-nodes.md "Weight deltas").
 #pragma once
 
 #include <cstddef>

@@ -30,7 +30,7 @@ namespace rlx {
 // trained without the head keeps its distribution (its first step's loss
 // rises 0.04 per token, at -1 it rose 0.27) while Adam moves the head as
 // fast whatever the gate. On the agent workload the gate opens from there
-// (docs/BENCHMARKS.md "A copy head"); on the toy task of
+// (docs/results/agent-workload.md "A copy head"); on the toy task of
 // tests/policy/copy_head_test.cpp, where the vocabulary head learns the
 // training tokens first, it does not, and the test starts it at -1.
 inline constexpr double kCopyGateBias = -3.0;

@@ -20,7 +20,7 @@ void configure_compute_threads(int n);
 // thread of the team wanting the same cores, that spinning took a third
 // of `rlx sft`'s time: 393-407 tokens/s spinning, 647-650 with
 // OMP_WAIT_POLICY=PASSIVE, 724-760 with OPENBLAS_THREAD_TIMEOUT=4 as well
-// (docs/BENCHMARKS.md "OpenMP threads that sleep instead of spinning").
+// (docs/results/threads-and-memory.md "OpenMP threads that sleep instead of spinning").
 // Both libraries read their environment as they load, before main, so a
 // command that computes runs itself again with them set, once, before it
 // does anything else (~0.2 s of start-up).

@@ -21,6 +21,7 @@
 #include "core/allocator.hpp"
 #include "core/auth.hpp"
 #include "core/files.hpp"
+#include "core/topology_paths.hpp"
 #include "policy/moe_mlp_policy.hpp"
 #include "tools/embedded_config.hpp"
 #include "tools/node_launcher.hpp"
@@ -154,18 +155,32 @@ RemoteStarter remote_rank_starter(const ClusterConfig& config, const Logger& log
 
 }  // namespace
 
-std::optional<ClusterConfig> config_or_report(const std::string& path, const EnvRegistry& envs) {
-  auto config = path.empty() ? parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names())
-                             : load_config(path, envs.names());
+std::optional<ClusterConfig> config_or_report(const std::string& path, const EnvRegistry& envs,
+                                              const std::vector<std::string>& overrides) {
+  auto config = path.empty()
+                    ? parse_config(embedded_cluster_toml(), "<embedded cluster.toml>", envs.names(), overrides)
+                    : load_config(path, envs.names(), overrides);
+  if (config && path.empty()) resolve_topology_paths(*config, std::filesystem::current_path());
   if (config) return std::move(*config);
   std::fprintf(stderr, "rlx: %s\n", config.error().message.c_str());
   return std::nullopt;
 }
 
+std::optional<ClusterConfig> runnable_config_or_report(const std::string& path, const EnvRegistry& envs,
+                                                       const std::vector<std::string>& overrides) {
+  auto config = config_or_report(path, envs, overrides);
+  if (!config) return config;
+  if (auto files = check_topology_paths(*config); !files) {
+    std::fprintf(stderr, "rlx: %s\n", files.error().message.c_str());
+    return std::nullopt;
+  }
+  return config;
+}
+
 int launch_command(const LaunchArgs& args) {
   SignalWatcher signals;
   EnvRegistry envs = builtin_envs();
-  auto config = config_or_report(args.config, envs);
+  auto config = runnable_config_or_report(args.config, envs, args.overrides);
   if (!config) return 2;
   if (args.page) config->metrics.page = true;
   Logger log = root_logger(*config, args.log_level);
@@ -272,7 +287,13 @@ int node_command(const NodeArgs& args) {
     std::fprintf(stderr, "rlx node: --node needs --config (the topology that names it)\n");
     return 2;
   }
-  auto config = config_or_report(args.config, envs);
+  // A member node takes the head's configuration when it joins; the head
+  // reads the files its topology names.
+  const bool is_head = !args.node.empty() && args.join.empty() && [&] {
+    auto c = config_or_report(args.config, envs);
+    return c && c->head().name == args.node;
+  }();
+  auto config = is_head ? runnable_config_or_report(args.config, envs) : config_or_report(args.config, envs);
   if (!config) return 2;
   auto secret = load_cluster_secret(args.secret_file);
   if (!secret) {

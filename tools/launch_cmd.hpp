@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/config.hpp"
 #include "envs/env.hpp"
@@ -19,6 +20,7 @@ struct LaunchArgs {
   bool resume = false;
   bool resume_diverged = false;  // with --resume: even when the replay differs from the log
   bool page = false;             // serve the live page ([metrics] page = true)
+  std::vector<std::string> overrides;  // --set KEY=VALUE, over the topology's values
 };
 
 struct NodeArgs {
@@ -38,9 +40,16 @@ struct NodeArgs {
   bool resume_diverged = false;
 };
 
-// The topology at `path` (empty: the embedded cluster.toml), or a message
-// on stderr and nullopt.
-std::optional<ClusterConfig> config_or_report(const std::string& path, const EnvRegistry& envs);
+// The topology at `path` (empty: the embedded cluster.toml) with
+// `overrides` (--set KEY=VALUE) and its paths made absolute, or a message on
+// stderr and nullopt.
+std::optional<ClusterConfig> config_or_report(const std::string& path, const EnvRegistry& envs,
+                                              const std::vector<std::string>& overrides = {});
+
+// The same, and every file the topology reads is there (log_dir can be
+// made): what a command that runs the topology starts from.
+std::optional<ClusterConfig> runnable_config_or_report(const std::string& path, const EnvRegistry& envs,
+                                                       const std::vector<std::string>& overrides = {});
 
 // Exit codes: RunOutcome (0 solved, 3 budget, 2 bad input, 4 failed, 130 interrupted).
 int launch_command(const LaunchArgs& args);

@@ -14,7 +14,7 @@
 //   one, at the same pace (small blocks come from per-thread caches).
 //   (Thread caches up to 128 KB instead of 32 KB, tried with one arena:
 //   0.65 GB and a third slower for the CartPole main job.)
-// docs/BENCHMARKS.md, "An allocator that keeps its pages, linked".
+// docs/results/threads-and-memory.md, "An allocator that keeps its pages, linked".
 extern "C" {
 // NOLINTNEXTLINE: the name and type are jemalloc's interface.
 extern const char* malloc_conf;

@@ -19,10 +19,17 @@
 #include "tools/serve_env.hpp"
 #include "tools/sft_cmd.hpp"
 
+namespace rlx {
+const char* build_commit();  // cmake/commit.cmake
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"rlx: asynchronous reinforcement learning over actors"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", [] { return "rlx, memory: " + rlx::describe(rlx::current_allocator()); });
+  app.set_version_flag("--version", [] {
+    return std::string("rlx ") + RLX_VERSION + " (commit " + rlx::build_commit() +
+           "), memory: " + rlx::describe(rlx::current_allocator());
+  });
   rlx::LaunchArgs launch_args;
   auto* launch_cmd = app.add_subcommand("launch", "run a topology to its stop condition (default: the embedded cluster.toml)");
   launch_cmd->add_option("config", launch_args.config, "a cluster.toml");
@@ -31,6 +38,9 @@ int main(int argc, char** argv) {
   launch_cmd->add_flag("--resume-diverged", launch_args.resume_diverged,
                        "with --resume: go on even when the replayed learner differs from the log (refused otherwise)");
   launch_cmd->add_option("--secret-file", launch_args.secret_file, "the cluster secret, for multi-node topologies");
+  launch_cmd->add_option("--set", launch_args.overrides,
+                         "KEY=VALUE over the topology, e.g. --set run.stop.max_updates=5 (repeatable; VALUE as in TOML)")
+      ->allow_extra_args(false);
   launch_cmd->add_flag("--page", launch_args.page,
                        "serve the live page on the head (as [metrics] page = true; its address is logged and in <log_dir>/metrics_port)");
   rlx::NodeArgs node_args;
@@ -76,6 +86,8 @@ int main(int argc, char** argv) {
   sft_cmd->add_option("--init", sft_args.init,
                       "start from these weights instead of the config's [policy] init (an `rlx sft --out` file, hf:DIR for a "
                       "Hugging Face checkpoint, a learner checkpoint ckpt-N.bin or a run's log_dir: its newest)");
+  sft_cmd->add_flag("--fresh", sft_args.fresh,
+                    "start from fresh weights whatever the config's [policy] init says (to make the start it names)");
   sft_cmd->add_option("--steps", sft_args.steps, "optimizer steps (0: evaluate the start and stop)")
       ->check(CLI::Range(0, 10000000));
   sft_cmd->add_option("--seconds", sft_args.seconds,

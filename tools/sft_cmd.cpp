@@ -10,6 +10,7 @@
 
 #include "core/progress.hpp"
 #include "core/config.hpp"
+#include "core/topology_paths.hpp"
 #include "envs/env.hpp"
 #include "envs/code/sandbox.hpp"
 #include "envs/tokens/token_env.hpp"
@@ -220,9 +221,26 @@ int sft_command(const SftArgs& a) {
     }
     config = *c;
     kind = token_env_kind(c->run.env);
+    if (a.fresh && !a.init.empty()) {
+      std::fprintf(stderr, "rlx sft: --fresh and --init name two starts: give one\n");
+      return 2;
+    }
+    if (a.fresh && config->policy.init.starts_with("hf:")) {
+      std::fprintf(stderr, "rlx sft: --fresh: [policy] init is a Hugging Face checkpoint, whose config.json gives the "
+                           "policy's shape; start from a fresh one with rlx init-model --hf DIR, then --init hf:DIR\n");
+      return 2;
+    }
+    if (a.fresh) config->policy.init.clear();
     if (!a.init.empty()) config->policy.init = a.init;
-  } else if (!a.init.empty()) {
-    std::fprintf(stderr, "rlx sft: --init needs --config (the run it starts)\n");
+    if (auto files = check_topology_paths(*config, {"policy.init", "tokens.tokenizer"}); !files) {
+      std::fprintf(stderr, "rlx sft: %s%s\n", a.init.empty() ? "" : "--init: ", files.error().message.c_str());
+      if (a.init.empty() && files.error().message.starts_with("policy.init"))
+        std::fprintf(stderr, "rlx sft: to train that start from fresh weights: rlx sft --config %s --fresh ...\n",
+                     a.config.c_str());
+      return 2;
+    }
+  } else if (!a.init.empty() || a.fresh) {
+    std::fprintf(stderr, "rlx sft: %s needs --config (the run it starts)\n", a.fresh ? "--fresh" : "--init");
     return 2;
   }
   auto tokenizer = Tokenizer::load(config ? config->tokens.tokenizer : "");

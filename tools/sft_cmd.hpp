@@ -21,6 +21,7 @@ struct SftArgs {
   // Where training starts instead of the config's [policy] init (a weights
   // file or "hf:DIR"; with hf:, the policy's shape is that checkpoint's).
   std::string init;
+  bool fresh = false;            // fresh weights whatever [policy] init says (to make the start it names)
   int steps = 300;
   // Stops after the step that ends past this many seconds of training
   // (evaluations included), if it comes before --steps: RL's fair

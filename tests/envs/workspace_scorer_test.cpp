@@ -245,7 +245,7 @@ TEST_CASE("a failed score is counted by how it failed: the exception a hidden te
   CHECK(score_outcome(right.reward, right.reason) == "passed");
   const WorkspaceScore untouched = scored(box, {});
   CHECK(score_outcome(untouched.reward, untouched.reason) == "NotImplementedError");
-  // A name not copied (what held-out episodes do: docs/BENCHMARKS.md "Difficulty 0").
+  // A name not copied (what held-out episodes do: docs/results/agent-workload.md "Difficulty 0").
   const WorkspaceScore misnamed = scored(box, holes_doing(task(), "", "    return algn_tides\n"));
   CHECK(score_outcome(misnamed.reward, misnamed.reason) == "NameError");
   // A module that no longer parses fails every test that imports it.

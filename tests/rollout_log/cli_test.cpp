@@ -360,7 +360,7 @@ TEST_CASE("the shipped agent start loads into examples/agent-start.toml's policy
   CHECK_FALSE(check_policy_init(narrow.policy, narrow.tokens).ok());
   // Played greedily on the first fresh training tasks, the start makes tool
   // calls that run (random weights of this shape make none: 0.0 an episode,
-  // docs/BENCHMARKS.md "A shipped start").
+  // docs/results/agent-workload.md "A shipped start").
   auto r = run_cli("sft --config " + config + " --steps 0 --eval-tasks 4 --out " + (t.path / "w.bin").string(), t.path);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
