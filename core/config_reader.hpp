@@ -59,6 +59,11 @@ class TableReader {
 
   [[noreturn]] void fail(Errc code, const toml::node* at, const std::string& key,
                          const std::string& what) const {
+    // A rule about one key of a table, given the table: point at the key
+    // itself when it is there (its position and value, not "a table").
+    if (at && at->is_table())
+      if (const auto dot = key.rfind('.'); dot != std::string::npos)
+        if (const toml::node* leaf = at->as_table()->get(key.substr(dot + 1))) at = leaf;
     const auto& src = at ? at->source() : table_.source();
     std::ostringstream os;
     if (src.path && src.path->starts_with("--set "))  // a value given on the command line

@@ -94,6 +94,10 @@ TEST_CASE("a value set with --set replaces the file's, is checked like it, and n
   refused("run.stop", "expected KEY=VALUE");
   refused("=3", "expected KEY=VALUE");
   refused("run..x=3", "expected KEY=VALUE");
+  // A rule that a --set breaks names the key it is about, where the file sets it.
+  auto rule = parse_config(text, "c.toml", envs, {"learner.algorithm=vtrace"});
+  REQUIRE_FALSE(rule.ok());
+  CHECK_THAT(rule.error().message, Catch::Matches("c\\.toml:[0-9]+:[0-9]+: key 'learner\\.correction' = \"none\": .*"));
   // The file's own errors still name the file and line.
   auto file_error = parse_config(text + "\n[explorer]\nsegment_steps = -4\n", "c.toml", envs);
   REQUIRE_FALSE(file_error.ok());
