@@ -66,7 +66,7 @@ void maybe_evaluate(Self self) {
           [self, epoch](const WireMsg& msg) {
             auto& st = self->state;
             st.follower.fetched(epoch);
-            auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log);
+            auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log, st.options.weights);
             if (w && (!st.follower.held() || w->version > *st.follower.held())) evaluate(self, *w);
             maybe_evaluate(self);
           },

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "actors/interfaces.hpp"
+#include "messages/codec.hpp"
 #include "core/config.hpp"
 #include "core/logging.hpp"
 #include "envs/scorer.hpp"
@@ -25,6 +26,7 @@ struct EvaluatorOptions {
   coordinator_actor coordinator;
   std::chrono::milliseconds request_timeout{30000};
   Logger log;
+  DecodeOptions weights{};  // a weight set's limits ([weight_store] max_set_mb)
 };
 
 evaluator_actor spawn_evaluator(caf::actor_system& system, EvaluatorOptions options);

@@ -68,7 +68,7 @@ void fetch(Self self, const WeightFetch& f) {
       .then(
           [self, f, then](const WireMsg& msg) {
             auto& st = self->state;
-            auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log);
+            auto w = decode_or_count<WeightSetData>(self, msg, st.errors, st.options.log, st.options.weights);
             const auto out = st.loop->fetched(f, w ? &*w : nullptr);
             if (out.rejected) st.errors.add(out.rejected->code);
             if (out.loaded)

@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "actors/interfaces.hpp"
+#include "messages/codec.hpp"
 #include "core/logging.hpp"
 #include "envs/batch_env.hpp"
 #include "explorers/explorer_loop.hpp"
@@ -40,6 +41,7 @@ struct ExplorerActorOptions {
   // more times, then the episode is masked out (never scored 0).
   std::vector<reward_actor> rewards;
   std::chrono::milliseconds reward_timeout{30000};
+  DecodeOptions weights{};                // a weight set's limits ([weight_store] max_set_mb)
   Logger log;
 };
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "actors/guard.hpp"
 #include "learner/checkpoint.hpp"
 #include "learner/segment_arrivals.hpp"
@@ -84,14 +86,28 @@ namespace {
 
 using Self = learner_actor::stateful_pointer<LearnerState>;
 
-void publish(Self self) {
+// Publishes the current weights; false when the set is larger than the
+// store takes (the learner then stops, and the run with it: waiting for a
+// version no explorer can get would stall the run at its start).
+bool publish(Self self) {
   auto& st = self->state;
   // Encoded straight from the parameters into recycled memory, hashed once.
   auto w = st.core->encoded_weights(unix_now_ns());
+  if (st.options.max_set_bytes > 0 && w.buf.size() > st.options.max_set_bytes) {
+    const auto why = fmt::format(
+        "the weight set of v{} is {:.1f} MiB ({} parameters), more than the {:.1f} MiB a node takes: raise "
+        "[weight_store] max_set_mb (0: the machine's memory) or train a smaller policy",
+        st.core->trainer().version(), static_cast<double>(w.buf.size()) / (1 << 20), w.parameters,
+        static_cast<double>(st.options.max_set_bytes) / (1 << 20));
+    st.options.log->error("{}", why);
+    self->quit(caf::make_error(caf::sec::runtime_error, why));
+    return false;
+  }
   if (st.options.recorder)
     self->send(st.options.recorder, version_atom::value, st.core->trainer().version(), w.checksum, st.core->updates(),
                w.parameters);
   self->send(st.options.weight_store, publish_atom::value, WireMsg{std::move(w.buf)});
+  return true;
 }
 
 bool checkpoint(Self self) {

@@ -27,6 +27,9 @@ struct LearnerActorOptions {
   recorder_actor recorder;        // may be invalid (recording off)
   coordinator_actor coordinator;  // may be invalid (tests)
   Logger log;
+  // The largest weight set the store takes ([weight_store] max_set_mb); a
+  // larger one stops the learner, and so the run, with the reason (0: none).
+  std::uint64_t max_set_bytes = 0;
   // Fault injection, for tests: the n-th segment messages to reach the
   // learner (from 1) are dropped unseen, as if lost on the wire: no ack,
   // no count (RunOptions::drop_segments).

@@ -38,7 +38,7 @@ weight_store_actor::behavior_type weight_store_impl(weight_store_actor::stateful
   return {
       [self, &st](publish_atom, const WireMsg& msg) {
         // Shapes and the checksum are checked (in place) before anything is served.
-        auto w = check_weight_set(msg.buf);
+        auto w = check_weight_set(msg.buf, st.options.decode);
         if (!w) {
           st.errors.add(w.error().code);
           st.options.log->warn("refused a weight set from {}: {}", caf::to_string(self->current_sender()),

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "actors/interfaces.hpp"
+#include "messages/codec.hpp"
 #include "core/logging.hpp"
 #include "transport/weight_shelf.hpp"
 
@@ -21,6 +22,7 @@ struct WeightStoreOptions {
   // head. Made from the fields above when not given.
   std::shared_ptr<WeightShelf> shelf = nullptr;
   bool deltas = false;                  // chunks may travel as deltas (WeightShelf); with `shelf`, the shelf's own
+  DecodeOptions decode{};               // a set's limits (weight_set_decoding: [weight_store] max_set_mb)
 };
 
 // Spawns the actor in `system` (the state type stays private to the .cpp).

@@ -41,6 +41,7 @@ std::vector<explorer_actor> spawn_explorers(caf::actor_system& system, const Clu
     eo.coordinator = targets.coordinator;
     eo.rewards = targets.rewards;
     eo.reward_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(cfg.explorer.reward_timeout_s * 1000.0));
+    eo.weights = weight_set_decoding(cfg.weight_store.max_set_bytes());
     eo.log = child_logger(log, "explorer/" + std::to_string(explorer_id));
     auto ex = spawn_explorer(system, eo);
     // An env actor lives and dies with its explorer.

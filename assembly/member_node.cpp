@@ -126,9 +126,10 @@ void start(NodeSelf self, const GateWelcome& w) {
       return end(self, RunOutcome::bad_input, "this node cannot read the run's tokenizer: " + t.error().message);
   self->monitor(w.coordinator);
   auto& sys = self->system();
-  auto store = spawn_weight_store(sys, WeightStoreOptions{static_cast<std::size_t>(cfg.weight_store.keep_versions),
-                                                          static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10,
-                                                          child_logger(st.log, "weight_store")});
+  WeightStoreOptions wo{static_cast<std::size_t>(cfg.weight_store.keep_versions),
+                        static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10, child_logger(st.log, "weight_store")};
+  wo.decode = weight_set_decoding(cfg.weight_store.max_set_bytes());
+  auto store = spawn_weight_store(sys, wo);
   WeightRelayOptions ro;
   ro.upstream = w.weight_store;
   ro.local = store;

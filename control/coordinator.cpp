@@ -219,6 +219,7 @@ void spawn_cluster(Self self) {
   WeightStoreOptions wo{static_cast<std::size_t>(cfg.weight_store.keep_versions),
                         static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10, child_logger(log, "weight_store")};
   wo.shelf = st.options.weight_shelf;
+  wo.decode = weight_set_decoding(cfg.weight_store.max_set_bytes());
   st.weight_store = spawn_weight_store(self->system(), wo);
   self->link_to(st.weight_store);
   if (st.options.log_writer) {
@@ -238,6 +239,7 @@ void spawn_cluster(Self self) {
   lo.recorder = st.recorder;
   lo.coordinator = me;
   lo.log = child_logger(log, "learner");
+  lo.max_set_bytes = cfg.weight_store.max_set_bytes();
   lo.drop_for_test = st.options.drop_segments;
   st.learner = spawn_learner(self->system(), lo);
   self->monitor(st.learner);
@@ -248,6 +250,7 @@ void spawn_cluster(Self self) {
     if (!eval_scorer) throw EnvFailure("the evaluator: " + eval_scorer.error().message);
     EvaluatorOptions eo{token_env_kind(cfg.run.env), cfg.policy, cfg.tokens, *eval_scorer, st.weight_store, me,
                         std::chrono::milliseconds(30000), child_logger(log, "evaluator")};
+    eo.weights = weight_set_decoding(cfg.weight_store.max_set_bytes());
     st.evaluator = spawn_evaluator(self->system(), eo);
     self->link_to(st.evaluator);
   }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <toml++/toml.h>
+#include <unistd.h>
 
 #include "core/config_keys.hpp"
 #include "core/config_reader.hpp"
@@ -93,6 +94,13 @@ Result<void> apply_override(toml::table& root, const std::string& assignment) {
 }
 
 }  // namespace
+
+std::uint64_t WeightStoreConfig::max_set_bytes() const {
+  if (max_set_mb > 0) return static_cast<std::uint64_t>(max_set_mb) << 20;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                               : std::uint64_t{1} << 30;
+}
 
 std::int64_t ClusterConfig::total_explorers() const {
   std::int64_t n = 0;

@@ -126,6 +126,10 @@ struct WeightStoreConfig {
   std::int64_t chunk_kb = 1024;      // weight sets cross nodes in chunks of this size (KiB)
   bool bulk = true;                  // across nodes, over the head's bulk channel (plain TCP; not with [tls])
   bool deltas = false;               // a chunk may cross as a delta against the version the node holds
+  // The largest weight set a node takes (MiB); 0: the machine's memory.
+  // The learner stops the run at its first publish of a larger one.
+  std::int64_t max_set_mb = 0;
+  std::uint64_t max_set_bytes() const;
 };
 
 // [autoscale]: the coordinator adds or removes explorers within

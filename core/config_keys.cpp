@@ -122,6 +122,7 @@ const std::vector<Key<WeightStoreConfig>>& weight_store_keys() {
       whole("chunk_kb", &S::chunk_kb, 4, 1 << 20),
       flag("bulk", &S::bulk),
       flag("deltas", &S::deltas),
+      whole("max_set_mb", &S::max_set_mb, 0, std::int64_t{1} << 30),
   };
   return keys;
 }

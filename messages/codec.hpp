@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include <algorithm>
+
 #include "messages/types.hpp"
 #include "messages/wire_buffer.hpp"
 
@@ -23,6 +25,15 @@ struct DecodeOptions {
   std::uint64_t traversal_limit_words = 1ull << 28;   // Cap'n Proto read budget (amplification guard)
   int nesting_limit = 16;                             // our schemas nest at most 5 deep
 };
+
+// The limits for a weight set of at most `max_bytes` ([weight_store]
+// max_set_mb): the read budget grows with it (a set's words are read once).
+inline DecodeOptions weight_set_decoding(std::uint64_t max_bytes) {
+  DecodeOptions o;
+  o.max_bytes = static_cast<std::size_t>(max_bytes);
+  o.traversal_limit_words = std::max<std::uint64_t>(o.traversal_limit_words, max_bytes / 8 * 2);
+  return o;
+}
 
 // Which message an Envelope holds (mirrors Envelope.body).
 enum class MessageKind : std::uint16_t {
