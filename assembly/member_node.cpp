@@ -127,7 +127,8 @@ void start(NodeSelf self, const GateWelcome& w) {
   self->monitor(w.coordinator);
   auto& sys = self->system();
   WeightStoreOptions wo{static_cast<std::size_t>(cfg.weight_store.keep_versions),
-                        static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10, child_logger(st.log, "weight_store")};
+                        static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10,
+                        child_logger(st.log, "weight_store")};
   wo.decode = weight_set_decoding(cfg.weight_store.max_set_bytes());
   auto store = spawn_weight_store(sys, wo);
   WeightRelayOptions ro;

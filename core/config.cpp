@@ -54,7 +54,8 @@ Result<void> apply_override(toml::table& root, const std::string& assignment) {
   const std::string where = "--set " + assignment;
   if (eq == std::string::npos || key.empty() || key.front() == '.' || key.back() == '.' ||
       key.find("..") != std::string::npos)
-    return make_error(Errc::config_parse, where + ": expected KEY=VALUE with a dotted key, e.g. run.stop.max_updates=5");
+    return make_error(Errc::config_parse,
+                      where + ": expected KEY=VALUE with a dotted key, e.g. run.stop.max_updates=5");
   const std::string value = assignment.substr(eq + 1);
   toml::table snippet;
   try {

@@ -209,7 +209,9 @@ struct ExternalEnvConfig {
   EnvProtocol protocol = EnvProtocol::json;  // json (JSON lines) | capnp (Cap'n Proto stream framing)
   double timeout_s = 10.0;           // per request; a process silent longer is restarted
   std::int64_t max_restarts = 3;     // restarts per env process before its explorer gives up
-  std::string cwd;                   // working directory of the process; empty: the topology's folder (rlx's own for the embedded one)
+  // Working directory of the process; empty: the topology's folder (rlx's
+  // own for the embedded topology).
+  std::string cwd;
   std::vector<std::string> env;      // extra environment entries, "KEY=VALUE"
 };
 

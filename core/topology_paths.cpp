@@ -59,7 +59,8 @@ std::string what_is_wrong(const std::string& value, PathUse use) {
       while (!up.empty() && !fs::exists(up, ec)) up = up.parent_path();
       if (up.empty()) return "";
       if (!fs::is_directory(up, ec)) return up.string() + " is a file, not a folder";
-      if (::access(up.c_str(), W_OK | X_OK) != 0) return "cannot be made in " + up.string() + ": " + std::strerror(errno);
+      if (::access(up.c_str(), W_OK | X_OK) != 0)
+        return "cannot be made in " + up.string() + ": " + std::strerror(errno);
       return "";
     }
   }
@@ -106,7 +107,8 @@ Result<void> check_topology_paths(ClusterConfig config, const std::vector<std::s
     if (p.value->empty() || (!keys.empty() && !std::ranges::count(keys, p.key))) continue;
     if (auto why = what_is_wrong(*p.value, p.use); !why.empty())
       return make_error(p.use == PathUse::output_folder ? Errc::io : Errc::config_missing,
-                        p.key + " = \"" + *p.value + "\": " + why + " (" + config.source + "; a relative path is from " +
+                        p.key + " = \"" + *p.value + "\": " + why + " (" + config.source +
+                            "; a relative path is from " +
                             (config.source.starts_with("<") ? "the working directory" : "the topology file's folder") +
                             ": docs/topology.md \"Paths\")");
   }

@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
                        "with --resume: go on even when the replayed learner differs from the log (refused otherwise)");
   launch_cmd->add_option("--secret-file", launch_args.secret_file, "the cluster secret, for multi-node topologies");
   launch_cmd->add_option("--set", launch_args.overrides,
-                         "KEY=VALUE over the topology, e.g. --set run.stop.max_updates=5 (repeatable; VALUE as in TOML)")
+                         "KEY=VALUE over the topology, e.g. --set run.stop.max_updates=5 "
+                         "(repeatable; VALUE as in TOML)")
       ->allow_extra_args(false);
   launch_cmd->add_flag("--page", launch_args.page,
                        "serve the live page on the head (as [metrics] page = true; its address is logged and in <log_dir>/metrics_port)");

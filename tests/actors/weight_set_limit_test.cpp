@@ -46,15 +46,18 @@ TEST_CASE("a learner whose weight set is over max_set_mb stops the run at its fi
   test::TempDir t("rlx-set-limit");
   // CartPole's policy made wide: about 4 MB of weights, over a 1 MiB limit.
   auto r = test::run_command("cd '" + t.path.string() + "' && " RLX_BINARY
-                             " launch --set run.log_dir=run --set policy.hidden=512 --set weight_store.max_set_mb=1 2>&1");
+                             " launch --set run.log_dir=run --set policy.hidden=512"
+                             " --set weight_store.max_set_mb=1 2>&1");
   INFO(r.out);
   CHECK(r.status == 4);  // the run failed, promptly: no wait at v0
-  CHECK_THAT(r.out, Catch::Contains("the weight set of v0 is ") && Catch::Contains("more than the 1.0 MiB a node takes") &&
+  CHECK_THAT(r.out, Catch::Contains("the weight set of v0 is ") &&
+                        Catch::Contains("more than the 1.0 MiB a node takes") &&
                         Catch::Contains("[weight_store] max_set_mb"));
   CHECK(std::regex_search(r.out, std::regex("segments produced [0-9]+: trained 0 ")));
   // The same run under the default limit trains.
   auto ok = test::run_command("cd '" + t.path.string() + "' && " RLX_BINARY
-                              " launch --set run.log_dir=run2 --set policy.hidden=512 --set run.stop.max_updates=2 2>&1");
+                              " launch --set run.log_dir=run2 --set policy.hidden=512"
+                              " --set run.stop.max_updates=2 2>&1");
   INFO(ok.out);
   CHECK(ok.status == 3);
   CHECK(std::regex_search(ok.out, std::regex("trained [1-9][0-9]* / ")));

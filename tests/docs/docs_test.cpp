@@ -114,7 +114,8 @@ TEST_CASE("no page links to a file that does not exist", "[docs]") {
       if (target.find("://") != std::string::npos || target.starts_with("mailto:")) continue;
       INFO(page.string() << " links to " << target << (*m)[2]);
       CHECK(fs::exists(page.parent_path() / target));
-      if ((*m)[2].matched && target.ends_with(".md")) CHECK(anchors(page.parent_path() / target).count(std::string((*m)[2]).substr(1)));
+      if ((*m)[2].matched && target.ends_with(".md"))
+        CHECK(anchors(page.parent_path() / target).count(std::string((*m)[2]).substr(1)));
       ++checked;
     }
     if (!reference(page)) continue;

@@ -56,7 +56,8 @@ ExampleRun run_example(const std::string& name, int updates, const std::string& 
   REQUIRE_FALSE(header.commands.empty());
   ExampleRun run{t.path, {}};
   fs::create_directories(t.path / "examples");
-  for (const auto& e : fs::directory_iterator(kExamples)) fs::create_symlink(e.path(), t.path / "examples" / e.path().filename());
+  for (const auto& e : fs::directory_iterator(kExamples))
+    fs::create_symlink(e.path(), t.path / "examples" / e.path().filename());
   const std::string rlx = RLX_BINARY;
   const std::string tools = fs::path(rlx).parent_path().string();
   std::ostringstream script;
