@@ -1,9 +1,5 @@
 #include "control/coordinator.hpp"
 
-#include "assembly/component_options.hpp"
-
-#include "control/coordinator_state.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -12,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "assembly/component_options.hpp"
 #include "assembly/fleet.hpp"
+#include "control/coordinator_state.hpp"
 #include "actors/guard.hpp"
 #include "actors/learner_actor.hpp"
 #include "actors/evaluator_actor.hpp"
@@ -24,13 +22,11 @@
 #include "envs/tokens/token_tasks.hpp"
 
 namespace rlx {
-
 namespace coord {
 
 std::chrono::milliseconds report_period(const ClusterConfig& c) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(c.run.report_interval_s * 1000.0));
 }
-
 
 // produced = trained + dropped_stale + rejected + lost + vanished +
 // in_flight, where the learner's counts come from its last report.
@@ -219,7 +215,8 @@ void spawn_cluster(Self self) {
   WeightStoreOptions wo{static_cast<std::size_t>(cfg.weight_store.keep_versions),
                         static_cast<std::uint64_t>(cfg.weight_store.chunk_kb) << 10, child_logger(log, "weight_store")};
   wo.shelf = st.options.weight_shelf;
-  wo.decode = weight_set_decoding(cfg.weight_store.max_set_bytes());
+  const std::uint64_t max_set = cfg.weight_store.max_set_bytes();  // one look at the machine's memory
+  wo.decode = weight_set_decoding(max_set);
   st.weight_store = spawn_weight_store(self->system(), wo);
   self->link_to(st.weight_store);
   if (st.options.log_writer) {
@@ -239,7 +236,7 @@ void spawn_cluster(Self self) {
   lo.recorder = st.recorder;
   lo.coordinator = me;
   lo.log = child_logger(log, "learner");
-  lo.max_set_bytes = cfg.weight_store.max_set_bytes();
+  lo.max_set_bytes = max_set;
   lo.drop_for_test = st.options.drop_segments;
   st.learner = spawn_learner(self->system(), lo);
   self->monitor(st.learner);
@@ -250,7 +247,7 @@ void spawn_cluster(Self self) {
     if (!eval_scorer) throw EnvFailure("the evaluator: " + eval_scorer.error().message);
     EvaluatorOptions eo{token_env_kind(cfg.run.env), cfg.policy, cfg.tokens, *eval_scorer, st.weight_store, me,
                         std::chrono::milliseconds(30000), child_logger(log, "evaluator")};
-    eo.weights = weight_set_decoding(cfg.weight_store.max_set_bytes());
+    eo.weights = wo.decode;
     st.evaluator = spawn_evaluator(self->system(), eo);
     self->link_to(st.evaluator);
   }
