@@ -287,15 +287,28 @@ Result<void> write_safetensors(const std::string& path, const std::vector<StTens
   std::string header = h.dump();
   header.append((8 - header.size() % 8) % 8, ' ');
   const std::string tmp = path + ".tmp";
+  const auto failed = [&](const std::string& why) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    return make_error(Errc::io, why);
+  };
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     char len[8];
     for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((static_cast<std::uint64_t>(header.size()) >> (8 * i)) & 0xFF);
     out.write(len, 8);
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const auto& t : tensors) out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.bytes));
+    for (const auto& t : tensors) {
+      if (!t.write) {
+        out.write(static_cast<const char*>(t.data), static_cast<std::streamsize>(t.bytes));
+        continue;
+      }
+      const auto before = out.tellp();
+      if (!t.write(out) || out.tellp() - before != static_cast<std::streamoff>(t.bytes))
+        return failed(fmt::format("{}: tensor {}: its writer did not give its {} bytes", path, t.name, t.bytes));
+    }
     out.flush();
-    if (!out) return make_error(Errc::io, fmt::format("{}: cannot write", tmp));
+    if (!out) return failed(fmt::format("{}: cannot write", tmp));
   }
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);

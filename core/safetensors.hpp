@@ -17,10 +17,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -81,13 +84,21 @@ std::uint16_t f32_to_bf16(float x);
 float bf16_to_f32(std::uint16_t b);
 float f16_to_f32(std::uint16_t h);
 
-// One tensor to write: its bytes are the caller's until the write returns.
+// One tensor to write: its bytes are the caller's until the write returns,
+// or, with `write`, made as they are written: `write` puts exactly `bytes`
+// bytes into the stream (and returns false when it cannot), so that a
+// file of any size is written holding one tensor's conversion at a time.
 struct StTensorOut {
+  StTensorOut(std::string name_, StDtype dtype_, std::vector<std::int64_t> shape_, const void* data_, std::size_t bytes_,
+              std::function<bool(std::ostream&)> write_ = {})
+      : name(std::move(name_)), dtype(dtype_), shape(std::move(shape_)), data(data_), bytes(bytes_),
+        write(std::move(write_)) {}
   std::string name;
   StDtype dtype = StDtype::f32;
   std::vector<std::int64_t> shape;
   const void* data = nullptr;
   std::size_t bytes = 0;
+  std::function<bool(std::ostream&)> write;
 };
 // Writes a file (atomically: a temporary beside it, then renamed), tensors
 // in the order given, the header padded with spaces to 8 bytes as the

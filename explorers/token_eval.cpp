@@ -215,7 +215,9 @@ std::string outcome_summary(const std::map<std::string, int>& outcomes) {
 
 HeldOutEvaluator::HeldOutEvaluator(const PolicyConfig& policy, const TokenEvalOptions& options,
                                    std::shared_ptr<const Scorer> scorer)
-    : model_(make_seeded_transformer(run_transformer_options(policy, run_tokenizer(options.agent.tokenizer)->vocab()), 0)),
+    // Filled by each weight set it evaluates (evaluate()).
+    : model_(make_unfilled_transformer(
+          run_transformer_options(policy, run_tokenizer(options.agent.tokenizer)->vocab()), 0)),
       options_(options),
       scorer_(std::move(scorer)) {}
 

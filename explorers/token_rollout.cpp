@@ -51,8 +51,9 @@ struct TokenRollout::Impl {
 TokenRollout::TokenRollout(const TokenRolloutOptions& o) : options_(o), impl_(std::make_unique<Impl>()) {
   RLX_REQUIRE(o.rows > 0 && o.rows % o.tokens.group_size == 0, o.rows, o.tokens.group_size);
   impl_->tokenizer = run_tokenizer(o.tokens.tokenizer);
-  impl_->model = make_seeded_transformer(run_transformer_options(o.policy, impl_->tokenizer->vocab()),
-                                         o.seed + 1000003ull * o.explorer_id);
+  // Filled by the weight store's first set before any step (the explorer loop waits for it).
+  impl_->model = make_unfilled_transformer(run_transformer_options(o.policy, impl_->tokenizer->vocab()),
+                                           o.seed + 1000003ull * o.explorer_id);
   impl_->rng.seed(o.seed * 6364136223846793005ull + o.explorer_id + 1);
 }
 

@@ -37,6 +37,7 @@ std::vector<std::vector<std::int64_t>> teacher_prompts(const Generation& g, cons
 TokenTrainerOptions token_trainer_options(const TrainerOptions& o) {
   TokenTrainerOptions t;
   t.model = run_transformer_options(o.policy, run_tokenizer(o.tokens.tokenizer)->vocab());
+  t.unfilled = !hf_init_dir(o.policy.init).empty();  // make_trainer loads it (rank 0) or takes rank 0's
   t.algorithm = o.learner.algorithm;
   t.lr = o.learner.lr;
   t.warmup_updates = o.learner.warmup_updates;

@@ -100,7 +100,8 @@ ModelOptimizerOptions optimizer_options(const TokenTrainerOptions& o) {
 struct TokenTrainer::Impl {
   explicit Impl(const TokenTrainerOptions& o)
       : device(o.device),
-        model(make_seeded_transformer(o.model, o.seed)),
+        model(o.unfilled ? make_unfilled_transformer(o.model, o.seed)
+                         : make_seeded_transformer(o.model, o.seed)),
         optimizer((model->to(device), model.ptr()), optimizer_options(o)) {}  // on the device before the optimizer
   torch::Device device;
   MoETransformer model;
@@ -125,7 +126,9 @@ Result<std::string> TokenTrainer::load_model_file(const std::string& path) {
 }
 
 Result<void> TokenTrainer::take_reference(const std::string& init) {
-  auto ref = make_seeded_transformer(options_.model, options_.seed);
+  // Filled from `init` next when it is a Hugging Face checkpoint.
+  auto ref = hf_init_dir(init).empty() ? make_seeded_transformer(options_.model, options_.seed)
+                                       : make_unfilled_transformer(options_.model, options_.seed);
   if (!init.empty())
     if (auto read = load_start_weights(ref, init); !read) return read.error();
   ref->to(impl_->device);

@@ -63,6 +63,10 @@ struct TokenTrainerOptions {
   // "cuda", "cuda:N"; checked by check_device before). Batches arrive on
   // the CPU and are moved per microbatch; weights are exported to the CPU.
   std::string device = "cpu";
+  // The model's weights come next, whole (a Hugging Face checkpoint the
+  // caller loads, or rank 0's state): built with make_unfilled_transformer,
+  // nothing drawn that would be overwritten.
+  bool unfilled = false;
   // Data-parallel ranks (learner/learner_group.hpp); null when alone. Each
   // rank's loss is its share of the whole batch's (token counts and PPO's
   // advantage statistics are summed over the ranks first) and the ranks'

@@ -7,6 +7,7 @@
 
 #include "learner/learner_group.hpp"
 #include "learner/mlp_trainer.hpp"
+#include "learner/start_weights.hpp"
 #include "learner/token_policy_trainer.hpp"
 #include "envs/tokens/tokenizer.hpp"
 #include "policy/hf_checkpoint.hpp"
@@ -36,11 +37,14 @@ Result<void> check_policy_init(const PolicyConfig& policy, const TokensConfig& t
   if (policy.kind != PolicyKind::moe_transformer || policy.init.empty()) return {};
   if (auto t = check_tokenizer(tokens.tokenizer); !t) return t.error();
   if (auto m = policy_transformer_options(policy, run_tokenizer(tokens.tokenizer)->vocab()); !m) return m.error();
+  // The weights read into the model alone (no optimizer, nothing drawn
+  // that the file fills), then let go.
   TrainerOptions o;
   o.policy = policy;
   o.tokens = tokens;
-  TokenTrainer t(token_trainer_options(o));
-  if (auto ok = t.load_model_file(policy.init); !ok) return ok.error();
+  const auto t = token_trainer_options(o);
+  auto model = t.unfilled ? make_unfilled_transformer(t.model, t.seed) : make_seeded_transformer(t.model, t.seed);
+  if (auto ok = load_start_weights(model, policy.init); !ok) return ok.error();
   return {};
 }
 

@@ -200,8 +200,7 @@ TokenRows read_tokens(wire::TokenRows::Reader k, const Segment& x, const std::sh
   }
   auto shape = k.getRoutes().getShape();
   if (shape.size() != 3) invalid("tokens: routes must be rank 3");
-  t.route_width = shape[2];
-  if (t.route_width == 0) invalid("tokens: routes need one entry per layer and slot");
+  t.route_width = shape[2];  // layers x slots; 0 from a dense model
   t.routes = view_tensor<std::uint8_t>(k.getRoutes(), {T, B, t.route_width}, "routes", keep);
   t.group_size = k.getGroupSize();
   if (t.group_size == 0 || B % t.group_size != 0) invalid("tokens: groupSize must divide the rows");

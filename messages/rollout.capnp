@@ -67,7 +67,7 @@ struct SegmentWork {
 struct TokenRows {
   promptWidth @0 :UInt32;          # P
   promptLengths @1 :List(UInt32);  # [B]: real prompt tokens of each row (<= P)
-  routes @2 :T.Tensor;             # uint8 [T, B, layers * k]: experts chosen per token and layer (255: none)
+  routes @2 :T.Tensor;             # uint8 [T, B, layers * k]: experts per token and layer (255: none; 0 wide: dense)
   groupSize @3 :UInt32;            # rows come in groups of this many samples of one task
   taskIds @4 :List(Text);          # [B]: the task of each row (what its scorer needs)
   hints @5 :List(Text);            # [B] or empty: the scorer's hint for a failed row ("" none), a line

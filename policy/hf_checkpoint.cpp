@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.hpp"
-#include "core/json_int.hpp"
 
 namespace rlx {
 
@@ -52,26 +51,32 @@ Result<void> pair_saved(torch::nn::Module& m, torch::serialize::InputArchive& ar
 }  // namespace
 
 std::vector<std::pair<std::string, torch::Tensor>> MoETransformerImpl::hf_tensors() const {
-  RLX_REQUIRE(options_.arch == TransformerArch::qwen3_moe);
+  RLX_REQUIRE(options_.arch == TransformerArch::hf);
   std::vector<std::pair<std::string, torch::Tensor>> out;
-  out.emplace_back("model.embed_tokens.weight", tok_->weight);
+  out.emplace_back("model.embed_tokens.weight", embed_->weight);
   for (std::int64_t l = 0; l < options_.layers; ++l) {
     const auto p = fmt::format("model.layers.{}.", l);
     out.emplace_back(p + "input_layernorm.weight", in_norm_[l]);
     out.emplace_back(p + "self_attn.q_proj.weight", q_[l]->weight);
     out.emplace_back(p + "self_attn.k_proj.weight", k_[l]->weight);
     out.emplace_back(p + "self_attn.v_proj.weight", v_[l]->weight);
-    if (options_.family == HfFamily::qwen2_moe) {
+    if (options_.qkv_bias()) {
       out.emplace_back(p + "self_attn.q_proj.bias", q_[l]->bias);
       out.emplace_back(p + "self_attn.k_proj.bias", k_[l]->bias);
       out.emplace_back(p + "self_attn.v_proj.bias", v_[l]->bias);
     }
     out.emplace_back(p + "self_attn.o_proj.weight", o_[l]->weight);
-    if (!q_norm_.empty()) {
+    if (options_.qk_norm()) {
       out.emplace_back(p + "self_attn.q_norm.weight", q_norm_[l]);
       out.emplace_back(p + "self_attn.k_norm.weight", k_norm_[l]);
     }
     out.emplace_back(p + "post_attention_layernorm.weight", post_norm_[l]);
+    if (!moe_[l]) {
+      out.emplace_back(p + "mlp.gate_proj.weight", mlp_[l]->gate_proj());
+      out.emplace_back(p + "mlp.up_proj.weight", mlp_[l]->up_proj());
+      out.emplace_back(p + "mlp.down_proj.weight", mlp_[l]->down_proj());
+      continue;
+    }
     out.emplace_back(p + "mlp.gate.weight", moe_[l]->router_weight());
     for (std::int64_t e = 0; e < options_.experts; ++e) {
       const auto q = fmt::format("{}mlp.experts.{}.", p, e);
@@ -87,106 +92,8 @@ std::vector<std::pair<std::string, torch::Tensor>> MoETransformerImpl::hf_tensor
     }
   }
   out.emplace_back("model.norm.weight", final_norm_);
-  if (!options_.tie_embeddings) out.emplace_back("lm_head.weight", lm_head_->weight);
+  if (!options_.tie_embeddings) out.emplace_back("lm_head.weight", head_->weight);
   return out;
-}
-
-Result<TransformerOptions> hf_transformer_options(const std::string& config_json, std::int64_t max_len) {
-  const auto fail = [](const std::string& why) { return make_error(Errc::invalid_field, "config.json: " + why); };
-  const json c = json::parse(config_json, nullptr, false);
-  if (c.is_discarded() || !c.is_object()) return fail("not a JSON object");
-  try {
-    const auto type = c.value("model_type", std::string());
-    if (type != "qwen3_moe" && type != "qwen2_moe")
-      return fail("model_type \"" + type + "\": this policy reads \"qwen3_moe\" and \"qwen2_moe\"");
-    const bool qwen2 = type == "qwen2_moe";
-    if (c.value("hidden_act", std::string("silu")) != "silu") return fail("hidden_act must be silu");
-    if (!qwen2 && c.value("attention_bias", false)) return fail("attention_bias is not supported");
-    if (qwen2 && !c.value("qkv_bias", true)) return fail("qkv_bias = false is not supported (Qwen2-MoE's q, k, v have biases)");
-    if (c.value("use_sliding_window", false)) return fail("use_sliding_window is not supported");
-    if (c.contains("rope_scaling") && !c["rope_scaling"].is_null()) return fail("rope_scaling is not supported");
-    // A size: its fallback when absent (a required one has none); a value that
-    // is not an integer that fits (a float, a string) is named in the error.
-    std::string bad;
-    const auto size = [&](const char* key, std::optional<std::int64_t> fallback) {
-      const auto it = c.find(key);
-      const auto v = it == c.end() || it->is_null() ? fallback : json_int64(*it);
-      if (!v && bad.empty()) bad = key;
-      return v.value_or(-1);
-    };
-    if (size("decoder_sparse_step", 1) != 1 || !c.value("mlp_only_layers", json::array()).empty())
-      return fail("dense layers among the MoE ones (decoder_sparse_step, mlp_only_layers) are not supported");
-    TransformerOptions o;
-    o.arch = TransformerArch::qwen3_moe;
-    o.family = qwen2 ? HfFamily::qwen2_moe : HfFamily::qwen3_moe;
-    o.vocab = size("vocab_size", std::nullopt);
-    o.d_model = size("hidden_size", std::nullopt);
-    o.layers = size("num_hidden_layers", std::nullopt);
-    o.heads = size("num_attention_heads", std::nullopt);
-    o.kv_heads = size("num_key_value_heads", o.heads);
-    o.head_dim = size("head_dim", o.heads > 0 ? o.d_model / o.heads : 0);
-    o.experts = size("num_experts", std::nullopt);
-    o.top_k = size("num_experts_per_tok", std::nullopt);
-    o.expert_hidden = size("moe_intermediate_size", std::nullopt);
-    o.norm_topk_prob = c.value("norm_topk_prob", false);
-    o.rms_eps = c.value("rms_norm_eps", 1e-6);
-    o.rope_theta = c.value("rope_theta", 1e6);
-    o.tie_embeddings = c.value("tie_word_embeddings", false);
-    o.max_len = max_len > 0 ? max_len : size("max_position_embeddings", 4096);
-    if (!bad.empty()) return fail(bad + " is missing or not an integer");
-    const auto positive = [](std::int64_t v) { return v > 0 && v <= (1 << 24); };
-    if (!positive(o.vocab) || !positive(o.d_model) || !positive(o.layers) || !positive(o.heads) || !positive(o.kv_heads) ||
-        !positive(o.head_dim) || !positive(o.experts) || !positive(o.expert_hidden) || !positive(o.max_len))
-      return fail("a size is not a positive integer");
-    if (o.heads % o.kv_heads != 0) return fail(fmt::format("{} heads are not a multiple of {} key/value heads", o.heads, o.kv_heads));
-    if (o.head_dim % 2 != 0) return fail("head_dim must be even (rotary embeddings)");
-    if (o.top_k < 1 || o.top_k > o.experts) return fail("num_experts_per_tok must be 1..num_experts");
-    if (qwen2) {
-      if (o.head_dim != o.d_model / o.heads || o.d_model % o.heads != 0)
-        return fail("qwen2_moe: head_dim must be hidden_size / num_attention_heads");
-      o.shared_expert_hidden = size("shared_expert_intermediate_size", std::nullopt);
-      if (!bad.empty()) return fail(bad + " is missing or not an integer");
-      if (!positive(o.shared_expert_hidden)) return fail("shared_expert_intermediate_size is not a positive integer");
-    }
-    return o;
-  } catch (const json::exception& e) {
-    return fail(std::string("a field is missing or of the wrong type: ") + e.what());
-  }
-}
-
-std::string hf_config_json(const TransformerOptions& o) {
-  const bool qwen2 = o.family == HfFamily::qwen2_moe;
-  json c = {{"architectures", {qwen2 ? "Qwen2MoeForCausalLM" : "Qwen3MoeForCausalLM"}},
-            {"model_type", qwen2 ? "qwen2_moe" : "qwen3_moe"},
-            {"vocab_size", o.vocab},
-            {"hidden_size", o.d_model},
-            {"num_hidden_layers", o.layers},
-            {"num_attention_heads", o.heads},
-            {"num_key_value_heads", o.kv_heads_or_heads()},
-            {"head_dim", o.head_width()},
-            {"num_experts", o.experts},
-            {"num_experts_per_tok", o.top_k},
-            {"moe_intermediate_size", o.expert_hidden},
-            {"intermediate_size", o.expert_hidden},
-            {"decoder_sparse_step", 1},
-            {"mlp_only_layers", json::array()},
-            {"norm_topk_prob", o.norm_topk_prob},
-            {"rms_norm_eps", o.rms_eps},
-            {"rope_theta", o.rope_theta},
-            {"rope_scaling", nullptr},
-            {"tie_word_embeddings", o.tie_embeddings},
-            {"max_position_embeddings", o.max_len},
-            {"hidden_act", "silu"},
-            {"attention_bias", false},
-            {"use_sliding_window", false},
-            {"torch_dtype", "float32"}};
-  if (qwen2) {
-    c.erase("head_dim");
-    c.erase("attention_bias");
-    c["qkv_bias"] = true;
-    c["shared_expert_intermediate_size"] = o.shared_expert_hidden;
-  }
-  return c.dump(2) + "\n";
 }
 
 Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint& checkpoint) {
@@ -320,7 +227,7 @@ Result<MoETransformer> load_hf_transformer(const std::string& dir, std::int64_t 
   if (!options) return options.error();
   auto checkpoint = SafetensorsCheckpoint::open(dir);
   if (!checkpoint) return checkpoint.error();
-  auto model = make_seeded_transformer(*options, seed);
+  auto model = make_unfilled_transformer(*options, seed);
   if (auto r = load_hf_weights(model, *checkpoint); !r) return r.error();
   return model;
 }
@@ -333,8 +240,10 @@ Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDt
   fs::create_directories(dir, ec);
   if (ec) return make_error(Errc::io, "export: cannot make " + dir + ": " + ec.message());
   // Shards in order, each up to shard_bytes (a tensor larger than that
-  // gets one alone), planned from the sizes; then each shard's bytes made
-  // and written in turn, so that the export holds one shard beside the model.
+  // gets one alone), planned from the sizes; each tensor's bytes made as
+  // they are written, a chunk at a time, so that an export holds the
+  // model and one chunk (and, for a model off the CPU or not in F32, one
+  // tensor's copy).
   const auto tensors = model->hf_tensors();
   const std::size_t width = dtype == StDtype::f32 ? 4 : 2;
   std::vector<std::vector<std::size_t>> plan(1);
@@ -348,26 +257,33 @@ Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDt
     plan.back().push_back(i);
     in_shard += bytes;
   }
+  const auto writer = [dtype](const torch::Tensor& view) {
+    return [view, dtype](std::ostream& out) {
+      const auto t = view.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+      const float* p = t.data_ptr<float>();
+      const auto n = static_cast<std::size_t>(t.numel());
+      if (dtype == StDtype::f32) {
+        out.write(reinterpret_cast<const char*>(p), static_cast<std::streamsize>(n * 4));
+        return static_cast<bool>(out);
+      }
+      std::vector<std::uint16_t> chunk(std::min<std::size_t>(n, std::size_t{1} << 20));
+      for (std::size_t first = 0; first < n; first += chunk.size()) {
+        const auto count = std::min(chunk.size(), n - first);
+        for (std::size_t k = 0; k < count; ++k) chunk[k] = f32_to_bf16(p[first + k]);
+        out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(count * 2));
+      }
+      return static_cast<bool>(out);
+    };
+  };
   const std::map<std::string, std::string> meta = {{"format", "pt"}};
   json map = json::object();
   std::uint64_t total = 0;
   for (std::size_t s = 0; s < plan.size(); ++s) {
-    std::vector<std::vector<std::byte>> bytes;
     std::vector<StTensorOut> out;
     for (const auto i : plan[s]) {
       const auto& [name, view] = tensors[i];
-      auto t = view.detach().to(torch::kCPU, torch::kFloat32).contiguous();
-      const float* p = t.data_ptr<float>();
-      auto& b = bytes.emplace_back(static_cast<std::size_t>(t.numel()) * width);
-      if (dtype == StDtype::f32) {
-        std::memcpy(b.data(), p, b.size());
-      } else {
-        for (std::int64_t k = 0; k < t.numel(); ++k) {
-          const std::uint16_t h = f32_to_bf16(p[k]);
-          std::memcpy(b.data() + 2 * k, &h, 2);
-        }
-      }
-      out.push_back({name, dtype, t.sizes().vec(), b.data(), b.size()});
+      const auto bytes = static_cast<std::size_t>(view.numel()) * width;
+      out.push_back({name, dtype, view.sizes().vec(), nullptr, bytes, writer(view)});
     }
     const auto file = plan.size() == 1 ? std::string("model.safetensors")
                                        : fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, plan.size());

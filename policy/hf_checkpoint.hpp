@@ -1,7 +1,8 @@
-// Hugging Face checkpoints of the Qwen3-MoE family (issue 26) in and out
-// of the token policy (policy/moe_transformer.hpp, arch qwen3_moe): the
-// model's config.json read into TransformerOptions (and written from
-// them), its safetensors weights loaded by the family's parameter names
+// Hugging Face checkpoints of the decoder families HfFamily names
+// (Qwen3-MoE, Qwen2-MoE, Qwen3, Qwen2/Qwen2.5, Llama 3) in and out of the
+// token policy (policy/moe_transformer.hpp, arch hf): the model's
+// config.json read into TransformerOptions (policy/hf_config.hpp), its
+// safetensors weights loaded by the family's parameter names
 // (core/safetensors.hpp: F32, F16 or BF16, one file or shards), and the
 // policy exported the same way so that the family's loaders read it.
 // A missing or unexpected tensor, or a shape the model does not have, is
@@ -14,15 +15,11 @@
 
 #include "core/error.hpp"
 #include "core/safetensors.hpp"
+#include "policy/hf_config.hpp"
 #include "policy/moe_transformer.hpp"
 
 namespace rlx {
 
-// config.json's text -> the policy's shape; `max_len` bounds the context
-// (max_position_embeddings when 0). What the family's config may ask and
-// this policy does not do (a dense layer among the MoE ones, attention
-// biases, sliding windows, rope scaling, another activation) is refused.
-Result<TransformerOptions> hf_transformer_options(const std::string& config_json, std::int64_t max_len = 0);
 // `[policy] init = "hf:DIR"` -> DIR ("" when init names no Hugging Face checkpoint).
 std::string hf_init_dir(const std::string& init);
 // The shape of a run's token policy: DIR/config.json's when [policy] init
@@ -43,9 +40,6 @@ Result<std::string> load_policy_init(MoETransformer& model, const std::string& i
 // fewer tensors); they start as built, and the note says so ("" when
 // none is absent). Any other is an error naming it.
 Result<std::string> absent_tensors_note(const std::vector<std::string>& absent, bool head_saved);
-// The config.json that describes `o` (model_type "qwen3_moe").
-std::string hf_config_json(const TransformerOptions& o);
-
 // Loads every parameter but the value head from `checkpoint`.
 Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint& checkpoint);
 // config.json + safetensors from DIR into a new model (the value head from `seed`).

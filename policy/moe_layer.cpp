@@ -21,15 +21,16 @@ MoELayerImpl::MoELayerImpl(const MoEOptions& o) : options_(o) {
   const double s1 = 1.0 / std::sqrt(static_cast<double>(o.in));
   const double s2 = 1.0 / std::sqrt(static_cast<double>(o.hidden));
   if (o.swiglu) {
-    w_gate_ = register_parameter("w_gate", torch::empty({o.experts, o.in, o.hidden}).uniform_(-s1, s1));
-    w_up_ = register_parameter("w_up", torch::empty({o.experts, o.in, o.hidden}).uniform_(-s1, s1));
-    w_down_ = register_parameter("w_down", torch::empty({o.experts, o.hidden, o.out}).uniform_(-s2, s2));
+    const auto drawn = [&](torch::Tensor t, double s) { return o.draw ? t.uniform_(-s, s) : t; };
+    w_gate_ = register_parameter("w_gate", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
+    w_up_ = register_parameter("w_up", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
+    w_down_ = register_parameter("w_down", drawn(torch::empty({o.experts, o.hidden, o.out}), s2));
     if (o.shared_hidden > 0) {
       const double s3 = 1.0 / std::sqrt(static_cast<double>(o.shared_hidden));
-      s_gate_ = register_parameter("s_gate", torch::empty({o.in, o.shared_hidden}).uniform_(-s1, s1));
-      s_up_ = register_parameter("s_up", torch::empty({o.in, o.shared_hidden}).uniform_(-s1, s1));
-      s_down_ = register_parameter("s_down", torch::empty({o.shared_hidden, o.out}).uniform_(-s3, s3));
-      s_weight_ = register_parameter("s_weight", torch::empty({o.in}).uniform_(-s1, s1));
+      s_gate_ = register_parameter("s_gate", drawn(torch::empty({o.in, o.shared_hidden}), s1));
+      s_up_ = register_parameter("s_up", drawn(torch::empty({o.in, o.shared_hidden}), s1));
+      s_down_ = register_parameter("s_down", drawn(torch::empty({o.shared_hidden, o.out}), s3));
+      s_weight_ = register_parameter("s_weight", drawn(torch::empty({o.in}), s1));
     }
     return;
   }

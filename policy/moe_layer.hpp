@@ -35,6 +35,9 @@ struct MoEOptions {
   // of this hidden width (0: none), its output scaled by
   // sigmoid(shared_gate . x).
   std::int64_t shared_hidden = 0;
+  // swiglu: false leaves the experts' weights undrawn (allocated, not
+  // touched) for a caller that fills them next (policy/linear_map.hpp).
+  bool draw = true;
 };
 
 struct MoEOutput {

@@ -1,10 +1,12 @@
 #include "policy/moe_transformer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "core/error.hpp"
+#include "policy/rope.hpp"
 
 namespace rlx {
 
@@ -14,56 +16,52 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double ep
   return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
 }
 
-// Rotary embedding (the rotate-half form of the Llama/Qwen families) of
-// x [B, H, S, hd] at positions [B, S].
-torch::Tensor rope(const torch::Tensor& x, const torch::Tensor& positions, double theta) {
-  const auto hd = x.size(-1);
-  auto inv = 1.0 / torch::pow(theta, torch::arange(0, hd, 2, x.options().dtype(torch::kLong)).to(x.dtype()) /
-                                         static_cast<double>(hd));
-  auto angles = positions.to(x.dtype()).unsqueeze(-1) * inv;  // [B, S, hd/2]
-  auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);     // [B, 1, S, hd]
-  auto half = x.chunk(2, -1);
-  return x * emb.cos() + torch::cat({-half[1], half[0]}, -1) * emb.sin();
-}
-
 }  // namespace
 
-MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o) : options_(o) {
+MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o, bool draw) : options_(o) {
   RLX_REQUIRE(o.d_model % o.heads == 0 || o.head_dim > 0, o.d_model, o.heads);
   RLX_REQUIRE(!o.copy_head || o.arch == TransformerArch::rlx, "a copy head is RLX's own layout's");
-  tok_ = register_module("tok_emb", torch::nn::Embedding(o.vocab, o.d_model));
-  if (o.arch == TransformerArch::qwen3_moe) {
+  if (o.arch == TransformerArch::hf) {
+    // Parameters in the order of the layout's first version (the weight
+    // wire and saved files list them so), drawn only when `draw`.
+    embed_ = register_module("tok_emb", LinearMap(o.d_model, o.vocab, false, false));
     const auto H = o.heads, KV = o.kv_heads_or_heads(), hd = o.head_width();
     RLX_REQUIRE(H % KV == 0 && hd % 2 == 0, H, KV, hd);
     const auto ones = [&](std::int64_t n) { return torch::ones({n}); };
-    const bool qwen2 = o.family == HfFamily::qwen2_moe;
-    RLX_REQUIRE(qwen2 || o.shared_expert_hidden == 0, o.shared_expert_hidden);
-    const auto linear = [](std::int64_t in, std::int64_t out, bool bias = false) {
-      return torch::nn::Linear(torch::nn::LinearOptions(in, out).bias(bias));
+    RLX_REQUIRE(o.family == HfFamily::qwen2_moe || o.shared_expert_hidden == 0, o.shared_expert_hidden);
+    const auto linear = [draw](std::int64_t in, std::int64_t out, bool bias = false) {
+      return LinearMap(in, out, bias, draw);
     };
     for (std::int64_t l = 0; l < o.layers; ++l) {
       const auto n = std::to_string(l);
       in_norm_.push_back(register_parameter("in_norm_" + n, ones(o.d_model)));
-      q_.push_back(register_module("q_" + n, linear(o.d_model, H * hd, qwen2)));
-      k_.push_back(register_module("k_" + n, linear(o.d_model, KV * hd, qwen2)));
-      v_.push_back(register_module("v_" + n, linear(o.d_model, KV * hd, qwen2)));
+      q_.push_back(register_module("q_" + n, linear(o.d_model, H * hd, o.qkv_bias())));
+      k_.push_back(register_module("k_" + n, linear(o.d_model, KV * hd, o.qkv_bias())));
+      v_.push_back(register_module("v_" + n, linear(o.d_model, KV * hd, o.qkv_bias())));
       o_.push_back(register_module("o_" + n, linear(H * hd, o.d_model)));
-      if (!qwen2) {
+      if (o.qk_norm()) {
         q_norm_.push_back(register_parameter("q_norm_" + n, ones(hd)));
         k_norm_.push_back(register_parameter("k_norm_" + n, ones(hd)));
       }
       post_norm_.push_back(register_parameter("post_norm_" + n, ones(o.d_model)));
-      MoEOptions m{o.d_model, o.expert_hidden, o.d_model, o.experts, o.top_k, false, o.capacity_factor, true,
-                   o.norm_topk_prob, o.shared_expert_hidden};
-      moe_.push_back(register_module("moe_" + n, MoELayer(m)));
+      if (o.moe_layer(l)) {
+        MoEOptions m{o.d_model, o.expert_hidden, o.d_model, o.experts, o.top_k, false, o.capacity_factor, true,
+                     o.norm_topk_prob, o.shared_expert_hidden, draw};
+        moe_.push_back(register_module("moe_" + n, MoELayer(m)));
+        mlp_.emplace_back(nullptr);
+      } else {
+        moe_.emplace_back(nullptr);
+        mlp_.push_back(register_module("mlp_" + n, SwiGluMlp(o.d_model, o.mlp_hidden, draw)));
+      }
     }
     final_norm_ = register_parameter("final_norm", ones(o.d_model));
-    if (!o.tie_embeddings) lm_head_ = register_module("lm_head", linear(o.d_model, o.vocab));
-    v_head_ = register_module("v_head", torch::nn::Linear(o.d_model, 1));
+    if (!o.tie_embeddings) head_ = register_module("lm_head", linear(o.d_model, o.vocab));
+    v_head_ = register_module("v_head", torch::nn::Linear(o.d_model, 1));  // not in a checkpoint: always drawn
     torch::NoGradGuard guard;
-    tok_->weight.normal_(0, 0.02);
+    if (draw) embed_->weight.normal_(0, 0.02);
     return;
   }
+  tok_ = register_module("tok_emb", torch::nn::Embedding(o.vocab, o.d_model));
   pos_ = register_module("pos_emb", torch::nn::Embedding(o.max_len, o.d_model));
   for (std::int64_t l = 0; l < o.layers; ++l) {
     const auto n = std::to_string(l);
@@ -100,9 +98,9 @@ TransformerOutput MoETransformerImpl::forward(const torch::Tensor& tokens, const
 
 KVCache MoETransformerImpl::new_cache(std::int64_t batch, std::int64_t capacity) const {
   const auto& o = options_;
-  auto opts = tok_->weight.options();
+  auto opts = embedding().options();
   KVCache c;
-  const auto heads = o.arch == TransformerArch::qwen3_moe ? o.kv_heads_or_heads() : o.heads;
+  const auto heads = o.arch == TransformerArch::hf ? o.kv_heads_or_heads() : o.heads;
   for (std::int64_t l = 0; l < o.layers; ++l) {
     c.k.push_back(torch::zeros({batch, heads, capacity, o.head_width()}, opts));
     c.v.push_back(torch::zeros({batch, heads, capacity, o.head_width()}, opts));
@@ -162,7 +160,7 @@ TransformerOutput MoETransformerImpl::step(const torch::Tensor& tokens, const to
 }
 
 torch::Tensor MoETransformerImpl::norm(std::int64_t which, std::int64_t l, const torch::Tensor& x) {
-  if (options_.arch == TransformerArch::qwen3_moe) {
+  if (options_.arch == TransformerArch::hf) {
     const auto& w = which == 1 ? in_norm_[l] : which == 2 ? post_norm_[l] : final_norm_;
     return rms_norm(x, w, options_.rms_eps);
   }
@@ -173,22 +171,23 @@ torch::Tensor MoETransformerImpl::attention(std::int64_t l, const torch::Tensor&
                                             const torch::Tensor& allowed, std::int64_t offset, KVCache* cache) {
   const auto& o = options_;
   const auto B = x.size(0), S = x.size(1), L = offset + S, H = o.heads, dh = o.head_width();
-  const bool qwen = o.arch == TransformerArch::qwen3_moe;
+  const bool qwen = o.arch == TransformerArch::hf;
   const auto KV = qwen ? o.kv_heads_or_heads() : H;
   auto h = norm(1, l, x);
   torch::Tensor q, k, v;  // [B, heads, S, dh]
   if (qwen) {
     q = q_[l]->forward(h).view({B, S, H, dh});
     k = k_[l]->forward(h).view({B, S, KV, dh});
-    if (!q_norm_.empty()) {  // Qwen3
+    if (o.qk_norm()) {
       q = rms_norm(q, q_norm_[l], o.rms_eps);
       k = rms_norm(k, k_norm_[l], o.rms_eps);
     }
     q = q.transpose(1, 2);
     k = k.transpose(1, 2);
     v = v_[l]->forward(h).view({B, S, KV, dh}).transpose(1, 2);
-    q = rope(q, positions, o.rope_theta);
-    k = rope(k, positions, o.rope_theta);
+    const auto inv = rope_inverse_frequencies(dh, o.rope_theta, o.rope_scaling);
+    q = apply_rope(q, positions, inv);
+    k = apply_rope(k, positions, inv);
   } else {
     auto qkv = qkv_[l]->forward(h).view({B, S, 3, H, dh}).permute({2, 0, 3, 1, 4});
     q = qkv[0], k = qkv[1], v = qkv[2];
@@ -214,9 +213,10 @@ TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const tor
                                           std::int64_t offset, KVCache* cache, const torch::Tensor& replay_routes) {
   const auto& o = options_;
   const auto B = tokens.size(0), S = tokens.size(1), L = offset + S;
-  const bool qwen = o.arch == TransformerArch::qwen3_moe;
+  const bool qwen = o.arch == TransformerArch::hf;
   RLX_REQUIRE(positions.numel() == 0 || positions.max().item<std::int64_t>() < o.max_len, o.max_len);
-  auto x = qwen ? tok_->forward(tokens) : tok_->forward(tokens) + pos_->forward(positions);  // [B, S, d]
+  auto x = qwen ? torch::embedding(embed_->weight, tokens)
+                : tok_->forward(tokens) + pos_->forward(positions);  // [B, S, d]
 
   // Query i (absolute offset + i) sees key j when j is real and j <= offset + i;
   // a padded query sees itself (its output is never used, but stays finite).
@@ -230,6 +230,12 @@ TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const tor
   std::vector<torch::Tensor> routes, fractions, lbs, zs;
   for (std::int64_t l = 0; l < o.layers; ++l) {
     x = x + attention(l, x, positions, allowed, offset, cache);
+    if (!moe_[l]) {  // a dense layer: no routes, no router losses
+      x = x + mlp_[l]->forward(norm(2, l, x));
+      routes.push_back(torch::full({B, S, o.top_k}, -1, tokens.options().dtype(torch::kLong)));
+      fractions.push_back(torch::zeros({o.experts}, x.options()));
+      continue;
+    }
     // The MoE layer sees real tokens only (padding neither takes capacity
     // nor counts in the balance).
     auto h = norm(2, l, x).reshape({B * S, o.d_model}).index_select(0, real);
@@ -243,17 +249,27 @@ TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const tor
     fractions.push_back(m.expert_fraction);
     lbs.push_back(m.load_balance);
     zs.push_back(m.router_z);
-    out.dropped_fraction += m.dropped_fraction / static_cast<double>(o.layers);
+    out.dropped_fraction += m.dropped_fraction;
   }
+  if (!lbs.empty()) out.dropped_fraction /= static_cast<double>(lbs.size());
   auto hf = norm(0, 0, x);
-  out.logits = qwen && o.tie_embeddings ? torch::matmul(hf, tok_->weight.t()) : lm_head_->forward(hf);
+  out.logits = !qwen               ? lm_head_->forward(hf)
+               : o.tie_embeddings ? torch::matmul(hf, embed_->weight.t())
+                                  : head_->forward(hf);
   if (copy_) out.logits = copy_->mix(out.logits, hf, tokens, valid, allowed.squeeze(1), offset, cache ? &cache->copy : nullptr);
   out.values = v_head_->forward(hf).squeeze(-1);
   out.routes = torch::stack(routes);
   out.expert_fraction = torch::stack(fractions);
-  out.load_balance = torch::stack(lbs).mean();
-  out.router_z = torch::stack(zs).mean();
+  out.load_balance = lbs.empty() ? torch::ones({}, x.options()) : torch::stack(lbs).mean();
+  out.router_z = lbs.empty() ? torch::zeros({}, x.options()) : torch::stack(zs).mean();
   return out;
+}
+
+bool TransformerOptions::moe_layer(std::int64_t l) const {
+  if (arch == TransformerArch::rlx) return true;
+  if (!moe_family() || experts == 0) return false;
+  const bool listed = std::find(mlp_only_layers.begin(), mlp_only_layers.end(), l) != mlp_only_layers.end();
+  return !listed && (l + 1) % sparse_step == 0;
 }
 
 TransformerOptions transformer_options(const PolicyConfig& p, std::int64_t vocab) {
@@ -274,6 +290,11 @@ TransformerOptions transformer_options(const PolicyConfig& p, std::int64_t vocab
 MoETransformer make_seeded_transformer(const TransformerOptions& options, std::uint64_t seed) {
   auto lock = seeded_init(seed);
   return MoETransformer(options);
+}
+
+MoETransformer make_unfilled_transformer(const TransformerOptions& options, std::uint64_t seed) {
+  auto lock = seeded_init(seed);
+  return MoETransformer(options, /*draw=*/false);
 }
 
 double route_mismatch(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& valid) {

@@ -22,20 +22,39 @@
 
 #include "core/config.hpp"
 #include "policy/copy_head.hpp"
+#include "policy/dense_mlp.hpp"
+#include "policy/linear_map.hpp"
 #include "policy/moe_layer.hpp"
 
 namespace rlx {
 
-// rlx: the layout above. qwen3_moe: the Qwen MoE families' (Hugging Face
-// Qwen3MoeForCausalLM, and Qwen2MoeForCausalLM with `family` qwen2_moe):
-// no position table but rotary embeddings on q and k, RMSNorm everywhere
-// (Qwen3: on each head's q and k too), grouped-query attention (Qwen2:
-// with biases on q, k and v), SwiGLU experts under a bias-free softmax
-// top-k router (Qwen2: and a gated shared expert), an optional tied
-// lm_head; RLX's value head beside it (policy/hf_checkpoint.hpp reads
-// and writes the families' checkpoints).
-enum class TransformerArch : std::uint8_t { rlx, qwen3_moe };
-enum class HfFamily : std::uint8_t { qwen3_moe, qwen2_moe };
+// rlx: the layout above. hf: the Hugging Face decoder families' layout
+// (policy/hf_checkpoint.hpp reads and writes their checkpoints): no
+// position table but rotary embeddings on q and k, RMSNorm everywhere,
+// grouped-query attention, SwiGLU feed-forward layers, an optional tied
+// lm_head, RLX's value head beside it. The family says the rest:
+//   qwen3_moe  Qwen3MoeForCausalLM: RMSNorm on each head's q and k; MoE
+//              layers (a bias-free softmax top-k router over SwiGLU
+//              experts), dense ones where mlp_only_layers and
+//              decoder_sparse_step say
+//   qwen2_moe  Qwen2MoeForCausalLM: biases on q, k and v, no q/k norms,
+//              a gated shared expert beside the routed ones
+//   qwen3      Qwen3ForCausalLM: Qwen3's attention, every layer dense
+//   qwen2      Qwen2ForCausalLM (Qwen2, Qwen2.5): Qwen2's attention, dense
+//   llama      LlamaForCausalLM (Llama 3, 3.1, 3.2): no biases, no q/k
+//              norms, dense, rope scaling "llama3" as well as none
+enum class TransformerArch : std::uint8_t { rlx, hf };
+enum class HfFamily : std::uint8_t { qwen3_moe, qwen2_moe, qwen3, qwen2, llama };
+
+// Rotary frequencies as the Llama 3 family rescales them (rope_type
+// "llama3": long wavelengths divided by `factor`, short ones kept, a
+// smooth blend between); `factor` 0: no scaling.
+struct RopeScaling {
+  double factor = 0;
+  double low_freq_factor = 1;
+  double high_freq_factor = 4;
+  std::int64_t original_max_position = 8192;
+};
 
 // The defaults are the code policy's (envs/tokens: 99 characters).
 struct TransformerOptions {
@@ -44,33 +63,43 @@ struct TransformerOptions {
   std::int64_t heads = 4;
   std::int64_t layers = 2;
   std::int64_t max_len = 256;        // positions (prompt + completion)
-  std::int64_t experts = 4;
-  std::int64_t top_k = 2;
+  std::int64_t experts = 4;          // per MoE layer (0: a dense model, no MoE layer)
+  std::int64_t top_k = 2;            // 0 with experts 0
   std::int64_t expert_hidden = 256;
   double capacity_factor = 0;        // 0: no token dropped
   TransformerArch arch = TransformerArch::rlx;
   bool copy_head = false;            // rlx only: logits mix in a pointer at the context (policy/copy_head.hpp)
-  // qwen3_moe:
+  // hf:
   std::int64_t kv_heads = 0;         // key/value heads (0: heads)
   std::int64_t head_dim = 0;         // 0: d_model / heads
   double rope_theta = 1e6;
+  RopeScaling rope_scaling;
   double rms_eps = 1e-6;
   bool norm_topk_prob = true;        // renormalise the top-k router probabilities
   bool tie_embeddings = false;       // lm_head shares the token embedding
-  HfFamily family = HfFamily::qwen3_moe;  // qwen2_moe: q/k/v biases, no q/k norms, the shared expert
+  HfFamily family = HfFamily::qwen3_moe;
   std::int64_t shared_expert_hidden = 0;  // qwen2_moe: the shared expert's width (0: none)
+  std::int64_t mlp_hidden = 0;       // a dense layer's SwiGLU width (intermediate_size)
+  std::vector<std::int64_t> mlp_only_layers;  // MoE families: layers with a dense MLP instead
+  std::int64_t sparse_step = 1;      // MoE families: every sparse_step-th layer is MoE (decoder_sparse_step)
   std::int64_t kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   std::int64_t head_width() const { return head_dim > 0 ? head_dim : d_model / heads; }
+  bool qkv_bias() const { return family == HfFamily::qwen2_moe || family == HfFamily::qwen2; }
+  bool qk_norm() const { return family == HfFamily::qwen3_moe || family == HfFamily::qwen3; }
+  bool moe_family() const { return family == HfFamily::qwen3_moe || family == HfFamily::qwen2_moe; }
+  // Whether layer l's feed-forward is an MoE layer (the families' rule:
+  // not in mlp_only_layers, and (l + 1) a multiple of sparse_step).
+  bool moe_layer(std::int64_t l) const;
 };
 
 struct TransformerOutput {
   torch::Tensor logits;           // [B, S, V]
   torch::Tensor values;           // [B, S]
-  torch::Tensor routes;           // [layers, B, S, k] int64
-  torch::Tensor load_balance;     // scalar, mean over layers (1 when balanced)
-  torch::Tensor router_z;         // scalar, mean over layers
-  torch::Tensor expert_fraction;  // [layers, E]
-  double dropped_fraction = 0;    // mean over layers
+  torch::Tensor routes;           // [layers, B, S, k] int64 (-1 in a dense layer)
+  torch::Tensor load_balance;     // scalar, mean over MoE layers (1 when balanced; 1 without any)
+  torch::Tensor router_z;         // scalar, mean over MoE layers (0 without any)
+  torch::Tensor expert_fraction;  // [layers, E] (0 in a dense layer)
+  double dropped_fraction = 0;    // mean over MoE layers
 };
 
 // Keys and values of every layer for B rows, preallocated to `capacity`
@@ -95,7 +124,9 @@ void compact_cache(KVCache& cache);
 
 class MoETransformerImpl : public torch::nn::Module {
  public:
-  explicit MoETransformerImpl(const TransformerOptions& options);
+  // `draw` false (arch hf only): every parameter a checkpoint holds is
+  // allocated but not drawn, for a caller that fills them next.
+  explicit MoETransformerImpl(const TransformerOptions& options, bool draw = true);
 
   // tokens, valid: [B, S]. With `replay_routes` ([layers, B, S, k],
   // defined) every MoE layer uses those experts.
@@ -108,7 +139,9 @@ class MoETransformerImpl : public torch::nn::Module {
   TransformerOutput step(const torch::Tensor& tokens, const torch::Tensor& valid, KVCache& cache);
 
   const TransformerOptions& options() const { return options_; }
-  // qwen3_moe: every parameter under its Hugging Face name, as a view
+  // The token embedding [vocab, d_model].
+  torch::Tensor embedding() const { return embed_ ? embed_->weight : tok_->weight; }
+  // hf: every parameter under its Hugging Face name, as a view
   // shaped as the checkpoint holds it (policy/hf_checkpoint.cpp); the value
   // head is not among them.
   std::vector<std::pair<std::string, torch::Tensor>> hf_tensors() const;
@@ -124,13 +157,15 @@ class MoETransformerImpl : public torch::nn::Module {
   torch::Tensor norm(std::int64_t which, std::int64_t l, const torch::Tensor& x);  // 1: before attention, 2: before MoE, 0: final
   TransformerOptions options_;
   torch::nn::Embedding tok_{nullptr}, pos_{nullptr};
-  // qwen3_moe
+  // hf
   std::vector<torch::Tensor> in_norm_, post_norm_, q_norm_, k_norm_;  // q_norm_, k_norm_: Qwen3 only
-  std::vector<torch::nn::Linear> q_, k_, v_, o_;
+  std::vector<LinearMap> q_, k_, v_, o_;
+  LinearMap embed_{nullptr}, head_{nullptr};  // the token embedding, lm_head (untied)
   torch::Tensor final_norm_;
   std::vector<torch::nn::LayerNorm> ln1_, ln2_;
   std::vector<torch::nn::Linear> qkv_, proj_;
-  std::vector<MoELayer> moe_;
+  std::vector<MoELayer> moe_;      // per layer; empty in a dense layer
+  std::vector<SwiGluMlp> mlp_;     // hf: per layer; empty in an MoE layer
   torch::nn::LayerNorm ln_f_{nullptr};
   torch::nn::Linear lm_head_{nullptr}, v_head_{nullptr};
   CopyHead copy_{nullptr};
@@ -142,6 +177,12 @@ TransformerOptions transformer_options(const PolicyConfig& policy, std::int64_t 
 
 // Built from `seed` alone (serialised like make_seeded_policy).
 MoETransformer make_seeded_transformer(const TransformerOptions& options, std::uint64_t seed);
+// Built to be filled next, from a checkpoint or a weight set: in the
+// Hugging Face layout every parameter a checkpoint holds is allocated but
+// not drawn (no time spent, no page touched), the value head drawn from
+// `seed`; RLX's own layout is drawn whole, as make_seeded_transformer's.
+// Using it before every checkpoint tensor is written reads garbage.
+MoETransformer make_unfilled_transformer(const TransformerOptions& options, std::uint64_t seed);
 
 // Positions of left-padded rows: the count of real tokens before each one
 // (0 for padding). valid: [B, S] bool -> [B, S] int64.

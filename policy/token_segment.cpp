@@ -134,7 +134,7 @@ TokenRowsBatch token_rows(const std::vector<const Segment*>& segments, std::int6
   for (const Segment* s : segments) {
     const auto& k = *s->tokens;
     const std::int64_t Bs = s->num_envs, Ps = k.prompt_width, R = k.route_width;
-    const std::int64_t layers_here = std::min<std::int64_t>(layers, R / top_k);
+    const std::int64_t layers_here = top_k > 0 ? std::min<std::int64_t>(layers, R / top_k) : 0;
     for (std::int64_t b = 0; b < Bs; ++b, ++row) {
       const std::int64_t n = k.prompt_lengths[b], len = s->episode_lengths[b];
       // Source column t (of this segment) goes to column t + (P - Ps).

@@ -36,12 +36,20 @@ Result<StDtype> dtype_of(const std::string& name) {
 
 std::uint64_t shard_bytes(double mb) { return mb > 0 ? static_cast<std::uint64_t>(mb * 1024 * 1024) : 0; }
 
+// "qwen3_moe, 2 layers, 8 experts top-2, vocab 1024" or "llama, 2 layers (dense), vocab 1024".
+std::string shape_text(const TransformerOptions& o) {
+  std::int64_t moe = 0;
+  for (std::int64_t l = 0; l < o.layers; ++l) moe += o.moe_layer(l);
+  const auto mix = moe == 0 ? std::string(" (dense)")
+                            : fmt::format(", {} experts top-{}{}", o.experts, o.top_k,
+                                          moe < o.layers ? fmt::format(" in {} of them", moe) : std::string());
+  return fmt::format("{}, {} layers{}, vocab {}", hf_model_type(o.family), o.layers, mix, o.vocab);
+}
+
 void report(const std::string& dir, const MoETransformer& model) {
   std::int64_t params = 0;
   for (const auto& [name, t] : model->hf_tensors()) params += t.numel();
-  std::printf("wrote %s: %.1fM parameters (%ld layers, %ld experts top-%ld, vocab %ld)\n", dir.c_str(), params / 1e6,
-              static_cast<long>(model->options().layers), static_cast<long>(model->options().experts),
-              static_cast<long>(model->options().top_k), static_cast<long>(model->options().vocab));
+  std::printf("wrote %s: %.1fM parameters (%s)\n", dir.c_str(), params / 1e6, shape_text(model->options()).c_str());
 }
 
 // VmRSS or VmHWM of this process, in bytes (/proc/self/status).
@@ -72,7 +80,7 @@ int check_model_command(const std::string& dir, bool as_json) {
   if (!text) return fail(text.error().message);
   auto shape = hf_transformer_options(*text, 64);
   if (!shape) return fail(dir + "/config.json: " + shape.error().message);
-  std::optional<MoETransformer> model(make_seeded_transformer(*shape, 0));
+  std::optional<MoETransformer> model(make_unfilled_transformer(*shape, 0));
   const auto built = std::chrono::steady_clock::now();
   auto checkpoint = SafetensorsCheckpoint::open(dir);
   if (!checkpoint) return fail(checkpoint.error().message);
@@ -93,9 +101,8 @@ int check_model_command(const std::string& dir, bool as_json) {
                 static_cast<long long>(params), static_cast<unsigned long long>(file_bytes), load_s,
                 static_cast<unsigned long long>(rss_before), static_cast<unsigned long long>(rss_peak), build_s, finite ? "true" : "false");
   } else {
-    std::printf("%s: %.1fM parameters (%ld layers, %ld experts top-%ld, vocab %ld), %.1f MB of weights\n", dir.c_str(),
-                params / 1e6, static_cast<long>(o.layers), static_cast<long>(o.experts), static_cast<long>(o.top_k),
-                static_cast<long>(o.vocab), file_bytes / 1e6);
+    std::printf("%s: %.1fM parameters (%s), %.1f MB of weights\n", dir.c_str(), params / 1e6, shape_text(o).c_str(),
+                file_bytes / 1e6);
     std::printf("loaded in %.2f s (%.2f s of it building the model, %.2f s copying the weights in); resident memory "
                 "%.0f MB before, %.0f MB at the peak (+%.2fx the weights' bytes); logits %s\n",
                 load_s, build_s, load_s - build_s, rss_before / 1e6, rss_peak / 1e6, (static_cast<double>(rss_peak) - rss_before) / file_bytes,
@@ -110,11 +117,23 @@ int init_model_command(const InitModelArgs& a) {
   auto tokenizer = Tokenizer::load(a.tokenizer);
   if (!tokenizer) return fail(tokenizer.error().message);
   TransformerOptions o;
-  o.arch = TransformerArch::qwen3_moe;
-  if (a.family != "qwen3_moe" && a.family != "qwen2_moe") return fail("--family must be qwen3_moe or qwen2_moe");
-  o.family = a.family == "qwen2_moe" ? HfFamily::qwen2_moe : HfFamily::qwen3_moe;
+  o.arch = TransformerArch::hf;
+  const auto family = hf_family_of(a.family);
+  if (!family) return fail("--family must be qwen3_moe, qwen2_moe, qwen3, qwen2 or llama");
+  o.family = *family;
   o.shared_expert_hidden = o.family == HfFamily::qwen2_moe ? (a.shared_expert_hidden > 0 ? a.shared_expert_hidden : a.expert_hidden) : 0;
-  if (o.family == HfFamily::qwen3_moe && a.shared_expert_hidden > 0) return fail("--shared-expert-hidden: Qwen3-MoE has no shared expert (--family qwen2_moe)");
+  if (o.family != HfFamily::qwen2_moe && a.shared_expert_hidden > 0)
+    return fail("--shared-expert-hidden: only Qwen2-MoE has a shared expert (--family qwen2_moe)");
+  if (!o.moe_family() && !a.mlp_only_layers.empty())
+    return fail("--mlp-only-layers: " + a.family + " is dense throughout");
+  o.mlp_only_layers = a.mlp_only_layers;
+  o.mlp_hidden = a.mlp_hidden > 0 ? a.mlp_hidden : 4 * a.d_model;
+  const double rope_factor = a.rope_factor >= 0 ? a.rope_factor : o.family == HfFamily::llama ? 8.0 : 0.0;
+  if (rope_factor > 0) {  // the model's context, max_len, is `factor` times the one it was first trained on
+    o.rope_scaling.factor = rope_factor;
+    const auto original = static_cast<std::int64_t>(static_cast<double>(a.max_len) / rope_factor);
+    o.rope_scaling.original_max_position = std::max<std::int64_t>(1, original);
+  }
   o.vocab = a.vocab > 0 ? a.vocab : (*tokenizer)->vocab();
   if (o.vocab < (*tokenizer)->vocab())
     return fail(fmt::format("--vocab {} is smaller than the tokenizer's {} ids", o.vocab, (*tokenizer)->vocab()));
@@ -123,13 +142,15 @@ int init_model_command(const InitModelArgs& a) {
   o.heads = a.heads;
   o.kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
   o.head_dim = a.head_dim > 0 ? a.head_dim : a.d_model / a.heads;
-  o.experts = a.experts;
-  o.top_k = a.top_k;
-  o.expert_hidden = a.expert_hidden;
+  o.experts = o.moe_family() ? a.experts : 0;
+  o.top_k = o.moe_family() ? a.top_k : 0;
+  o.expert_hidden = o.moe_family() ? a.expert_hidden : 0;
   o.max_len = a.max_len;
   o.tie_embeddings = a.tie;
   // The shape through the same checks a config.json read back gets.
-  if (auto checked = hf_transformer_options(hf_config_json(o)); !checked) return fail(checked.error().message);
+  auto checked = hf_transformer_options(hf_config_json(o));
+  if (!checked) return fail(checked.error().message);
+  o = *checked;
   auto model = make_seeded_transformer(o, a.seed);
   if (auto r = export_hf(model, a.dir, *dtype, shard_bytes(a.shard_mb)); !r) return fail(r.error().message);
   if (auto r = copy_tokenizer_files(a.tokenizer, a.dir); !r) return fail(r.error().message);
@@ -147,12 +168,13 @@ int export_command(const ExportArgs& a) {
   const auto vocab = run_tokenizer(config->tokens.tokenizer)->vocab();
   auto shape = policy_transformer_options(config->policy, vocab);
   if (!shape) return fail(shape.error().message);
-  if (shape->arch != TransformerArch::qwen3_moe)
+  if (shape->arch != TransformerArch::hf)
     return fail("the policy is RLX's own layout; only a run started from a Hugging Face checkpoint ([policy] init = "
                 "\"hf:DIR\", e.g. made by `rlx init-model --hf`) exports to it");
   // A weights file, hf:DIR, a learner checkpoint, or a log_dir (the config's by default): its newest checkpoint.
   const std::string from = a.from.empty() ? config->run.log_dir : a.from;
-  auto model = make_seeded_transformer(*shape, config->run.seed);
+  // Every tensor read next (a Hugging Face layout has no copy head to start as built).
+  auto model = make_unfilled_transformer(*shape, config->run.seed);
   auto read = load_start_weights(model, from);
   if (!read) return fail(read.error().message);
   std::printf("from %s\n", read->c_str());

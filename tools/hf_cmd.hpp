@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rlx {
 
@@ -17,8 +18,11 @@ struct InitModelArgs {
   std::int64_t d_model = 128, layers = 2, heads = 4, kv_heads = 2, head_dim = 0;
   std::int64_t experts = 8, top_k = 2, expert_hidden = 128, max_len = 4096;
   bool tie = false;
-  std::string family = "qwen3_moe";  // qwen3_moe | qwen2_moe (q/k/v biases, no q/k norms, a shared expert)
+  std::string family = "qwen3_moe";  // qwen3_moe | qwen2_moe | qwen3 | qwen2 | llama (policy/moe_transformer.hpp)
   std::int64_t shared_expert_hidden = 0;  // qwen2_moe: the shared expert's width (0: expert_hidden)
+  std::int64_t mlp_hidden = 0;     // a dense layer's width (0: 4 x d_model)
+  std::vector<std::int64_t> mlp_only_layers;  // MoE families: dense layers among the MoE ones
+  double rope_factor = -1;         // Llama 3's rope scaling (0: none; -1: 8 for llama as 3.1 and 3.2 ship, else none)
   std::string dtype = "f32";       // f32 | bf16
   double shard_mb = 0;             // 0: one file
   std::uint64_t seed = 1;

@@ -128,9 +128,13 @@ std::string this_executable() {
 // Runs the head of `config` (every node, when it has only one).
 int run_head(const ClusterConfig& config, const EnvRegistry& envs, const Logger& log, SignalWatcher& signals,
              RunOptions options, std::function<std::string(std::uint16_t)> on_listening) {
-  log->info("run '{}': env {}, policy {} ({} experts, top-{}), {} explorers on {} nodes, max_staleness {}, mode {}",
-            config.run.name, config.run.env, to_string(config.policy.kind), config.policy.experts, config.policy.top_k,
-            config.total_explorers(), config.nodes.size(), config.run.max_staleness, to_string(config.run.mode));
+  // A Hugging Face start's shape is its config.json's, not the [policy] table's.
+  const auto shape = config.policy.init.starts_with("hf:")
+                         ? "the shape of " + config.policy.init
+                         : fmt::format("{} experts, top-{}", config.policy.experts, config.policy.top_k);
+  log->info("run '{}': env {}, policy {} ({}), {} explorers on {} nodes, max_staleness {}, mode {}", config.run.name,
+            config.run.env, to_string(config.policy.kind), shape, config.total_explorers(), config.nodes.size(),
+            config.run.max_staleness, to_string(config.run.mode));
   log->info("memory: {}", describe(current_allocator()));
   RunHooks hooks;
   hooks.on_status = print_status;

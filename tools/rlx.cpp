@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
   corpus_cmd->add_option("--seed", corpus_args.seed, "the task draws");
   corpus_cmd->add_option("--out", corpus_args.out, "the text file to write")->required();
   rlx::InitModelArgs init_args;
-  auto* init_cmd = app.add_subcommand("init-model", "write a fresh Qwen3-MoE checkpoint of a chosen shape (Hugging Face format) "
+  auto* init_cmd = app.add_subcommand("init-model", "write a fresh checkpoint of a chosen family and shape "
+                                                    "(Hugging Face format) "
                                                     "to start a run from: [policy] init = \"hf:DIR\" (docs/hf-models.md)");
   init_cmd->add_option("--hf", init_args.dir, "the checkpoint folder to write")->required();
   init_cmd->add_option("--tokenizer", init_args.tokenizer, "a tokenizer.json, copied beside the weights (default: the character vocabulary)");
@@ -136,8 +137,18 @@ int main(int argc, char** argv) {
   init_cmd->add_option("--expert-hidden", init_args.expert_hidden, "each expert's hidden size")->check(CLI::Range(1, 1 << 20));
   init_cmd->add_option("--max-len", init_args.max_len, "max_position_embeddings")->check(CLI::Range(8, 1 << 24));
   init_cmd->add_flag("--tie", init_args.tie, "the output layer shares the token embedding");
-  init_cmd->add_option("--family", init_args.family, "qwen3_moe | qwen2_moe (q/k/v biases, no q/k norms, a gated shared expert)")
-      ->check(CLI::IsMember({"qwen3_moe", "qwen2_moe"}));
+  init_cmd->add_option("--family", init_args.family,
+                       "qwen3_moe | qwen2_moe (a gated shared expert) | qwen3 | qwen2 | llama (the last three dense)")
+      ->check(CLI::IsMember({"qwen3_moe", "qwen2_moe", "qwen3", "qwen2", "llama"}));
+  init_cmd->add_option("--mlp-hidden", init_args.mlp_hidden,
+                       "a dense layer's hidden size (intermediate_size; default: 4 x d-model)")
+      ->check(CLI::Range(1, 1 << 20));
+  init_cmd->add_option("--mlp-only-layers", init_args.mlp_only_layers,
+                       "MoE families: layers with a dense MLP instead, e.g. 0,3")
+      ->delimiter(',');
+  init_cmd->add_option("--rope-scaling", init_args.rope_factor,
+                       "Llama 3's rope scaling (rope_type llama3; default 8 for llama as 3.1 and 3.2 ship; 0: none)")
+      ->check(CLI::Range(0.0, 1024.0));
   init_cmd->add_option("--shared-expert-hidden", init_args.shared_expert_hidden, "qwen2_moe: the shared expert's width (default: expert-hidden)")
       ->check(CLI::Range(1, 1 << 20));
   init_cmd->add_option("--dtype", init_args.dtype, "f32 | bf16")->check(CLI::IsMember({"f32", "bf16"}));

@@ -66,7 +66,7 @@ void report(const char* when, int step, double seconds, const TokenEvaluation& e
 // saved file must load on any machine).
 MoETransformer on_cpu(TokenTrainer& trainer) {
   if (trainer.device().is_cpu()) return trainer.model();
-  auto copy = make_seeded_transformer(trainer.options().model, trainer.options().seed);
+  auto copy = make_unfilled_transformer(trainer.options().model, trainer.options().seed);  // every weight next
   auto ok = import_weights(*copy, trainer.weights());
   RLX_REQUIRE(ok.ok(), ok.error().message);
   return copy;
@@ -79,7 +79,7 @@ bool save(TokenTrainer& trainer, const std::string& path, const std::string& tok
   if (const auto dir = hf_init_dir(path); !dir.empty()) {
     // A Hugging Face checkpoint (the next run's [policy] init = "hf:DIR").
     Result<void> r = make_error(Errc::config_range, "an hf: output needs a Qwen3-MoE policy ([policy] init = \"hf:DIR\")");
-    if (trainer.options().model.arch == TransformerArch::qwen3_moe) r = export_hf(on_cpu(trainer), dir);
+    if (trainer.options().model.arch == TransformerArch::hf) r = export_hf(on_cpu(trainer), dir);
     if (r) r = copy_tokenizer_files(tokenizer, dir);
     if (!r) std::fprintf(stderr, "rlx sft: could not write %s: %s\n", path.c_str(), r.error().message.c_str());
     return r.ok();
@@ -291,6 +291,7 @@ int sft_command(const SftArgs& a) {
   o.lr = a.lr;
   o.seed = a.seed;
   o.device = a.device;
+  o.unfilled = config && !hf_init_dir(config->policy.init).empty();  // loaded just below
   TokenTrainer trainer(o);
   if (config && !config->policy.init.empty()) {
     // Continued supervised training from the weights the RL run starts

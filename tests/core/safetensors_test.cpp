@@ -73,6 +73,29 @@ TEST_CASE("tensors written as safetensors map back bit for bit, with their dtype
   // The writer refuses what the format cannot hold.
   CHECK_FALSE(write_safetensors(path, {{"a", StDtype::f32, {3}, w.data(), 8}}).ok());
   CHECK_FALSE(write_safetensors(path, {{"a", StDtype::f32, {1}, w.data(), 4}, {"a", StDtype::f32, {1}, w.data(), 4}}).ok());
+  // A tensor made as it is written: its bytes land where the header says;
+  // a writer that gives fewer bytes than the tensor's, or fails, is an
+  // error naming the tensor, and the file already there stays whole.
+  const auto streamed = (t.path / "streamed.safetensors").string();
+  const auto first = [&](std::streamsize bytes) {
+    return [&w, bytes](std::ostream& out) {
+      return static_cast<bool>(out.write(reinterpret_cast<const char*>(w.data()), bytes));
+    };
+  };
+  REQUIRE(write_safetensors(streamed, {{"s", StDtype::f32, {3}, nullptr, 12, first(12)},
+                                       {"t", StDtype::f32, {1}, w.data(), 4}})
+              .ok());
+  auto back = SafetensorsFile::open(streamed);
+  REQUIRE(back.ok());
+  CHECK(*st_to_f32(*back->find("s")) == std::vector<float>(w.begin(), w.begin() + 3));
+  CHECK(*st_to_f32(*back->find("t")) == std::vector<float>{w[0]});
+  auto bad = write_safetensors(streamed, {{"s", StDtype::f32, {3}, nullptr, 12, first(8)}});
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(bad.error().message, Catch::Contains("tensor s"));
+  const auto fails = [](std::ostream&) { return false; };
+  CHECK_FALSE(write_safetensors(streamed, {{"s", StDtype::f32, {3}, nullptr, 12, fails}}).ok());
+  CHECK(SafetensorsFile::open(streamed).ok());
+  CHECK_FALSE(std::filesystem::exists(streamed + ".tmp"));
 }
 
 TEST_CASE("a safetensors file laid out by hand reads as the format says, and BF16 and F16 convert exactly",

@@ -27,7 +27,7 @@ const fs::path kExamples = fs::path(RLX_SOURCE_DIR) / "examples";
 const std::set<std::string> kRun = {"cartpole-vtrace", "cartpole-sync",  "cartpole-split", "cartpole-python",
                                     "sum-task",        "arithmetic-tokens", "code",        "agent",
                                     "agent-start",     "agent-copy",     "harness",        "harness-agent",
-                                    "hf-moe"};
+                                    "hf-moe",          "hf-dense"};
 
 std::string step_text(const fs::path& p) {
   std::ifstream in(p);
@@ -177,15 +177,16 @@ TEST_CASE("the agent examples run as their headers say, from their shipped start
   }
 }
 
-TEST_CASE("the harness examples run as their headers say: the run in the background, the harness beside it",
+TEST_CASE("the harness examples run as their headers say: the run in the background, the harness beside it (a dense "
+          "Llama-shaped model for hf-dense)",
           "[docs][examples][gateway][e2e][slow]") {
-  for (const std::string name : {"harness", "harness-agent"}) {
+  for (const std::string name : {"harness", "harness-agent", "hf-dense"}) {
     DYNAMIC_SECTION(name) {
       rlx::test::TempDir t("rlx-example-" + name);
       const auto run = run_example(name, 2, "", t);
       check_ran(run, name);
-      REQUIRE(run.steps.size() == 2);
-      CHECK(run.steps[1].output.find("sessions") != std::string::npos);
+      REQUIRE(run.steps.size() == (name == "hf-dense" ? 3u : 2u));
+      CHECK(run.steps.back().output.find("sessions") != std::string::npos);
     }
   }
 }

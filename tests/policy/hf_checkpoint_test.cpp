@@ -1,7 +1,8 @@
-// The Qwen3-MoE architecture (arch qwen3_moe) and its Hugging Face
-// checkpoints: a small random model's logits equal, within fp32
-// tolerance, those of a reference forward in plain Python written from
-// the public model definition (tests/policy/qwen3_moe_reference.py, which
+// The Hugging Face decoder families (arch hf: Qwen3-MoE, Qwen2-MoE, Qwen3,
+// Qwen2, Llama 3) and their checkpoints: a small random model's logits
+// equal, within fp32 tolerance, those of a reference forward in plain
+// Python written from the public model definitions
+// (tests/policy/hf_reference.py, which
 // reads config.json and model.safetensors itself), for a left-padded
 // batch and through the KV cache; export then import is bit-exact (F32,
 // sharded too), BF16 rounds; a checkpoint or config.json this policy
@@ -27,7 +28,7 @@ namespace {
 
 TransformerOptions qwen_small(bool tied = false) {
   TransformerOptions o;
-  o.arch = TransformerArch::qwen3_moe;
+  o.arch = TransformerArch::hf;
   o.vocab = 40;
   o.d_model = 16;
   o.heads = 4;
@@ -51,6 +52,41 @@ TransformerOptions qwen2_small() {
   o.head_dim = 4;
   o.shared_expert_hidden = 10;
   return o;
+}
+
+// A dense family's shape: every layer a SwiGLU MLP, no experts.
+TransformerOptions dense_small(HfFamily family) {
+  auto o = qwen_small();
+  o.family = family;
+  o.experts = o.top_k = o.expert_hidden = 0;
+  o.mlp_hidden = 20;
+  if (family == HfFamily::qwen2) o.head_dim = 4;
+  if (family == HfFamily::llama) {  // Llama 3's rope scaling: short, blended and long wavelengths all present
+    o.tie_embeddings = true;
+    o.rope_scaling = RopeScaling{8, 1, 4, 64};
+  }
+  return o;
+}
+
+// Qwen3-MoE with dense layers among the MoE ones: layer 0 dense by
+// decoder_sparse_step 2, layer 1 MoE, layer 2 dense by mlp_only_layers.
+TransformerOptions mixed_small() {
+  auto o = qwen_small();
+  o.layers = 3;
+  o.sparse_step = 2;
+  o.mlp_only_layers = {2};
+  o.mlp_hidden = 20;
+  return o;
+}
+
+struct FamilyCase {
+  const char* name;
+  TransformerOptions options;
+};
+std::vector<FamilyCase> family_cases() {
+  return {{"qwen3_moe", qwen_small()},          {"qwen2_moe", qwen2_small()},
+          {"qwen3_moe with dense layers", mixed_small()}, {"qwen3", dense_small(HfFamily::qwen3)},
+          {"qwen2", dense_small(HfFamily::qwen2)}, {"llama with llama3 rope scaling", dense_small(HfFamily::llama)}};
 }
 
 // A seeded model whose norms are not ones (so the test sees them).
@@ -82,21 +118,22 @@ std::pair<torch::Tensor, torch::Tensor> batch_of(const std::vector<std::vector<s
 
 }  // namespace
 
-TEST_CASE("a Qwen3-MoE or Qwen2-MoE policy's logits equal a reference forward written from the public model definition "
-          "padded and through the KV cache",
+TEST_CASE("a policy of each Hugging Face family gives the logits of a reference forward written from the public "
+          "model definition, padded and through the KV cache",
           "[policy][hf]") {
   if (::access("/usr/bin/python3", X_OK) != 0) test::skip_test("no python3");
-  const bool qwen2 = GENERATE(false, true);
-  INFO((qwen2 ? "qwen2_moe" : "qwen3_moe"));
-  const test::TempDir t("rlx-qwen3-reference");
-  auto model = random_qwen(qwen2 ? qwen2_small() : qwen_small(), 3);
+  const auto which = GENERATE(range(0, 6));
+  const auto family = family_cases().at(static_cast<std::size_t>(which));
+  INFO(family.name);
+  const test::TempDir t("rlx-hf-reference");
+  auto model = random_qwen(family.options, 3);
   REQUIRE(export_hf(model, t.path.string()).ok());
   std::ofstream(t.path / "tokens.json") << json(kRows).dump();
   const auto out_path = t.path / "reference.json";
   const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ChildOptions o;
   o.stdout_fd = out;
-  auto pid = spawn_child({"/usr/bin/python3", std::string(RLX_SOURCE_DIR) + "/tests/policy/qwen3_moe_reference.py",
+  auto pid = spawn_child({"/usr/bin/python3", std::string(RLX_SOURCE_DIR) + "/tests/policy/hf_reference.py",
                           t.path.string(), (t.path / "tokens.json").string()},
                          o);
   ::close(out);
@@ -197,15 +234,23 @@ TEST_CASE("a checkpoint or config.json the Qwen3-MoE policy cannot take is refus
   // config.json asking for what this policy does not do.
   auto config = json::parse(hf_config_json(qwen_small()));
   for (const auto& [field, value, says] :
-       {std::tuple{"model_type", json("llama"), "model_type"}, std::tuple{"attention_bias", json(true), "attention_bias"},
-        std::tuple{"mlp_only_layers", json::array({1}), "dense layers"},
-        std::tuple{"rope_scaling", json{{"type", "yarn"}}, "rope_scaling"},
+       {std::tuple{"model_type", json("gpt2"), "model_type \"gpt2\""},
+        std::tuple{"attention_bias", json(true), "attention_bias"},
+        std::tuple{"mlp_only_layers", json::array({5}), "mlp_only_layers: 5 is not a layer number (0..1)"},
+        std::tuple{"mlp_only_layers", json::array({0}), "intermediate_size"},  // a dense layer needs its width
+        std::tuple{"decoder_sparse_step", json(0), "decoder_sparse_step"},
+        std::tuple{"hidden_act", json("gelu"), "hidden_act \"gelu\""}, std::tuple{"mlp_bias", json(true), "mlp_bias"},
+        std::tuple{"use_sliding_window", json(true), "use_sliding_window"},
+        std::tuple{"layer_types", json::array({"sliding_attention"}), "layer_types"},
+        std::tuple{"rope_scaling", json{{"type", "yarn"}}, "rope_type \"yarn\" is not supported"},
+        std::tuple{"rope_scaling", json{{"rope_type", "llama3"}, {"factor", 8}}, "low_freq_factor"},
         std::tuple{"num_key_value_heads", json(3), "multiple"}, std::tuple{"num_experts_per_tok", json(9), "1..num_experts"},
         std::tuple{"hidden_size", json("wide"), "hidden_size is missing or not an integer"},
         std::tuple{"hidden_size", json(2e57), "hidden_size is missing or not an integer"},  // no cast of a float
         std::tuple{"head_dim", json(16.5), "head_dim is missing or not an integer"},
         std::tuple{"vocab_size", json(nullptr), "vocab_size is missing"}}) {
     auto c = config;
+    c.erase("intermediate_size");
     c[field] = value;
     auto r = hf_transformer_options(c.dump());
     INFO(field);
@@ -214,4 +259,53 @@ TEST_CASE("a checkpoint or config.json the Qwen3-MoE policy cannot take is refus
   }
   CHECK(hf_transformer_options(config.dump(), 64)->max_len == 64);
   CHECK_FALSE(hf_transformer_options("[]").ok());
+}
+
+TEST_CASE("a dense family's policy exports and imports bit-exact, its config.json naming the family, and a dense "
+          "config missing what its layers need is refused by name",
+          "[policy][hf]") {
+  const test::TempDir t("rlx-hf-dense");
+  torch::NoGradGuard guard;
+  auto [tokens, valid] = batch_of(kRows);
+  for (const auto& family : family_cases()) {
+    INFO(family.name);
+    auto model = random_qwen(family.options, 5);
+    const auto dir = (t.path / hf_model_type(family.options.family)).string() + std::to_string(family.options.layers);
+    REQUIRE(export_hf(model, dir).ok());
+    auto back = load_hf_transformer(dir, 32, 99);
+    INFO((back ? std::string() : back.error().message));
+    REQUIRE(back.ok());
+    const auto& o = (*back)->options();
+    CHECK(o.family == family.options.family);
+    CHECK(o.mlp_only_layers == family.options.mlp_only_layers);
+    CHECK(o.sparse_step == family.options.sparse_step);
+    CHECK(o.rope_scaling.factor == family.options.rope_scaling.factor);
+    CHECK(o.rope_scaling.original_max_position == family.options.rope_scaling.original_max_position);
+    const auto out = (*back)->forward(tokens, valid);
+    CHECK(torch::equal(out.logits, model->forward(tokens, valid).logits));
+    // A dense layer routes nothing: its routes are -1; a dense model has none at all.
+    std::int64_t moe_layers = 0;
+    for (std::int64_t l = 0; l < o.layers; ++l) {
+      moe_layers += o.moe_layer(l);
+      if (!o.moe_layer(l) && o.top_k > 0) CHECK((out.routes[l] == -1).all().item<bool>());
+    }
+    if (moe_layers == 0) {
+      CHECK(out.routes.size(3) == 0);
+      CHECK(out.load_balance.item<double>() == 1.0);
+      CHECK(out.router_z.item<double>() == 0.0);
+    }
+    const auto config = json::parse(std::ifstream(std::filesystem::path(dir) / "config.json"));
+    CHECK(config["model_type"] == hf_model_type(family.options.family));
+  }
+  auto config = json::parse(hf_config_json(dense_small(HfFamily::llama)));
+  CHECK(config["architectures"][0] == "LlamaForCausalLM");
+  CHECK(config["rope_scaling"]["rope_type"] == "llama3");
+  config.erase("intermediate_size");
+  CHECK_THAT(hf_transformer_options(config.dump()).error().message, Catch::Contains("intermediate_size is missing"));
+  auto qwen2 = json::parse(hf_config_json(dense_small(HfFamily::qwen2)));
+  CHECK(qwen2["model_type"] == "qwen2");
+  CHECK_FALSE(qwen2.contains("head_dim"));
+  qwen2["head_dim"] = 8;
+  CHECK_THAT(hf_transformer_options(qwen2.dump()).error().message,
+             Catch::Contains("head_dim must be hidden_size / num_attention_heads"));
 }

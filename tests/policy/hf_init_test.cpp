@@ -83,7 +83,7 @@ TEST_CASE("a run's policy takes the shape and weights of the checkpoint its init
   auto o = policy_transformer_options(p, 1024);
   INFO((o ? std::string() : o.error().message));
   REQUIRE(o.ok());
-  CHECK(o->arch == TransformerArch::qwen3_moe);
+  CHECK(o->arch == TransformerArch::hf);
   CHECK(o->layers == 2);
   CHECK(o->d_model == 32);
   CHECK(o->kv_heads == 2);

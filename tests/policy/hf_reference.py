@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""A reference forward of the Qwen3-MoE and Qwen2-MoE families, in plain
-Python (floats, no libraries), written from the public model definitions
-(Hugging Face transformers' modeling_qwen3_moe.py: Qwen3MoeForCausalLM;
-modeling_qwen2_moe.py: Qwen2MoeForCausalLM, whose q, k and v projections
-have biases, whose heads' q and k are not normalised, and whose MoE block
-adds a shared expert scaled by sigmoid(shared_expert_gate(x))), for
-tests/policy/hf_checkpoint_test.cpp. It shares no code with RLX: it reads
-config.json and model.safetensors itself.
+"""A reference forward of the Hugging Face decoder families RLX reads, in
+plain Python (floats, no libraries), written from the public model
+definitions in Hugging Face transformers:
+  modeling_qwen3_moe.py  Qwen3MoeForCausalLM: RMSNorm on each head's q and k,
+                         a sparse MoE block in layer i unless i is in
+                         mlp_only_layers or (i + 1) % decoder_sparse_step != 0,
+                         where a dense MLP of intermediate_size stands
+  modeling_qwen2_moe.py  Qwen2MoeForCausalLM: biases on q, k and v, no q/k
+                         norms, a shared expert scaled by
+                         sigmoid(shared_expert_gate(x)); the same layer rule
+  modeling_qwen3.py      Qwen3ForCausalLM: Qwen3's attention, dense MLPs
+  modeling_qwen2.py      Qwen2ForCausalLM: Qwen2's attention, dense MLPs
+  modeling_llama.py      LlamaForCausalLM: no biases, no q/k norms, dense;
+                         modeling_rope_utils.py's "llama3" rope scaling
+for tests/policy/hf_checkpoint_test.cpp. It shares no code with RLX: it
+reads config.json and model.safetensors itself.
 
-  qwen3_moe_reference.py DIR TOKENS.json  ->  JSON: one list of logits rows per sequence
+  hf_reference.py DIR TOKENS.json  ->  JSON: one list of logits rows per sequence
 
 Each sequence is run alone, without padding, positions 0..T-1.
 """
@@ -62,13 +70,32 @@ def softmax(xs):
     return [v / z for v in e]
 
 
-def rope(x, pos, theta):  # one head's vector, the rotate-half form
+def inverse_frequencies(cfg, d):  # modeling_rope_utils: default and llama3
+    inv = [1.0 / (cfg.get("rope_theta", 10000.0) ** ((2 * i) / d)) for i in range(d // 2)]
+    s = cfg.get("rope_scaling")
+    if not s:
+        return inv
+    assert s.get("rope_type", s.get("type")) == "llama3", s
+    factor, low, high = s["factor"], s["low_freq_factor"], s["high_freq_factor"]
+    old = s["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    out = []
+    for f in inv:
+        wavelen = 2 * math.pi / f
+        scaled = f / factor if wavelen > low_wavelen else f
+        if high_wavelen <= wavelen <= low_wavelen:
+            smooth = (old / wavelen - low) / (high - low)
+            scaled = (1 - smooth) * scaled / factor + smooth * scaled
+        out.append(scaled)
+    return out
+
+
+def rope(x, pos, inv):  # one head's vector, the rotate-half form
     d = len(x)
     half = d // 2
     out = list(x)
     for i in range(half):
-        inv = 1.0 / (theta ** ((2 * i) / d))
-        a = pos * inv
+        a = pos * inv[i]
         c, s = math.cos(a), math.sin(a)
         out[i] = x[i] * c - x[i + half] * s
         out[i + half] = x[i + half] * c + x[i] * s
@@ -79,15 +106,22 @@ def silu(v):
     return v / (1.0 + math.exp(-v))
 
 
+def sparse(cfg, layer):  # the MoE families' rule for a sparse layer
+    if cfg["model_type"] not in ("qwen3_moe", "qwen2_moe"):
+        return False
+    only = cfg.get("mlp_only_layers") or []
+    return layer not in only and cfg["num_experts"] > 0 and (layer + 1) % cfg.get("decoder_sparse_step", 1) == 0
+
+
 def forward(cfg, W, ids):
-    qwen2 = cfg["model_type"] == "qwen2_moe"
+    qwen2 = cfg["model_type"] in ("qwen2_moe", "qwen2")
     d, H = cfg["hidden_size"], cfg["num_attention_heads"]
     KV = cfg["num_key_value_heads"]
-    hd = d // H if qwen2 else cfg["head_dim"]
-    ident = lambda x, w, e: x  # noqa: E731  (Qwen2: no q/k norms)
-    qk_norm = ident if qwen2 else rms
-    E, k, eps = cfg["num_experts"], cfg["num_experts_per_tok"], cfg["rms_norm_eps"]
-    theta = cfg["rope_theta"]
+    hd = d // H if qwen2 else cfg.get("head_dim", d // H)
+    ident = lambda x, w, e: x  # noqa: E731  (Qwen2, Llama: no q/k norms)
+    qk_norm = rms if cfg["model_type"] in ("qwen3_moe", "qwen3") else ident
+    eps = cfg["rms_norm_eps"]
+    theta = inverse_frequencies(cfg, hd)
     xs = [list(W["model.embed_tokens.weight"][t]) for t in ids]
     T = len(ids)
     for layer in range(cfg["num_hidden_layers"]):
@@ -113,6 +147,10 @@ def forward(cfg, W, ids):
             xs[t] = [a + b for a, b in zip(xs[t], o)]
         for t in range(T):
             h = rms(xs[t], W[p + "post_attention_layernorm.weight"], eps)
+            if not sparse(cfg, layer):
+                xs[t] = [a + b for a, b in zip(xs[t], mlp(W, p + "mlp.", h))]
+                continue
+            E, k = cfg["num_experts"], cfg["num_experts_per_tok"]
             probs = softmax(matvec(W[p + "mlp.gate.weight"], h))
             top = sorted(range(E), key=lambda e: -probs[e])[:k]
             gates = [probs[e] for e in top]
@@ -123,7 +161,7 @@ def forward(cfg, W, ids):
             for e, g in zip(top, gates):
                 m = mlp(W, p + "mlp.experts.%d." % e, h)
                 y = [yy + g * mm for yy, mm in zip(y, m)]
-            if qwen2:
+            if cfg["model_type"] == "qwen2_moe":
                 s = mlp(W, p + "mlp.shared_expert.", h)
                 g = 1.0 / (1.0 + math.exp(-matvec(W[p + "mlp.shared_expert_gate.weight"], h)[0]))
                 y = [yy + g * ss for yy, ss in zip(y, s)]
@@ -135,7 +173,7 @@ def forward(cfg, W, ids):
 def main():
     folder, tokens = sys.argv[1], sys.argv[2]
     cfg = json.load(open(folder + "/config.json"))
-    assert cfg["model_type"] in ("qwen3_moe", "qwen2_moe"), cfg["model_type"]
+    assert cfg["model_type"] in ("qwen3_moe", "qwen2_moe", "qwen3", "qwen2", "llama"), cfg["model_type"]
     W = read_safetensors(folder + "/model.safetensors")
     rows = json.load(open(tokens))
     json.dump([forward(cfg, W, ids) for ids in rows], sys.stdout)
