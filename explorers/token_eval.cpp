@@ -223,7 +223,9 @@ HeldOutEvaluator::HeldOutEvaluator(const PolicyConfig& policy, const TokenEvalOp
 
 Result<TokenEvaluation> HeldOutEvaluator::evaluate(const WeightSetData& weights) {
   if (auto ok = view_weights(*model_, weights); !ok) return ok.error();
-  return evaluate_tokens(model_, *scorer_, options_);
+  auto scored = evaluate_tokens(model_, *scorer_, options_);
+  release_weights(*model_);  // hold no version between evaluations: the store may let it go
+  return scored;
 }
 
 }  // namespace rlx

@@ -6,6 +6,13 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
+#include <memory>
+#include <span>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <xxhash.h>
@@ -17,6 +24,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'R', 'L', 'X', 'C', 'K', 'P', 'T', '1'};
+
+Error io_error(const fs::path& p, const std::string& what) {
+  return make_error(Errc::io, fmt::format("{}: {}: {}", p.string(), what, std::strerror(errno)));
+}
 
 // Little-endian fields, length-prefixed vectors; reads are bounds-checked.
 struct Writer {
@@ -37,7 +48,7 @@ struct Writer {
 };
 
 struct Reader {
-  const std::vector<std::uint8_t>& in;
+  std::span<const std::uint8_t> in;
   std::size_t at = 0;
   bool ok = true;
   std::uint64_t u64() {
@@ -50,17 +61,52 @@ struct Reader {
   double f64() { return std::bit_cast<double>(u64()); }
   template <class T>
   std::vector<T> vec() {
-    const std::uint64_t n = u64();
-    if (!ok || n > (in.size() - at) / sizeof(T)) return ok = false, std::vector<T>{};
-    std::vector<T> v(n);
-    if (n) std::memcpy(v.data(), in.data() + at, n * sizeof(T));
-    at += n * sizeof(T);
+    const auto bytes = raw(sizeof(T));
+    std::vector<T> v(bytes.size() / sizeof(T));
+    if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
     return v;
+  }
+  // A length-prefixed vector's bytes where they lie (elements of `width` bytes).
+  std::span<const std::uint8_t> raw(std::size_t width) {
+    const std::uint64_t n = u64();
+    if (!ok || n > (in.size() - at) / width) return ok = false, std::span<const std::uint8_t>{};
+    const auto out = in.subspan(at, n * width);
+    at += n * width;
+    return out;
   }
 };
 
-Error io_error(const fs::path& p, const std::string& what) {
-  return make_error(Errc::io, fmt::format("{}: {}: {}", p.string(), what, std::strerror(errno)));
+// A file's bytes mapped read-only (a checkpoint may be many GB: read in
+// place, never copied whole).
+struct MappedFile {
+  void* base = MAP_FAILED;
+  std::size_t size = 0;
+  MappedFile() = default;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile() {
+    if (base != MAP_FAILED) ::munmap(base, size);
+  }
+  std::span<const std::uint8_t> bytes() const {
+    if (base == MAP_FAILED) return {};
+    return std::span(static_cast<const std::uint8_t*>(base), size);
+  }
+};
+
+Result<std::shared_ptr<MappedFile>> map_file(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return io_error(path, "cannot open");
+  struct stat st {};
+  auto m = std::make_shared<MappedFile>();
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) {
+    m->size = static_cast<std::size_t>(st.st_size);
+    m->base = ::mmap(nullptr, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+  }
+  const int err = errno;
+  ::close(fd);
+  errno = err;
+  if (st.st_size > 0 && m->base == MAP_FAILED) return io_error(path, "cannot map");
+  return m;
 }
 
 std::uint64_t version_of(const fs::path& p) {
@@ -86,6 +132,15 @@ std::vector<fs::path> list_checkpoints(const fs::path& dir) {
 
 Result<fs::path> save_checkpoint(const LearnerCore& core, const fs::path& dir, int keep) {
   RLX_REQUIRE(core.batch_size() == 0, core.batch_size());
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const fs::path dst = dir / fmt::format("ckpt-{:08d}.bin", core.trainer().version());
+  auto file = AtomicFileWriter::open(dst);
+  if (!file) return file.error();
+  // The header's payload length and checksum go over these zeros last.
+  const std::uint64_t zeros[2] = {0, 0};
+  if (auto r = file->append(kMagic, 8); !r) return r.error();
+  if (auto r = file->append(zeros, 16); !r) return r.error();
   Writer w;
   w.u64(core.received());
   w.u64(core.updates());
@@ -99,7 +154,27 @@ Result<fs::path> save_checkpoint(const LearnerCore& core, const fs::path& dir, i
   w.u64(stats.episodes);
   w.u64(stats.episodes_lost);
   w.vec(stats.returns);
-  w.vec(core.trainer().save_state());
+  // The trainer's state (parameters and optimizer moments: most of the
+  // file) streams from the trainer into the file, its length over a
+  // placeholder once it is through: held whole nowhere in memory.
+  const auto at = file->size() + w.out.size();
+  w.u64(0);
+  if (auto r = file->append(w.out.data(), w.out.size()); !r) return r.error();
+  Result<void> streamed;
+  std::uint64_t state_bytes = 0;
+  try {
+    core.trainer().write_state([&](const void* p, std::size_t n) -> std::size_t {
+      if (streamed) streamed = file->append(p, n);
+      if (!streamed) return 0;
+      state_bytes += n;
+      return n;
+    });
+  } catch (const c10::Error& e) {
+    if (streamed) streamed = make_error(Errc::io, dst.string() + ": " + e.what_without_backtrace());
+  }
+  if (!streamed) return streamed.error();
+  if (auto r = file->write_at(at, &state_bytes, 8); !r) return r.error();
+  Writer tail;
   // Appended later: segments received per explorer (older files end above).
   std::vector<std::uint32_t> ids;
   std::vector<std::uint64_t> counts;
@@ -107,29 +182,32 @@ Result<fs::path> save_checkpoint(const LearnerCore& core, const fs::path& dir, i
     ids.push_back(id);
     counts.push_back(n);
   }
-  w.vec(ids);
-  w.vec(counts);
+  tail.vec(ids);
+  tail.vec(counts);
   // Appended later still: infrastructure failures (older files end above).
-  w.u64(stats.failures.reward_retries);
-  w.u64(stats.failures.rows_masked);
-  w.vec(stats.failures.by_code);
+  tail.u64(stats.failures.reward_retries);
+  tail.u64(stats.failures.rows_masked);
+  tail.vec(stats.failures.by_code);
   // Appended later still: where the explorers' and scorers' time went.
-  w.f64(stats.work.decode_s);
-  w.f64(stats.work.tool_s);
-  w.f64(stats.work.score_s);
-  w.u64(stats.work.tool_calls);
-  w.u64(stats.policy_tokens);
-  Writer file;
-  file.out.assign(kMagic, kMagic + 8);
-  file.u64(w.out.size());
-  file.u64(XXH64(w.out.data(), w.out.size(), 0));
-  file.out.insert(file.out.end(), w.out.begin(), w.out.end());
-
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  const fs::path dst = dir / fmt::format("ckpt-{:08d}.bin", core.trainer().version());
-  auto written = write_file_atomically(dst, file.out);
-  if (!written) return written.error();
+  tail.f64(stats.work.decode_s);
+  tail.f64(stats.work.tool_s);
+  tail.f64(stats.work.score_s);
+  tail.u64(stats.work.tool_calls);
+  tail.u64(stats.policy_tokens);
+  if (auto r = file->append(tail.out.data(), tail.out.size()); !r) return r.error();
+  // The payload's checksum, read back from the file a piece at a time.
+  const std::uint64_t length = file->size() - 24;
+  std::unique_ptr<XXH64_state_t, decltype(&XXH64_freeState)> hash(XXH64_createState(), &XXH64_freeState);
+  XXH64_reset(hash.get(), 0);
+  std::vector<std::uint8_t> piece(std::size_t{4} << 20);
+  for (std::uint64_t from = 24; from < file->size(); from += piece.size()) {
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(piece.size(), file->size() - from));
+    if (auto r = file->read_at(from, piece.data(), n); !r) return r.error();
+    XXH64_update(hash.get(), piece.data(), n);
+  }
+  const std::uint64_t header[2] = {length, XXH64_digest(hash.get())};
+  if (auto r = file->write_at(8, header, 16); !r) return r.error();
+  if (auto r = file->commit(); !r) return r.error();
   auto all = list_checkpoints(dir);
   for (std::size_t i = static_cast<std::size_t>(std::max(1, keep)); i < all.size(); ++i) fs::remove(all[i], ec);
   return dst;
@@ -139,27 +217,29 @@ namespace {
 
 // Everything a checkpoint file holds, checked (header, length, checksum, layout).
 struct CheckpointContents {
+  std::shared_ptr<MappedFile> file;    // what `trainer` points into
   std::uint64_t received = 0, updates = 0;
   Admission::State admission;
   RunStats::State stats;
-  std::vector<std::uint8_t> trainer;  // Trainer::save_state
+  std::span<const std::uint8_t> trainer;  // Trainer::save_state's bytes, in the file
   std::map<std::uint32_t, std::uint64_t> by_explorer;
 };
 
 Result<CheckpointContents> read_checkpoint(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path, "cannot open");
-  std::vector<std::uint8_t> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto file = map_file(path);
+  if (!file) return file.error();
+  const auto raw = (*file)->bytes();
   auto bad = [&](const std::string& why) { return make_error(Errc::corrupt_record, path.string() + ": " + why); };
   if (raw.size() < 24 || std::memcmp(raw.data(), kMagic, 8) != 0) return bad("not an RLX checkpoint (or cut short)");
   std::uint64_t len = 0, sum = 0;
   std::memcpy(&len, raw.data() + 8, 8);
   std::memcpy(&sum, raw.data() + 16, 8);
   if (len != raw.size() - 24) return bad(fmt::format("{} bytes of payload, the header says {}", raw.size() - 24, len));
-  const std::vector<std::uint8_t> payload(raw.begin() + 24, raw.end());
+  const auto payload = raw.subspan(24);
   if (XXH64(payload.data(), payload.size(), 0) != sum) return bad("checksum mismatch");
   Reader r{payload};
   CheckpointContents c;
+  c.file = *file;
   c.received = r.u64();
   c.updates = r.u64();
   auto& adm = c.admission;
@@ -172,7 +252,7 @@ Result<CheckpointContents> read_checkpoint(const fs::path& path) {
   stats.episodes = r.u64();
   stats.episodes_lost = r.u64();
   stats.returns = r.vec<float>();
-  c.trainer = r.vec<std::uint8_t>();
+  c.trainer = r.raw(1);
   if (r.ok && r.at != payload.size()) {
     const auto ids = r.vec<std::uint32_t>();
     const auto counts = r.vec<std::uint64_t>();
@@ -216,7 +296,7 @@ Result<LoadedCheckpoint> load_checkpoint(const fs::path& path, const LearnerCore
 Result<std::vector<std::uint8_t>> checkpoint_trainer_state(const fs::path& file) {
   auto c = read_checkpoint(file);
   if (!c) return c.error();
-  return std::move(c->trainer);
+  return std::vector<std::uint8_t>(c->trainer.begin(), c->trainer.end());
 }
 
 }  // namespace rlx

@@ -102,22 +102,28 @@ EncodedWeightSet Trainer::encoded_weights(std::uint64_t created_unix_ns) const {
   return e;
 }
 
-std::vector<std::uint8_t> Trainer::save_state() const {
+void Trainer::write_state(const std::function<std::size_t(const void*, std::size_t)>& sink) const {
   torch::serialize::OutputArchive a;
   save(a);
   a.write("version", torch::tensor(static_cast<std::int64_t>(version_)));
-  std::ostringstream os;
-  a.save_to(os);
-  const std::string s = os.str();
-  return {s.begin(), s.end()};
+  a.save_to(sink);
 }
 
-Result<void> Trainer::load_state(const std::vector<std::uint8_t>& bytes) {
+std::vector<std::uint8_t> Trainer::save_state() const {
+  std::vector<std::uint8_t> out;
+  write_state([&out](const void* p, std::size_t n) {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    out.insert(out.end(), b, b + n);
+    return n;
+  });
+  return out;
+}
+
+Result<void> Trainer::load_state(std::span<const std::uint8_t> bytes) {
   try {
-    std::istringstream is(std::string(bytes.begin(), bytes.end()));
     torch::serialize::InputArchive a;
     // Onto this trainer's device: the optimizer's moments must live with its parameters.
-    a.load_from(is, torch::Device(device_));
+    a.load_from(reinterpret_cast<const char*>(bytes.data()), bytes.size(), torch::Device(device_));
     torch::Tensor v;
     a.read("version", v);
     if (auto ok = load(a); !ok) return ok;

@@ -9,7 +9,9 @@
 // Single-threaded: owned by one learner core (or a replay tool). CAF-free.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,7 +98,12 @@ class Trainer {
   // restored trainer continues bit-identically. load_state fails with an
   // invalid_field error on bytes from another policy shape.
   std::vector<std::uint8_t> save_state() const;
-  Result<void> load_state(const std::vector<std::uint8_t>& bytes);
+  // The same bytes through `sink`, piece by piece in order (it returns how
+  // many it took: all of them, or 0 when it failed, which throws
+  // c10::Error here), never whole in memory: a checkpoint streams them
+  // into its file.
+  void write_state(const std::function<std::size_t(const void*, std::size_t)>& sink) const;
+  Result<void> load_state(std::span<const std::uint8_t> bytes);
 
  protected:
   // `device`: where the trainer's tensors live (load_state reads there).

@@ -69,6 +69,11 @@ Result<void> view_weights(torch::nn::Module& module, const WeightSetData& weight
   return {};
 }
 
+void release_weights(torch::nn::Module& module) {
+  torch::NoGradGuard guard;
+  for (auto& p : module.parameters(true)) p.set_data(torch::zeros({}, p.options()).expand(p.sizes()));
+}
+
 Result<void> import_weights(torch::nn::Module& module, const WeightSetData& weights) {
   auto params = module.named_parameters(true);
   if (auto ok = check_fits(params, weights); !ok) return ok;

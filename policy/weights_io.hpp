@@ -34,6 +34,14 @@ Result<void> import_weights(torch::nn::Module& module, const WeightSetData& weig
 // nothing changes.
 Result<void> view_weights(torch::nn::Module& module, const WeightSetData& weights);
 
+// Lets go of what `module`'s parameters hold (the weight set they view,
+// after view_weights): each becomes a view of one zero, its shape kept,
+// so that a set nothing else holds is freed. The module reads zeros until
+// it is given weights again (view_weights or import_weights). What a
+// module that scores a version now and then (the evaluator) does between
+// versions, so that it never keeps one the weight store has let go.
+void release_weights(torch::nn::Module& module);
+
 // xxh64 over all parameters (as export_weights would checksum them).
 std::uint64_t weights_checksum(const torch::nn::Module& module);
 

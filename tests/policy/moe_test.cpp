@@ -81,7 +81,8 @@ TEST_CASE("weights export and import round-trip and reject a mismatch", "[policy
   CHECK(weights_checksum(*c) == before);
 }
 
-TEST_CASE("an explorer's parameters view the weight set's message, which they keep alive, and never write into it",
+TEST_CASE("an explorer's parameters view the weight set's message, which they keep alive until released, and never "
+          "write into it",
           "[policy][weights][zero_copy]") {
   torch::manual_seed(1);
   MoEMlpPolicy a(PolicyOptions{4, 2, 16, 4, 2});
@@ -118,6 +119,20 @@ TEST_CASE("an explorer's parameters view the weight set's message, which they ke
   }
   CHECK(message.expired());
   CHECK(weights_checksum(*b) == weights_checksum(*c));
+
+  // Released, the parameters hold nothing of a set: its message goes; the
+  // shapes stay, and the next set views in as before.
+  {
+    const WireBuffer m = encode(export_weights(*c, 8, "moe_mlp"), "t");
+    auto w = decode<WeightSetData>(m);
+    REQUIRE(w.ok());
+    REQUIRE(view_weights(*b, *w).ok());
+    message = w->tensors.front().values.keeper();
+  }
+  REQUIRE_FALSE(message.expired());
+  release_weights(*b);
+  CHECK(message.expired());
+  for (const auto& p : b->named_parameters(true)) CHECK(p.value().storage().nbytes() <= 4);
 
   // A set whose values are vectors of its own: the parameters get their
   // own copy (the set may go), not a view of memory that is not kept.
