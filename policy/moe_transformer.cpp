@@ -55,6 +55,7 @@ MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o, bool draw) :
       }
     }
     final_norm_ = register_parameter("final_norm", ones(o.d_model));
+    rope_inv_ = rope_here_ = rope_inverse_frequencies(hd, o.rope_theta, o.rope_scaling);
     if (!o.tie_embeddings) head_ = register_module("lm_head", linear(o.d_model, o.vocab));
     v_head_ = register_module("v_head", torch::nn::Linear(o.d_model, 1));  // not in a checkpoint: always drawn
     torch::NoGradGuard guard;
@@ -185,9 +186,11 @@ torch::Tensor MoETransformerImpl::attention(std::int64_t l, const torch::Tensor&
     q = q.transpose(1, 2);
     k = k.transpose(1, 2);
     v = v_[l]->forward(h).view({B, S, KV, dh}).transpose(1, 2);
-    const auto inv = rope_inverse_frequencies(dh, o.rope_theta, o.rope_scaling);
-    q = apply_rope(q, positions, inv);
-    k = apply_rope(k, positions, inv);
+    // The frequencies once per model, moved to the activations' device and dtype once.
+    if (rope_here_.device() != x.device() || rope_here_.scalar_type() != x.scalar_type())
+      rope_here_ = rope_inv_.to(x.device(), x.scalar_type());
+    q = apply_rope(q, positions, rope_here_);
+    k = apply_rope(k, positions, rope_here_);
   } else {
     auto qkv = qkv_[l]->forward(h).view({B, S, 3, H, dh}).permute({2, 0, 3, 1, 4});
     q = qkv[0], k = qkv[1], v = qkv[2];
@@ -228,12 +231,17 @@ TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const tor
   auto real = flat_valid.nonzero().squeeze(1);  // rows of [B*S] that are tokens
   TransformerOutput out;
   std::vector<torch::Tensor> routes, fractions, lbs, zs;
+  torch::Tensor no_routes, no_fraction;  // what every dense layer records, made once
   for (std::int64_t l = 0; l < o.layers; ++l) {
     x = x + attention(l, x, positions, allowed, offset, cache);
     if (!moe_[l]) {  // a dense layer: no routes, no router losses
       x = x + mlp_[l]->forward(norm(2, l, x));
-      routes.push_back(torch::full({B, S, o.top_k}, -1, tokens.options().dtype(torch::kLong)));
-      fractions.push_back(torch::zeros({o.experts}, x.options()));
+      if (!no_routes.defined()) {
+        no_routes = torch::full({B, S, o.top_k}, -1, tokens.options().dtype(torch::kLong));
+        no_fraction = torch::zeros({o.experts}, x.options());
+      }
+      routes.push_back(no_routes);
+      fractions.push_back(no_fraction);
       continue;
     }
     // The MoE layer sees real tokens only (padding neither takes capacity

@@ -161,6 +161,8 @@ class MoETransformerImpl : public torch::nn::Module {
   std::vector<torch::Tensor> in_norm_, post_norm_, q_norm_, k_norm_;  // q_norm_, k_norm_: Qwen3 only
   std::vector<LinearMap> q_, k_, v_, o_;
   LinearMap embed_{nullptr}, head_{nullptr};  // the token embedding, lm_head (untied)
+  torch::Tensor rope_inv_;   // the rotary inverse frequencies (float64, CPU), from the options once
+  torch::Tensor rope_here_;  // the same on the device and in the dtype of the last forward
   torch::Tensor final_norm_;
   std::vector<torch::nn::LayerNorm> ln1_, ln2_;
   std::vector<torch::nn::Linear> qkv_, proj_;
