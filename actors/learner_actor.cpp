@@ -70,6 +70,7 @@ struct LearnerState {
     m.stale_tokens = stale_tokens;
     m.hint_kl = static_cast<float>(last.hint_kl);
     m.reference_kl = static_cast<float>(last.reference_kl);
+    m.sampler_mismatch = static_cast<float>(last.sampler_mismatch);
     m.hinted_rows = hinted_rows;
     m.skipped_rows = skipped_rows;
     m.updates = core->updates();

@@ -65,7 +65,7 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
       "\"joins_refused\":{},\"nodes_evicted\":{},\"segments_produced\":{},\"segments_lost\":{},"
       "\"segments_in_flight\":{},\"segments_vanished\":{},\"reward_workers\":{},\"explorers_retired\":{},\"learner_busy_s\":{},"
       "\"autoscale_changes\":{},\"explorers_rejoined\":{},\"route_mismatch\":{},\"stale_tokens\":{},"
-      "\"hint_kl\":{},\"reference_kl\":{},\"hinted_rows\":{},\"skipped_rows\":{},\"reward_retries\":{},\"rows_masked\":{},"
+      "\"hint_kl\":{},\"reference_kl\":{},\"sampler_mismatch\":{},\"hinted_rows\":{},\"skipped_rows\":{},\"reward_retries\":{},\"rows_masked\":{},"
       "\"infra_failures\":{},\"decode_s\":{},\"tool_s\":{},\"score_s\":{},\"tool_calls\":{},\"policy_tokens\":{},\"segments_unrecorded\":{},\"strangers\":{},\"strangers_total\":{},\"rss_mb\":{},"
       "\"reward_answers\":{},\"reward_latency_mean_s\":{}{}{}}}\n",
       json_number(r.time_s), m.env_steps, m.episodes, json_number(m.mean_return), m.policy_version,
@@ -76,7 +76,7 @@ std::string metrics_json_line(const MetricsData& m, const RunCounts& r) {
       util, m.updates, json_number(r.weight_swap_mean_us), r.explorers, r.explorers_lost, m.episodes_lost, r.nodes,
       r.joins_refused, r.nodes_evicted, a.produced, a.lost, a.in_flight, a.vanished, r.reward_workers, r.explorers_retired,
       json_number(m.busy_s), r.autoscale_changes, r.explorers_rejoined, json_number(m.route_mismatch), m.stale_tokens,
-      json_number(m.hint_kl), json_number(m.reference_kl), m.hinted_rows, m.skipped_rows, m.reward_retries, m.rows_masked,
+      json_number(m.hint_kl), json_number(m.reference_kl), json_number(m.sampler_mismatch), m.hinted_rows, m.skipped_rows, m.reward_retries, m.rows_masked,
       infra_failures_json(m.infra_failures), json_number(m.decode_s), json_number(m.tool_s), json_number(m.score_s),
       m.tool_calls, m.policy_tokens, r.segments_unrecorded, strangers_json(r.strangers),
       strangers_total(r.strangers), r.rss_mb, r.reward_latency.total,

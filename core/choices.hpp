@@ -24,6 +24,9 @@ enum class EnvPlacement { actor, local };              // [explorer] env_placeme
 enum class EnvProtocol { json, capnp };                // [external] protocol
 enum class Launcher { local, ssh, slurm };             // [[node]] launcher
 enum class OnRecordError { stop, go_on };              // [record] on_error ("stop", "continue")
+// [policy] dtype: what a policy's weights are held and computed in, and
+// the element type of a weight set's tensors (messages/types.hpp).
+enum class WeightDType : unsigned char { f32, bf16 };
 
 // Each enum's names, in enumerator order.
 template <class E>
@@ -37,6 +40,7 @@ template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<EnvPla
 template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<EnvProtocol>{"json", "capnp"};
 template <> inline constexpr std::array<std::string_view, 3> kChoiceNames<Launcher>{"local", "ssh", "slurm"};
 template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<OnRecordError>{"stop", "continue"};
+template <> inline constexpr std::array<std::string_view, 2> kChoiceNames<WeightDType>{"f32", "bf16"};
 
 template <class E>
 concept Choice = std::is_enum_v<E> && kChoiceNames<E>.size() > 0;

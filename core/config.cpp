@@ -340,6 +340,9 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
         top.fail(Errc::config_range, root.get("reward"), "reward.scorer",
                  "\"workspace\" scores an agent's changed files for a workspace task (docs/workspace.md); " + c.run.env +
                      " episodes are not those");
+      if (c.policy.copy_head && c.policy.dtype != WeightDType::f32)
+        top.fail(Errc::config_range, root.get("policy"), "policy.dtype",
+                 "a copy head computes in fp32 (policy.copy_head = true): set dtype = \"f32\" or drop the copy head");
       if (c.run.env == "tokens:gateway" && c.tokens.eval_tasks > 0)
         top.fail(Errc::config_range, root.get("tokens"), "tokens.eval_tasks",
                  "a gateway run's tasks are its harnesses' (docs/gateway.md): there is no held-out set to draw here; "
@@ -361,6 +364,9 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     } else if (c.learner.kl_coef != 0.0) {
       top.fail(Errc::config_range, root.get("learner"), "learner.kl_coef",
                "a KL to the start weights is the token policy's (policy.kind = \"moe_transformer\")");
+    } else if (c.policy.dtype != WeightDType::f32) {
+      top.fail(Errc::config_range, root.get("policy"), "policy.dtype",
+               "bf16 weights are the token policy's (policy.kind = \"moe_transformer\")");
     }
   } catch (const ConfigFailure& f) {
     return f.error;

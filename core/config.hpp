@@ -51,6 +51,10 @@ struct PolicyConfig {
   bool router_replay = false;        // the learner trains through the routes the rollout recorded
   bool copy_head = false;            // a pointer at the context mixed into the logits (policy/copy_head.hpp)
   std::string init;                  // weights to start from (`rlx sft --out`); empty: fresh
+  // moe_transformer: what the weights are held in outside the learner
+  // (explorers, evaluator, gateway, weight sets) and what the learner
+  // computes in; the learner keeps fp32 master weights (docs/hf-models.md).
+  WeightDType dtype = WeightDType::f32;
 };
 
 // [tokens]: the token policy's tasks and sampling (env "tokens:KIND").

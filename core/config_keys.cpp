@@ -70,6 +70,7 @@ const std::vector<Key<PolicyConfig>>& policy_keys() {
       flag("router_replay", &S::router_replay),
       flag("copy_head", &S::copy_head),
       text("init", &S::init),
+      choice("dtype", &S::dtype),
   };
   return keys;
 }

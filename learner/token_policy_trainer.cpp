@@ -84,7 +84,9 @@ WeightSetData TokenPolicyTrainer::weights() const {
 }
 
 EncodedWeightSet TokenPolicyTrainer::encoded_weights(std::uint64_t created_unix_ns) const {
-  return encode_module_weights(*tokens_.model(), version(), "moe_transformer", created_unix_ns, "learner");
+  // In the policy's dtype: bf16 sets are the fp32 masters rounded as they are written.
+  return encode_module_weights(*tokens_.model(), version(), "moe_transformer", created_unix_ns, "learner",
+                               tokens_.options().model.dtype);
 }
 
 UpdateStats TokenPolicyTrainer::train(const std::vector<const Segment*>& segments) {
@@ -108,6 +110,7 @@ UpdateStats TokenPolicyTrainer::train(const std::vector<const Segment*>& segment
   s.stale_tokens = static_cast<std::uint64_t>(t.stale_tokens);
   s.hint_kl = t.hint_kl;
   s.reference_kl = t.reference_kl;
+  s.sampler_mismatch = t.sampler_mismatch;
   s.hinted_rows = static_cast<std::uint64_t>(t.hinted_rows);
   s.skipped_rows = static_cast<std::uint64_t>(t.skipped_rows);
   for (const Segment* x : segments) s.steps += x->env_steps();

@@ -100,8 +100,7 @@ ModelOptimizerOptions optimizer_options(const TokenTrainerOptions& o) {
 struct TokenTrainer::Impl {
   explicit Impl(const TokenTrainerOptions& o)
       : device(o.device),
-        model(o.unfilled ? make_unfilled_transformer(o.model, o.seed)
-                         : make_seeded_transformer(o.model, o.seed)),
+        model(make_trainable_transformer(o.model, o.seed, o.unfilled)),  // fp32 masters computing in o.model.dtype
         optimizer((model->to(device), model.ptr()), optimizer_options(o)) {}  // on the device before the optimizer
   torch::Device device;
   MoETransformer model;
@@ -276,12 +275,14 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   // (idx, the rows' places in the batch, stays on the CPU).
   struct Part {
     torch::Tensor idx, prox, adv, mask, tokens, valid, behaviour, routes, generated, reward;
+    torch::Tensor same;  // admitted tokens sampled at this very version (the sampler mismatch's)
     torch::Tensor ref;  // the reference's log-probs (kl_coef; undefined: none)
     BlockedTokens blocked;  // the decoding rule's, as the explorers sampled under it (empty: none)
     std::int64_t width = 0, n = 0;
   };
   std::vector<Part> parts;
   std::int64_t kept_tokens = 0;
+  const auto same_version = admitted & (g.versions == static_cast<std::int64_t>(version_));
   for (const auto& mb : pack_by_length(width, o.token_budget)) {
     Part p;
     std::vector<std::int64_t> idx;
@@ -294,6 +295,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     p.tokens = p.tokens.to(device), p.valid = p.valid.to(device), p.generated = p.generated.to(device);
     p.mask = rows(admitted, p.idx, p.width).to(device);
     p.behaviour = rows(g.log_probs, p.idx, p.width).to(device);
+    p.same = rows(same_version, p.idx, p.width).to(device);
     p.routes = g.routes.index_select(1, p.idx).narrow(2, 0, p.width).to(device);
     p.reward = rewards.index_select(0, p.idx).unsqueeze(1).to(device);  // [n, 1]
     p.n = p.mask.sum().item<std::int64_t>();
@@ -333,12 +335,18 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   // (values, normalised over the batch) and, under router replay, the
   // log-probs and routes of the policy's own routing.
   double mismatch = 0;
+  double sampler_sum = 0, sampler_n = 0;  // |prox - behaviour| over the `same` tokens
+  const auto sampler_gap = [&](const Part& p) {
+    sampler_sum += (p.prox - p.behaviour).abs().masked_select(p.same).sum().item<double>();
+    sampler_n += static_cast<double>(p.same.sum().item<std::int64_t>());
+  };
   const bool pre_pass = !grpo || o.router_replay;
   if (pre_pass) {
     torch::NoGradGuard guard;
     for (auto& p : parts) {
       auto out = model->forward(p.tokens, p.valid);
       p.prox = token_log_probs(out.logits, p.tokens, o.temperature, p.blocked).first;
+      sampler_gap(p);
       mismatch += route_mismatch(out.routes, p.routes, p.generated) * static_cast<double>(p.idx.size(0)) / rows_kept;
       if (!grpo) {  // the value before token j (at column j - 1) predicts the row's reward
         auto v_before =
@@ -375,6 +383,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
       auto [logp, entropy] = token_log_probs(out.logits, p.tokens, o.temperature, p.blocked);
       if (!p.prox.defined()) {
         p.prox = logp.detach();
+        sampler_gap(p);
         mismatch += route_mismatch(out.routes, p.routes, p.generated) * static_cast<double>(p.idx.size(0)) / rows_kept;
       }
       const auto n = p.n;
@@ -421,6 +430,9 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     impl_->optimizer.step();
   }
   s.route_mismatch = mismatch;
+  const auto sampler = sum_over_ranks({sampler_sum, sampler_n}, o.group);
+  s.sampler_tokens = static_cast<std::int64_t>(sampler[1]);
+  s.sampler_mismatch = sampler[1] > 0 ? sampler[0] / sampler[1] : 0.0;
   gather_stats(s, hint_kl_sum, reference_kl);
   if (all_hint_tokens > 0) s.hint_kl = hint_kl_sum / static_cast<double>(all_hint_tokens);
   s.reference_kl = reference_kl;

@@ -105,6 +105,12 @@ struct TokenUpdateStats {
   std::int64_t skipped_rows = 0;    // rows of zero advantage (GRPO), not computed
   double hint_kl = 0;               // mean KL(teacher with hint || student) per hinted token, before the step
   double reference_kl = 0;          // mean KL(policy || reference) per trained token, before the step (kl_coef > 0)
+  // Mean |log p - behaviour log p| over the admitted tokens sampled at this
+  // very version (lag 0), before the step: the sampler's and the learner's
+  // computations of one policy apart (bf16, batch shapes); 0 without such
+  // tokens. sampler_tokens: how many (summed over the ranks).
+  double sampler_mismatch = 0;
+  std::int64_t sampler_tokens = 0;
   std::int64_t hinted_rows = 0;     // rows distilled from their hint
   LossStats correction;
 };

@@ -97,7 +97,7 @@ EncodedWeightSet Trainer::encoded_weights(std::uint64_t created_unix_ns) const {
   w.created_unix_ns = created_unix_ns;
   EncodedWeightSet e;
   e.checksum = w.checksum;
-  for (const auto& t : w.tensors) e.parameters += t.values.size();
+  for (const auto& t : w.tensors) e.parameters += t.numel();
   e.buf = encode(w, "learner");
   return e;
 }

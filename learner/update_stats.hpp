@@ -28,6 +28,11 @@ struct UpdateStats {
   // Textual feedback: the hint distillation's KL and the rows it used.
   double hint_kl = 0;
   double reference_kl = 0;  // token policy: KL(policy || start) per trained token, before the step
+  // Token policy: mean |log p learner - log p sampler| over the tokens the
+  // explorers sampled with the very weights the learner holds before the
+  // step (lag 0): what computing them apart costs (bf16, batching), not
+  // staleness. 0 when no such token came.
+  double sampler_mismatch = 0;
   std::uint64_t hinted_rows = 0;
   std::uint64_t skipped_rows = 0;  // rows of zero advantage, not computed (GRPO)
 };

@@ -77,7 +77,8 @@ struct WeightSetInfo {
 Result<WeightSetInfo> check_weight_set(const WireBuffer& buf, const DecodeOptions& options = {});
 
 // A weight set encoded in place: `fill(i, into, n)` writes tensor i's n
-// floats (its shape's product) straight into the message, whose memory is
+// values (its shape's product; floats, or bf16's 16 bits each when the
+// layout's dtype says so) straight into the message, whose memory is
 // recycled across versions (recycled_words), and the checksum is computed
 // over those bytes as they are written. What a learner publishes: one copy
 // from wherever its parameters live (a GPU too), no WeightSetData vectors
@@ -88,6 +89,7 @@ struct WeightSetLayout {
   std::string policy_kind;
   std::uint64_t created_unix_ns = 0;
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors;  // name, shape
+  WeightDType dtype = WeightDType::f32;  // every tensor's
 };
 struct EncodedWeightSet {
   WireBuffer buf;
@@ -95,7 +97,7 @@ struct EncodedWeightSet {
   std::uint64_t parameters = 0;
 };
 EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
-                                   const std::function<void(std::size_t, float*, std::size_t)>& fill,
+                                   const std::function<void(std::size_t, void*, std::size_t)>& fill,
                                    std::string_view sender);
 
 // A RolloutRecord as read from the rollout log (messages/log_codec.hpp).

@@ -129,6 +129,7 @@ WireBuffer encode(const MetricsData& x, std::string_view sender) {
     m.setToolCalls(x.tool_calls);
     m.setPolicyTokens(x.policy_tokens);
     m.setReferenceKl(x.reference_kl);
+    m.setSamplerMismatch(x.sampler_mismatch);
     m.setBusySeconds(x.busy_s);
     auto by = m.initSegmentsByExplorer(static_cast<unsigned>(x.segments_by_explorer.size()));
     for (unsigned i = 0; i < x.segments_by_explorer.size(); ++i) {
@@ -188,6 +189,7 @@ Result<MetricsData> decode<MetricsData>(const WireBuffer& buf, const DecodeOptio
     x.tool_calls = m.getToolCalls();
     x.policy_tokens = m.getPolicyTokens();
     x.reference_kl = m.getReferenceKl();
+    x.sampler_mismatch = m.getSamplerMismatch();
     for (auto e : m.getSegmentsByExplorer()) x.segments_by_explorer.emplace_back(e.getExplorer(), e.getSegments());
     for (auto e : m.getArrivalsByExplorer())
       x.arrivals_by_explorer.push_back({e.getExplorer(), e.getAccounted(), e.getVanished()});

@@ -11,7 +11,7 @@ using namespace codec_detail;
 
 WireBuffer encode(const WeightSetData& x, std::string_view sender) {
   std::size_t words = 64;
-  for (const auto& t : x.tensors) words += (t.values.size() * 4 + t.name.size()) / 8 + 16;
+  for (const auto& t : x.tensors) words += (t.byte_size() + t.name.size()) / 8 + 16;
   return build(
       sender,
       [&](auto body) {
@@ -21,7 +21,13 @@ WireBuffer encode(const WeightSetData& x, std::string_view sender) {
     auto ts = w.initTensors(static_cast<unsigned>(x.tensors.size()));
     for (unsigned i = 0; i < x.tensors.size(); ++i) {
       ts[i].setName(kj::StringPtr(x.tensors[i].name.c_str()));
-      set_tensor_shape(ts[i].initTensor(), x.tensors[i].shape, x.tensors[i].values);
+      const auto& t = x.tensors[i];
+      auto b = ts[i].initTensor();
+      set_tensor_shape(b, t.shape, t.values);
+      if (t.dtype == WeightDType::bf16) {
+        b.setDtype(wire::DType::BFLOAT16);
+        b.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(t.bf16.data()), t.byte_size()));
+      }
     }
     w.setChecksum(x.checksum);
     w.setCreatedUnixNs(x.created_unix_ns);
@@ -30,10 +36,11 @@ WireBuffer encode(const WeightSetData& x, std::string_view sender) {
 }
 
 EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
-                                   const std::function<void(std::size_t, float*, std::size_t)>& fill,
+                                   const std::function<void(std::size_t, void*, std::size_t)>& fill,
                                    std::string_view sender) {
   EncodedWeightSet out;
-  std::vector<std::uint64_t> counts;  // each tensor's floats
+  std::vector<std::uint64_t> counts;  // each tensor's values
+  const std::size_t width = layout.dtype == WeightDType::bf16 ? 2 : 4;  // bytes a value
   std::size_t structure = 64 + text_words(layout.policy_kind.size()) + text_words(sender.size()), bulk = 0;
   for (const auto& [name, shape] : layout.tensors) {
     std::uint64_t n = 1;
@@ -41,7 +48,7 @@ EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
     counts.push_back(n);
     out.parameters += n;
     structure += text_words(name.size()) + 8 + shape.size();  // its list entry, name, Tensor and shape
-    bulk += (n * 4 + 7) / 8;
+    bulk += (n * width + 7) / 8;
   }
   XXH64_state_t* state = XXH64_createState();
   XXH64_reset(state, 0);
@@ -54,10 +61,10 @@ EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
           std::vector<capnp::Orphan<capnp::Data>> data;
           data.reserve(counts.size());
           for (std::size_t i = 0; i < counts.size(); ++i) {
-            auto orphan = o.newOrphan<capnp::Data>(static_cast<unsigned>(counts[i] * sizeof(float)));
+            auto orphan = o.newOrphan<capnp::Data>(static_cast<unsigned>(counts[i] * width));
             auto bytes = orphan.get();
-            // Cap'n Proto starts every Data blob on a word: floats align.
-            fill(i, reinterpret_cast<float*>(bytes.begin()), counts[i]);
+            // Cap'n Proto starts every Data blob on a word: values align.
+            fill(i, bytes.begin(), counts[i]);
             zero_word_padding(bytes);
             XXH64_update(state, bytes.begin(), bytes.size());
             data.push_back(kj::mv(orphan));
@@ -74,7 +81,7 @@ EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
             const auto& [name, shape] = layout.tensors[i];
             ts[i].setName(kj::StringPtr(name.c_str()));
             auto t = ts[i].initTensor();
-            t.setDtype(wire::DType::FLOAT32);
+            t.setDtype(layout.dtype == WeightDType::bf16 ? wire::DType::BFLOAT16 : wire::DType::FLOAT32);
             auto s = t.initShape(static_cast<unsigned>(shape.size()));
             for (unsigned k = 0; k < shape.size(); ++k) s.set(k, static_cast<std::uint32_t>(shape[k]));
             t.adoptData(kj::mv(data[i]));
@@ -92,6 +99,24 @@ EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
   return out;
 }
 
+namespace {
+
+// A weight tensor's element type: fp32 or bf16, nothing else.
+WeightDType weight_dtype(wire::DType d, const std::string& name) {
+  if (d == wire::DType::FLOAT32) return WeightDType::f32;
+  if (d == wire::DType::BFLOAT16) return WeightDType::bf16;
+  invalid("weights: tensor " + name + " is neither float32 nor bfloat16");
+}
+
+// n values at `first`: a view kept alive by `keep` where they align, a copy otherwise.
+template <class T>
+Column<T> viewed(const kj::byte* first, std::uint64_t n, const std::shared_ptr<const void>& keep) {
+  const auto* p = reinterpret_cast<const T*>(first);
+  return reinterpret_cast<std::uintptr_t>(first) % alignof(T) == 0 ? Column<T>::view(p, n, keep) : Column<T>(p, p + n);
+}
+
+}  // namespace
+
 // The tensors are views of `buf`; the checksum is computed over them
 // unless a weight store or relay already checked this very buffer.
 template <>
@@ -107,16 +132,18 @@ Result<WeightSetData> decode<WeightSetData>(const WireBuffer& buf, const DecodeO
       NamedTensor nt;
       nt.name = t.getName().cStr();
       auto tr = t.getTensor();
-      if (tr.getDtype() != wire::DType::FLOAT32) invalid("weights: tensor " + nt.name + " is not float32");
+      nt.dtype = weight_dtype(tr.getDtype(), nt.name);
       std::uint64_t n = 1;
       for (auto d : tr.getShape()) {
         nt.shape.push_back(d);
         n *= d;
       }
-      if (tr.getData().size() != n * sizeof(float)) invalid("weights: tensor " + nt.name + " data does not match shape");
-      const auto* first = reinterpret_cast<const float*>(tr.getData().begin());
-      nt.values = reinterpret_cast<std::uintptr_t>(first) % alignof(float) == 0 ? Column<float>::view(first, n, keep)
-                                                                                 : Column<float>(first, first + n);
+      if (tr.getData().size() != n * (nt.dtype == WeightDType::bf16 ? 2 : 4))
+        invalid("weights: tensor " + nt.name + " data does not match shape");
+      if (nt.dtype == WeightDType::bf16)
+        nt.bf16 = viewed<std::uint16_t>(tr.getData().begin(), n, keep);
+      else
+        nt.values = viewed<float>(tr.getData().begin(), n, keep);
       x.tensors.push_back(std::move(nt));
     }
     x.checksum = w.getChecksum();
@@ -143,11 +170,11 @@ Result<WeightSetInfo> check_weight_set(const WireBuffer& buf, const DecodeOption
     } guard{state};
     for (auto t : w.getTensors()) {
       auto tr = t.getTensor();
-      if (tr.getDtype() != wire::DType::FLOAT32) invalid(std::string("weights: tensor ") + t.getName().cStr() + " is not float32");
+      const auto dtype = weight_dtype(tr.getDtype(), t.getName().cStr());
       std::uint64_t n = 1;
       for (auto d : tr.getShape()) n *= d;
       auto data = tr.getData();
-      if (data.size() != n * sizeof(float))
+      if (data.size() != n * (dtype == WeightDType::bf16 ? 2 : 4))
         invalid(std::string("weights: tensor ") + t.getName().cStr() + " data does not match shape");
       if (hash) XXH64_update(state, data.begin(), data.size());
       info.parameters += n;

@@ -86,6 +86,7 @@ struct MetricsReport {
   toolCalls @37 :UInt64;
   policyTokens @38 :UInt64;       # token policies: tokens the policy sampled (envSteps less the observed ones)
   referenceKl @39 :Float32;       # token policy: KL(policy || the run's start) per trained token, last update
+  samplerMismatch @40 :Float32;   # token policy: mean |log p learner - log p sampler| over tokens sampled by the learner's own version, last update
 }
 
 struct ExplorerArrivals {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/choices.hpp"
 #include "messages/column.hpp"
 
 namespace rlx {
@@ -134,10 +135,19 @@ struct Segment {
 enum class Verdict : std::uint8_t { trained = 0, dropped_stale = 1, rejected = 2 };
 const char* to_string(Verdict v);
 
+// One parameter's values, in fp32 or bf16 ([policy] dtype; decoded:
+// a view of the set's message).
 struct NamedTensor {
   std::string name;
   std::vector<std::int64_t> shape;
-  Column<float> values;  // decoded: a view of the set's message
+  Column<float> values;        // f32: the values
+  WeightDType dtype = WeightDType::f32;
+  Column<std::uint16_t> bf16 = {};  // bf16: each value's upper 16 bits (a binary32 cut short)
+  std::size_t numel() const { return dtype == WeightDType::bf16 ? bf16.size() : values.size(); }
+  const void* bytes() const { return dtype == WeightDType::bf16 ? static_cast<const void*>(bf16.data()) : values.data(); }
+  std::size_t byte_size() const { return numel() * (dtype == WeightDType::bf16 ? 2 : 4); }
+  bool is_view() const { return dtype == WeightDType::bf16 ? bf16.is_view() : values.is_view(); }
+  const std::shared_ptr<const void>& keeper() const { return dtype == WeightDType::bf16 ? bf16.keeper() : values.keeper(); }
 };
 
 // WeightSet: every parameter of the policy at one version.
@@ -311,6 +321,7 @@ struct MetricsData {
   std::uint64_t tool_calls = 0;
   std::uint64_t policy_tokens = 0;  // token policies: tokens sampled (env_steps less the observed ones)
   float reference_kl = 0;            // token policy, last update: KL to the run's start per trained token
+  float sampler_mismatch = 0;        // token policy, last update: |log p learner - log p sampler|, same version
 };
 
 struct ScaleCommandData {

@@ -9,7 +9,7 @@ namespace rlx {
 std::uint64_t WeightSetData::compute_checksum() const {
   XXH64_state_t* state = XXH64_createState();
   XXH64_reset(state, 0);
-  for (const auto& t : tensors) XXH64_update(state, t.values.data(), t.values.size() * sizeof(float));
+  for (const auto& t : tensors) XXH64_update(state, t.bytes(), t.byte_size());
   std::uint64_t h = XXH64_digest(state);
   XXH64_freeState(state);
   return h;

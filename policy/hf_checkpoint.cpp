@@ -106,17 +106,28 @@ Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint&
     if (view.sizes().vec() != t->shape)
       return make_error(Errc::invalid_field, fmt::format("tensor {}: the checkpoint's shape is {}, the model's {}", name,
                                                          shape_text(t->shape), shape_text(view.sizes())));
-    if (view.is_contiguous() && view.device().is_cpu() && view.scalar_type() == torch::kFloat32) {
+    const bool bf16 = view.scalar_type() == torch::kBFloat16;
+    if (view.is_contiguous() && view.device().is_cpu() && (bf16 || view.scalar_type() == torch::kFloat32)) {
       // Straight into the parameter, a chunk at a time, each chunk's mapped
-      // pages handed back once copied: resident memory grows by the model.
-      float* to = view.data_ptr<float>();
+      // pages handed back once copied: resident memory grows by the model
+      // in its own dtype (a bf16 tensor into a bf16 parameter: its bytes).
       const auto n = static_cast<std::size_t>(view.numel());
       const std::size_t width = st_dtype_size(t->dtype);
       constexpr std::size_t kChunk = std::size_t{1} << 22;  // elements
+      std::vector<float> wide;                                // an fp32 chunk on its way into bf16
       for (std::size_t first = 0; first < n; first += kChunk) {
         const auto count = std::min(kChunk, n - first);
         st_prefetch(*t, first * width, count * width);
-        if (auto r = st_to_f32(*t, first, count, to + first); !r) return r.error();
+        if (!bf16) {
+          if (auto r = st_to_f32(*t, first, count, view.data_ptr<float>() + first); !r) return r.error();
+        } else if (t->dtype == StDtype::bf16) {
+          std::memcpy(static_cast<std::byte*>(view.data_ptr()) + first * 2, t->data + first * 2, count * 2);
+        } else {
+          wide.resize(count);
+          if (auto r = st_to_f32(*t, first, count, wide.data()); !r) return r.error();
+          view.view({-1}).narrow(0, static_cast<std::int64_t>(first), static_cast<std::int64_t>(count))
+              .copy_(torch::from_blob(wide.data(), {static_cast<std::int64_t>(count)}, torch::kFloat32));
+        }
         st_release(*t, first * width, count * width);
       }
     } else {
@@ -148,6 +159,7 @@ Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy
     return make_error(Errc::invalid_field, fmt::format("{}: vocab_size {} is smaller than the tokenizer's {} ids ([tokens] tokenizer)",
                                                        file, o->vocab, vocab));
   o->capacity_factor = policy.capacity_factor;
+  o->dtype = policy.dtype;
   return o;
 }
 

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "policy/low_precision.hpp"
 
 namespace rlx {
 
@@ -55,7 +56,9 @@ torch::Tensor MoELayerImpl::shared(const torch::Tensor& x) const {
 MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& forced_routes) {
   const auto N = x.size(0);
   const auto E = options_.experts, k = options_.top_k;
-  auto logits = router_->forward(x);                       // [N, E]
+  // The router's softmax, gates and losses in fp32 whatever x's dtype (as
+  // the MoE families' own code); the gates meet the experts in x's.
+  auto logits = wide(router_->forward(x));                 // [N, E]
   auto probs = torch::softmax(logits, -1);
   torch::Tensor top_p, top_i;                              // [N, k]
   if (forced_routes.defined()) {
@@ -65,7 +68,7 @@ MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& for
   } else {
     std::tie(top_p, top_i) = probs.topk(k, -1);
   }
-  auto gates = options_.renormalise ? top_p / top_p.sum(-1, true) : top_p;
+  auto gates = (options_.renormalise ? top_p / top_p.sum(-1, true) : top_p).to(x.scalar_type());
 
   // Group (token, slot) pairs by expert.
   auto flat_expert = top_i.reshape({-1});                  // [N*k]
@@ -103,7 +106,7 @@ MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& for
   MoEOutput out;
   out.dropped_fraction = N == 0 ? 0.0 : static_cast<double>(dropped) / static_cast<double>(N * k);
   out.y = y;
-  auto fraction = counts.to(x.dtype()) / static_cast<double>(N * k);   // f_e
+  auto fraction = counts.to(torch::kFloat32) / static_cast<double>(N * k);   // f_e
   out.load_balance = static_cast<double>(E) * (fraction.detach() * probs.mean(0)).sum();
   out.router_z = torch::logsumexp(logits, -1).pow(2).mean();
   out.expert_fraction = fraction.detach();
@@ -112,9 +115,9 @@ MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& for
 }
 
 torch::Tensor MoELayerImpl::forward_reference(const torch::Tensor& x) {
-  auto probs = torch::softmax(router_->forward(x), -1);
+  auto probs = torch::softmax(wide(router_->forward(x)), -1);
   auto [top_p, top_i] = probs.topk(options_.top_k, -1);
-  auto gates = options_.renormalise ? top_p / top_p.sum(-1, true) : top_p;
+  auto gates = (options_.renormalise ? top_p / top_p.sum(-1, true) : top_p).to(x.scalar_type());
   std::vector<torch::Tensor> rows;
   for (std::int64_t t = 0; t < x.size(0); ++t) {
     auto acc = torch::zeros({options_.out}, x.options());

@@ -6,14 +6,23 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "policy/low_precision.hpp"
 #include "policy/rope.hpp"
 
 namespace rlx {
 
 namespace {
 
+// In fp32 whatever x's dtype (as the families' own RMSNorm), then back
+// to it before the weight.
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double eps) {
-  return x * torch::rsqrt(x.pow(2).mean(-1, true) + eps) * w;
+  auto f = wide(x);
+  return (f * torch::rsqrt(f.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * w;
+}
+
+// Attention's softmax in fp32 whatever the scores' dtype, back in it.
+torch::Tensor attention_softmax(const torch::Tensor& scores) {
+  return torch::softmax(wide(scores), -1).to(scores.scalar_type());
 }
 
 }  // namespace
@@ -21,6 +30,7 @@ torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w, double ep
 MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o, bool draw) : options_(o) {
   RLX_REQUIRE(o.d_model % o.heads == 0 || o.head_dim > 0, o.d_model, o.heads);
   RLX_REQUIRE(!o.copy_head || o.arch == TransformerArch::rlx, "a copy head is RLX's own layout's");
+  RLX_REQUIRE(!o.copy_head || o.dtype == WeightDType::f32, "a copy head computes in fp32");
   if (o.arch == TransformerArch::hf) {
     // Parameters in the order of the layout's first version (the weight
     // wire and saved files list them so), drawn only when `draw`.
@@ -94,6 +104,9 @@ torch::Tensor positions_of(const torch::Tensor& valid) {
 
 TransformerOutput MoETransformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& valid,
                                               const torch::Tensor& replay_routes) {
+  // fp32 master weights computing in bf16 (make_trainable_transformer).
+  LowPrecision low(options_.dtype == WeightDType::bf16 && embedding().scalar_type() == torch::kFloat32,
+                   tokens.device());
   return run(tokens, valid, positions_of(valid), valid.to(torch::kBool), 0, nullptr, replay_routes);
 }
 
@@ -187,8 +200,10 @@ torch::Tensor MoETransformerImpl::attention(std::int64_t l, const torch::Tensor&
     k = k.transpose(1, 2);
     v = v_[l]->forward(h).view({B, S, KV, dh}).transpose(1, 2);
     // The frequencies once per model, moved to the activations' device and dtype once.
-    if (rope_here_.device() != x.device() || rope_here_.scalar_type() != x.scalar_type())
-      rope_here_ = rope_inv_.to(x.device(), x.scalar_type());
+    // (In fp32 for bf16 activations: a bf16 angle is off by whole turns.)
+    const auto angle_type = wide(x).scalar_type();
+    if (rope_here_.device() != x.device() || rope_here_.scalar_type() != angle_type)
+      rope_here_ = rope_inv_.to(x.device(), angle_type);
     q = apply_rope(q, positions, rope_here_);
     k = apply_rope(k, positions, rope_here_);
   } else {
@@ -207,7 +222,7 @@ torch::Tensor MoETransformerImpl::attention(std::int64_t l, const torch::Tensor&
   }
   auto scores = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(dh)));  // [B, H, S, L]
   scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<float>::infinity());
-  auto att = torch::matmul(torch::softmax(scores, -1), v).permute({0, 2, 1, 3}).reshape({B, S, H * dh});
+  auto att = torch::matmul(attention_softmax(scores), v).permute({0, 2, 1, 3}).reshape({B, S, H * dh});
   return qwen ? o_[l]->forward(att) : proj_[l]->forward(att);
 }
 
@@ -238,7 +253,7 @@ TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const tor
       x = x + mlp_[l]->forward(norm(2, l, x));
       if (!no_routes.defined()) {
         no_routes = torch::full({B, S, o.top_k}, -1, tokens.options().dtype(torch::kLong));
-        no_fraction = torch::zeros({o.experts}, x.options());
+        no_fraction = torch::zeros({o.experts}, x.options().dtype(torch::kFloat32));
       }
       routes.push_back(no_routes);
       fractions.push_back(no_fraction);
@@ -266,10 +281,15 @@ TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const tor
                                   : head_->forward(hf);
   if (copy_) out.logits = copy_->mix(out.logits, hf, tokens, valid, allowed.squeeze(1), offset, cache ? &cache->copy : nullptr);
   out.values = v_head_->forward(hf).squeeze(-1);
+  // Log-probabilities, values and the losses on them in fp32 whatever the
+  // weights' dtype (the sampler's and the learner's alike).
+  out.logits = wide(out.logits);
+  out.values = wide(out.values);
   out.routes = torch::stack(routes);
   out.expert_fraction = torch::stack(fractions);
-  out.load_balance = lbs.empty() ? torch::ones({}, x.options()) : torch::stack(lbs).mean();
-  out.router_z = lbs.empty() ? torch::zeros({}, x.options()) : torch::stack(zs).mean();
+  const auto f32 = x.options().dtype(torch::kFloat32);
+  out.load_balance = lbs.empty() ? torch::ones({}, f32) : torch::stack(lbs).mean();
+  out.router_z = lbs.empty() ? torch::zeros({}, f32) : torch::stack(zs).mean();
   return out;
 }
 
@@ -292,17 +312,44 @@ TransformerOptions transformer_options(const PolicyConfig& p, std::int64_t vocab
   o.expert_hidden = p.expert_hidden;
   o.capacity_factor = p.capacity_factor;
   o.copy_head = p.copy_head;
+  o.dtype = p.dtype;
   return o;
 }
 
+namespace {
+
+// Every parameter in the options' dtype (drawn in fp32 first: a seed is
+// the same policy in either, rounded).
+MoETransformer held_in_dtype(MoETransformer model) {
+  if (model->options().dtype == WeightDType::bf16) model->to(torch::kBFloat16);
+  return model;
+}
+
+}  // namespace
+
 MoETransformer make_seeded_transformer(const TransformerOptions& options, std::uint64_t seed) {
   auto lock = seeded_init(seed);
-  return MoETransformer(options);
+  return held_in_dtype(MoETransformer(options));
 }
 
 MoETransformer make_unfilled_transformer(const TransformerOptions& options, std::uint64_t seed) {
   auto lock = seeded_init(seed);
-  return MoETransformer(options, /*draw=*/false);
+  MoETransformer model(options, /*draw=*/false);
+  if (options.arch != TransformerArch::hf || options.dtype == WeightDType::f32) return held_in_dtype(model);
+  // In bf16, fresh memory for what the checkpoint fills (nothing read or
+  // converted: those values are never used), the drawn value head converted.
+  torch::NoGradGuard guard;
+  for (auto& p : model->named_parameters(true)) {
+    auto& v = p.value();
+    v.set_data(p.key().starts_with("v_head.") ? v.to(torch::kBFloat16)
+                                              : torch::empty(v.sizes(), v.options().dtype(torch::kBFloat16)));
+  }
+  return model;
+}
+
+MoETransformer make_trainable_transformer(const TransformerOptions& options, std::uint64_t seed, bool unfilled) {
+  auto lock = seeded_init(seed);
+  return MoETransformer(options, /*draw=*/!unfilled);
 }
 
 double route_mismatch(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& valid) {

@@ -82,6 +82,12 @@ struct TransformerOptions {
   std::int64_t mlp_hidden = 0;       // a dense layer's SwiGLU width (intermediate_size)
   std::vector<std::int64_t> mlp_only_layers;  // MoE families: layers with a dense MLP instead
   std::int64_t sparse_step = 1;      // MoE families: every sparse_step-th layer is MoE (decoder_sparse_step)
+  // What the weights are held and computed in ([policy] dtype). A model of
+  // fp32 parameters with dtype bf16 (make_trainable_transformer: the
+  // learner's master weights) computes its forward in bf16 where LibTorch
+  // has bf16 kernels (policy/low_precision.hpp). Logits, values and the
+  // router's losses come out in fp32 either way.
+  WeightDType dtype = WeightDType::f32;
   std::int64_t kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   std::int64_t head_width() const { return head_dim > 0 ? head_dim : d_model / heads; }
   bool qkv_bias() const { return family == HfFamily::qwen2_moe || family == HfFamily::qwen2; }
@@ -185,6 +191,11 @@ MoETransformer make_seeded_transformer(const TransformerOptions& options, std::u
 // `seed`; RLX's own layout is drawn whole, as make_seeded_transformer's.
 // Using it before every checkpoint tensor is written reads garbage.
 MoETransformer make_unfilled_transformer(const TransformerOptions& options, std::uint64_t seed);
+// What a learner trains: parameters in fp32 (its master weights) whatever
+// options.dtype, computing in options.dtype; drawn from `seed`, or (with
+// `unfilled`) built to be filled next as make_unfilled_transformer's.
+// Both of those hold their parameters in options.dtype.
+MoETransformer make_trainable_transformer(const TransformerOptions& options, std::uint64_t seed, bool unfilled);
 
 // Positions of left-padded rows: the count of real tokens before each one
 // (0 for padding). valid: [B, S] bool -> [B, S] int64.

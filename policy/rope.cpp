@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "policy/low_precision.hpp"
 #include "policy/moe_transformer.hpp"
 
 namespace rlx {
@@ -31,10 +32,14 @@ torch::Tensor rope_inverse_frequencies(std::int64_t head_dim, double theta, cons
 }
 
 torch::Tensor apply_rope(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& inv) {
-  auto angles = positions.to(x.dtype()).unsqueeze(-1) * inv.to(x.device(), x.dtype());  // [B, S, d/2]
-  auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);                             // [B, 1, S, d]
+  // Angles, cosines and sines in fp32 at least (a bf16 angle is off by
+  // whole turns at a few hundred positions), then in x's dtype.
+  const auto type = wide(x).scalar_type();
+  auto angles = positions.to(type).unsqueeze(-1) * inv.to(x.device(), type);  // [B, S, d/2]
+  auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);                   // [B, 1, S, d]
   auto half = x.chunk(2, -1);
-  return x * emb.cos() + torch::cat({-half[1], half[0]}, -1) * emb.sin();
+  const auto cos = emb.cos().to(x.scalar_type()), sin = emb.sin().to(x.scalar_type());
+  return x * cos + torch::cat({-half[1], half[0]}, -1) * sin;
 }
 
 }  // namespace rlx

@@ -4,29 +4,42 @@
 
 namespace rlx {
 
-void copy_parameter_into(const torch::Tensor& v, float* into) {
-  torch::NoGradGuard guard;
-  if (v.is_cpu() && v.scalar_type() == torch::kFloat32 && v.is_contiguous())
-    std::memcpy(into, v.data_ptr<float>(), static_cast<std::size_t>(v.numel()) * sizeof(float));
-  else
-    torch::from_blob(into, v.sizes(), torch::kFloat32).copy_(v.detach());
+torch::ScalarType torch_dtype(WeightDType dtype) {
+  return dtype == WeightDType::bf16 ? torch::kBFloat16 : torch::kFloat32;
 }
 
-WeightSetData export_weights(const torch::nn::Module& module, std::uint64_t version, const std::string& kind) {
+void copy_parameter_into(const torch::Tensor& v, void* into, WeightDType dtype) {
+  torch::NoGradGuard guard;
+  const auto type = torch_dtype(dtype);
+  if (v.is_cpu() && v.scalar_type() == type && v.is_contiguous())
+    std::memcpy(into, v.data_ptr(), static_cast<std::size_t>(v.numel()) * v.element_size());
+  else
+    torch::from_blob(into, v.sizes(), type).copy_(v.detach());
+}
+
+WeightSetData export_weights(const torch::nn::Module& module, std::uint64_t version, const std::string& kind,
+                             WeightDType dtype) {
   WeightSetData w;
   w.version = version;
   w.policy_kind = kind;
   torch::NoGradGuard guard;
   for (const auto& p : module.named_parameters(true)) {
-    // Straight into the set's own floats. (A CPU tensor first, then the
+    // Straight into the set's own values. (A CPU tensor first, then the
     // vector, touched the fresh memory twice: an H200 learner's fp32
     // export of 677 MB took 1.9x as long; docs/BENCHMARKS.md "On a GPU".)
     const auto& v = p.value();
     NamedTensor nt;
     nt.name = p.key();
     nt.shape = v.sizes().vec();
-    nt.values.resize(static_cast<std::size_t>(v.numel()));
-    copy_parameter_into(v, nt.values.data());
+    nt.dtype = dtype;
+    const auto n = static_cast<std::size_t>(v.numel());
+    if (dtype == WeightDType::bf16) {
+      nt.bf16.resize(n);
+      copy_parameter_into(v, nt.bf16.data(), dtype);
+    } else {
+      nt.values.resize(n);
+      copy_parameter_into(v, nt.values.data(), dtype);
+    }
     w.tensors.push_back(std::move(nt));
   }
   w.checksum = w.compute_checksum();
@@ -58,12 +71,13 @@ Result<void> view_weights(torch::nn::Module& module, const WeightSetData& weight
   for (auto& p : params) {
     const auto& t = weights.tensors[i++];
     auto& v = p.value();
-    auto* data = const_cast<float*>(t.values.data());  // never written: see the header
-    if (t.values.is_view() && v.is_cpu() && v.scalar_type() == torch::kFloat32) {
-      auto keep = t.values.keeper();
-      v.set_data(torch::from_blob(data, v.sizes(), [keep](void*) {}, torch::kFloat32));
+    auto* data = const_cast<void*>(t.bytes());  // never written: see the header
+    const auto type = torch_dtype(t.dtype);
+    if (t.is_view() && v.is_cpu() && v.scalar_type() == type) {
+      auto keep = t.keeper();
+      v.set_data(torch::from_blob(data, v.sizes(), [keep](void*) {}, type));
     } else {
-      v.set_data(torch::from_blob(data, v.sizes(), torch::kFloat32).to(v.options(), false, true));
+      v.set_data(torch::from_blob(data, v.sizes(), type).to(v.options(), false, true));
     }
   }
   return {};
@@ -81,7 +95,7 @@ Result<void> import_weights(torch::nn::Module& module, const WeightSetData& weig
   std::size_t i = 0;
   for (auto& p : params) {
     const auto& t = weights.tensors[i++];
-    auto src = torch::from_blob(const_cast<float*>(t.values.data()), p.value().sizes(), torch::kFloat32);
+    auto src = torch::from_blob(const_cast<void*>(t.bytes()), p.value().sizes(), torch_dtype(t.dtype));
     p.value().copy_(src);
   }
   return {};

@@ -14,7 +14,9 @@
 
 namespace rlx {
 
+// The set's tensors are in `dtype` (bf16: each parameter rounded as it is written).
 EncodedWeightSet encode_module_weights(const torch::nn::Module& module, std::uint64_t version, const std::string& kind,
-                                       std::uint64_t created_unix_ns, std::string_view sender);
+                                       std::uint64_t created_unix_ns, std::string_view sender,
+                                       WeightDType dtype = WeightDType::f32);
 
 }  // namespace rlx

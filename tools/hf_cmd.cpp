@@ -65,11 +65,12 @@ std::uint64_t status_bytes(const char* field) {
 
 int check_model_command(const std::string& dir, bool as_json) {
   std::uint64_t file_bytes = 0;
+  bool all_bf16 = true;  // then the model is held in bf16 ([policy] dtype = "bf16"), in fp32 otherwise
   {  // unmapped again at the end of this block: the load below maps the files itself
     auto checkpoint = SafetensorsCheckpoint::open(dir);
     if (!checkpoint) return fail(checkpoint.error().message);
     for (const auto& f : checkpoint->files())
-      for (const auto& t : f.tensors()) file_bytes += t.bytes;
+      for (const auto& t : f.tensors()) file_bytes += t.bytes, all_bf16 = all_bf16 && t.dtype == StDtype::bf16;
   }
   const auto rss_before = status_bytes("VmRSS:");
   std::ofstream("/proc/self/clear_refs") << "5";  // the peak (VmHWM) from here
@@ -80,6 +81,7 @@ int check_model_command(const std::string& dir, bool as_json) {
   if (!text) return fail(text.error().message);
   auto shape = hf_transformer_options(*text, 64);
   if (!shape) return fail(dir + "/config.json: " + shape.error().message);
+  if (all_bf16) shape->dtype = WeightDType::bf16;
   std::optional<MoETransformer> model(make_unfilled_transformer(*shape, 0));
   const auto built = std::chrono::steady_clock::now();
   auto checkpoint = SafetensorsCheckpoint::open(dir);
@@ -96,13 +98,13 @@ int check_model_command(const std::string& dir, bool as_json) {
   const auto tokens = torch::arange(std::min<std::int64_t>(16, o.vocab), torch::kLong).unsqueeze(0);
   const bool finite = torch::isfinite((*model)->forward(tokens, torch::ones_like(tokens, torch::kBool)).logits).all().item<bool>();
   if (as_json) {
-    std::printf("{\"parameters\": %lld, \"file_bytes\": %llu, \"load_s\": %.3f, \"rss_before_bytes\": %llu, "
+    std::printf("{\"parameters\": %lld, \"file_bytes\": %llu, \"dtype\": \"%s\", \"load_s\": %.3f, \"rss_before_bytes\": %llu, "
                 "\"rss_peak_bytes\": %llu, \"build_s\": %.3f, \"finite\": %s}\n",
-                static_cast<long long>(params), static_cast<unsigned long long>(file_bytes), load_s,
+                static_cast<long long>(params), static_cast<unsigned long long>(file_bytes), to_string(o.dtype).c_str(), load_s,
                 static_cast<unsigned long long>(rss_before), static_cast<unsigned long long>(rss_peak), build_s, finite ? "true" : "false");
   } else {
-    std::printf("%s: %.1fM parameters (%s), %.1f MB of weights\n", dir.c_str(), params / 1e6, shape_text(o).c_str(),
-                file_bytes / 1e6);
+    std::printf("%s: %.1fM parameters (%s), %.1f MB of weights, held in %s\n", dir.c_str(), params / 1e6,
+                shape_text(o).c_str(), file_bytes / 1e6, to_string(o.dtype).c_str());
     std::printf("loaded in %.2f s (%.2f s of it building the model, %.2f s copying the weights in); resident memory "
                 "%.0f MB before, %.0f MB at the peak (+%.2fx the weights' bytes); logits %s\n",
                 load_s, build_s, load_s - build_s, rss_before / 1e6, rss_peak / 1e6, (static_cast<double>(rss_peak) - rss_before) / file_bytes,

@@ -302,6 +302,15 @@ envs_per_explorer = 16
   REQUIRE(anchored.ok());
   CHECK(anchored->learner.kl_coef == 0.05);
   CHECK(refused_naming(with("[learner]", "[learner]\nkl_coef = -0.1"), "kl_coef"));
+  // bf16 at rest: two values, and not with a copy head (it computes in fp32).
+  const auto policy_with = [&](const std::string& keys) {
+    return with("kind = \"moe_transformer\"", "kind = \"moe_transformer\"\n" + keys);
+  };
+  auto bf16 = policy_with("dtype = \"bf16\"");
+  REQUIRE(bf16.ok());
+  CHECK(bf16->policy.dtype == WeightDType::bf16);
+  CHECK(refused_naming(policy_with("dtype = \"f16\""), "bf16"));
+  CHECK(refused_naming(policy_with("dtype = \"bf16\"\ncopy_head = true"), "copy head"));
   auto warm = with("[learner]", "[learner]\nwarmup_updates = 10");
   REQUIRE(warm.ok());
   CHECK(warm->learner.warmup_updates == 10);
@@ -319,6 +328,7 @@ TEST_CASE("grpo is refused for a policy that does not sample groups", "[config][
   REQUIRE_FALSE(c.ok());
   CHECK(c.error().message.find("grpo") != std::string::npos);
   CHECK(refused_naming(test::parse("[learner]\nkl_coef = 0.1\n" + valid_nodes()), "learner.kl_coef"));
+  CHECK(refused_naming(test::parse("[policy]\ndtype = \"bf16\"\n" + valid_nodes()), "policy.dtype"));
 }
 
 TEST_CASE("the learner's collectives are auto, gloo or nccl, and nccl needs a GPU device", "[core][config][dp]") {
