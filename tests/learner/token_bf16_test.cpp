@@ -5,6 +5,8 @@
 // those.
 #include "tests/torch_catch.hpp"
 
+#include <ATen/autocast_mode.h>
+
 #include "learner/token_trainer.hpp"
 #include "messages/codec.hpp"
 #include "policy/weights_io.hpp"
@@ -61,6 +63,7 @@ TEST_CASE("a bf16 learner keeps fp32 master weights and computes its forward in 
     INFO("bf16 vs fp32 logits " << gap);
     CHECK(gap > 0);  // computed in bf16
     CHECK(gap < 0.05);
+    CHECK_FALSE(at::autocast::is_cpu_enabled());  // only inside the forward: the thread is as it was
   }
   std::mt19937_64 rng(3);
   const auto before = test::parameters_of(narrow);
