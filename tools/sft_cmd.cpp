@@ -72,6 +72,20 @@ MoETransformer on_cpu(TokenTrainer& trainer) {
   return copy;
 }
 
+// The trained model as a run's explorers and evaluator hold it: on_cpu's
+// for an fp32 policy, a copy in the policy's dtype otherwise (the
+// trainer's parameters are fp32 master weights; a file keeps those).
+MoETransformer as_decoded(TokenTrainer& trainer) {
+  const auto& o = trainer.options().model;
+  if (o.dtype == WeightDType::f32) return on_cpu(trainer);
+  auto copy = make_unfilled_transformer(o, trainer.options().seed);  // every weight next
+  torch::NoGradGuard guard;
+  const auto from = trainer.model()->parameters();
+  auto to = copy->parameters();
+  for (std::size_t i = 0; i < to.size(); ++i) to[i].copy_(from[i]);  // rounded, and off the device
+  return copy;
+}
+
 // Writes the model to `path` through a temporary file, so that the file
 // is always a whole checkpoint (a run stopped while writing keeps the
 // previous one).
@@ -323,7 +337,7 @@ int sft_command(const SftArgs& a) {
     expert = std::move(*rows);
   }
   auto evaluate = [&] {
-    auto model = on_cpu(trainer);
+    auto model = as_decoded(trainer);
     return evaluate_tokens(model, **scorer, eo);
   };
   report("before training,", 0, 0.0, evaluate());
