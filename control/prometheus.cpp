@@ -113,7 +113,8 @@ std::string prometheus_text(const MetricsData& m, const RunCounts& r, const std:
   gauge("hint_kl", m.hint_kl, "Token policy: hint distillation KL (last update).");
   gauge("reference_kl", m.reference_kl, "Token policy: KL to the run's start weights per trained token (last update).");
   gauge("sampler_mismatch", m.sampler_mismatch,
-        "Token policy: mean |log p learner - log p sampler| over tokens sampled by the learner's own version (last update).");
+        "Token policy: mean |log p learner - log p sampler| over tokens sampled at the learner's version "
+        "(last update).");
   counter("stale_tokens", d(m.stale_tokens), "Token policy: tokens masked for lagging past the bound.");
   counter("hinted_rows", d(m.hinted_rows), "Token policy: rows trained with a hint.");
   counter("skipped_rows", d(m.skipped_rows), "Token policy: rows skipped (a group whose rewards were all equal).");

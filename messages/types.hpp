@@ -140,14 +140,18 @@ const char* to_string(Verdict v);
 struct NamedTensor {
   std::string name;
   std::vector<std::int64_t> shape;
-  Column<float> values;        // f32: the values
+  Column<float> values;  // f32: the values
   WeightDType dtype = WeightDType::f32;
   Column<std::uint16_t> bf16 = {};  // bf16: each value's upper 16 bits (a binary32 cut short)
   std::size_t numel() const { return dtype == WeightDType::bf16 ? bf16.size() : values.size(); }
-  const void* bytes() const { return dtype == WeightDType::bf16 ? static_cast<const void*>(bf16.data()) : values.data(); }
+  const void* bytes() const {
+    return dtype == WeightDType::bf16 ? static_cast<const void*>(bf16.data()) : values.data();
+  }
   std::size_t byte_size() const { return numel() * (dtype == WeightDType::bf16 ? 2 : 4); }
   bool is_view() const { return dtype == WeightDType::bf16 ? bf16.is_view() : values.is_view(); }
-  const std::shared_ptr<const void>& keeper() const { return dtype == WeightDType::bf16 ? bf16.keeper() : values.keeper(); }
+  const std::shared_ptr<const void>& keeper() const {
+    return dtype == WeightDType::bf16 ? bf16.keeper() : values.keeper();
+  }
 };
 
 // WeightSet: every parameter of the policy at one version.

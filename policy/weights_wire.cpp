@@ -5,8 +5,7 @@
 namespace rlx {
 
 EncodedWeightSet encode_module_weights(const torch::nn::Module& module, std::uint64_t version, const std::string& kind,
-                                       std::uint64_t created_unix_ns, std::string_view sender,
-                                       WeightDType dtype) {
+                                       std::uint64_t created_unix_ns, std::string_view sender, WeightDType dtype) {
   const auto params = module.named_parameters(true);
   WeightSetLayout layout;
   layout.version = version;
@@ -15,7 +14,8 @@ EncodedWeightSet encode_module_weights(const torch::nn::Module& module, std::uin
   layout.dtype = dtype;
   for (const auto& p : params) layout.tensors.emplace_back(p.key(), p.value().sizes().vec());
   return encode_weight_set(
-      layout, [&](std::size_t i, void* into, std::size_t) { copy_parameter_into(params[i].value(), into, dtype); }, sender);
+      layout, [&](std::size_t i, void* into, std::size_t) { copy_parameter_into(params[i].value(), into, dtype); },
+      sender);
 }
 
 }  // namespace rlx

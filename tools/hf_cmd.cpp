@@ -98,10 +98,12 @@ int check_model_command(const std::string& dir, bool as_json) {
   const auto tokens = torch::arange(std::min<std::int64_t>(16, o.vocab), torch::kLong).unsqueeze(0);
   const bool finite = torch::isfinite((*model)->forward(tokens, torch::ones_like(tokens, torch::kBool)).logits).all().item<bool>();
   if (as_json) {
-    std::printf("{\"parameters\": %lld, \"file_bytes\": %llu, \"dtype\": \"%s\", \"load_s\": %.3f, \"rss_before_bytes\": %llu, "
-                "\"rss_peak_bytes\": %llu, \"build_s\": %.3f, \"finite\": %s}\n",
-                static_cast<long long>(params), static_cast<unsigned long long>(file_bytes), to_string(o.dtype).c_str(), load_s,
-                static_cast<unsigned long long>(rss_before), static_cast<unsigned long long>(rss_peak), build_s, finite ? "true" : "false");
+    std::printf(
+        "{\"parameters\": %lld, \"file_bytes\": %llu, \"dtype\": \"%s\", \"load_s\": %.3f, \"rss_before_bytes\": %llu, "
+        "\"rss_peak_bytes\": %llu, \"build_s\": %.3f, \"finite\": %s}\n",
+        static_cast<long long>(params), static_cast<unsigned long long>(file_bytes), to_string(o.dtype).c_str(), load_s,
+        static_cast<unsigned long long>(rss_before), static_cast<unsigned long long>(rss_peak), build_s,
+        finite ? "true" : "false");
   } else {
     std::printf("%s: %.1fM parameters (%s), %.1f MB of weights, held in %s\n", dir.c_str(), params / 1e6,
                 shape_text(o).c_str(), file_bytes / 1e6, to_string(o.dtype).c_str());

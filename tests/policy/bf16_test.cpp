@@ -74,8 +74,9 @@ TEST_CASE("a policy held in bf16 gives its fp32 self's log-probabilities within 
     const char* name;
     TransformerOptions o;
   };
-  for (const auto& [name, o] : {Case{"rlx", test::small_transformer(48, 40)}, Case{"qwen3_moe", hf_small(HfFamily::qwen3_moe)},
-                                Case{"qwen2_moe", hf_small(HfFamily::qwen2_moe)}, Case{"llama", hf_small(HfFamily::llama)}}) {
+  for (const auto& [name, o] :
+       {Case{"rlx", test::small_transformer(48, 40)}, Case{"qwen3_moe", hf_small(HfFamily::qwen3_moe)},
+        Case{"qwen2_moe", hf_small(HfFamily::qwen2_moe)}, Case{"llama", hf_small(HfFamily::llama)}}) {
     INFO(name);
     auto f32 = make_seeded_transformer(o, 5);
     auto bf16 = make_seeded_transformer(in_bf16(o), 5);  // the same draws, rounded
@@ -89,14 +90,15 @@ TEST_CASE("a policy held in bf16 gives its fp32 self's log-probabilities within 
     const auto [mean, worst] = log_prob_gaps(narrow.logits, wide.logits, valid);
     const double flipped = route_mismatch(narrow.routes, wide.routes, valid);
     INFO("log-prob gap mean " << mean << ", largest " << worst << "; routes flipped " << flipped);
-    CHECK(mean > 0);  // it did compute in bf16
+    CHECK(mean > 0);     // it did compute in bf16
     CHECK(mean < 0.04);  // bf16 keeps 8 bits; a rare token whose route flipped differs more
     // Decoding through the cache in bf16: the one-pass forward's log-probabilities.
     auto cache = bf16->new_cache(3, 48);
     CHECK(cache.k[0].scalar_type() == torch::kBFloat16);
     std::vector<torch::Tensor> steps;
     steps.push_back(bf16->step(tokens.narrow(1, 0, 30), valid.narrow(1, 0, 30), cache).logits);
-    for (std::int64_t c = 30; c < 40; ++c) steps.push_back(bf16->step(tokens.narrow(1, c, 1), valid.narrow(1, c, 1), cache).logits);
+    for (std::int64_t c = 30; c < 40; ++c)
+      steps.push_back(bf16->step(tokens.narrow(1, c, 1), valid.narrow(1, c, 1), cache).logits);
     const auto [cached_mean, cached_worst] = log_prob_gaps(torch::cat(steps, 1), narrow.logits, valid);
     INFO("cache vs one pass: mean " << cached_mean << ", largest " << cached_worst);
     CHECK(cached_mean < 0.04);
