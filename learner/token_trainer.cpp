@@ -300,10 +300,13 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   // (values, normalised over the batch) and, under router replay, the
   // log-probs and routes of the policy's own routing.
   double mismatch = 0;
-  double sampler_sum = 0, sampler_n = 0;  // |prox - behaviour| over the `same` tokens
+  // |prox - behaviour| summed over the `same` tokens, and their count: on
+  // the device, read once after the update (no synchronisation per microbatch).
+  auto sampler_sum = torch::zeros({}, torch::TensorOptions(device).dtype(torch::kFloat64));
+  auto sampler_n = torch::zeros({}, torch::TensorOptions(device).dtype(torch::kLong));
   const auto sampler_gap = [&](const Part& p) {
-    sampler_sum += (p.prox - p.behaviour).abs().masked_select(p.same).sum().item<double>();
-    sampler_n += static_cast<double>(p.same.sum().item<std::int64_t>());
+    sampler_sum += (p.prox - p.behaviour).abs().masked_select(p.same).sum().to(torch::kFloat64);
+    sampler_n += p.same.sum();
   };
   const bool pre_pass = !grpo || o.router_replay;
   if (pre_pass) {
@@ -395,7 +398,8 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
     impl_->optimizer.step();
   }
   s.route_mismatch = mismatch;
-  const auto sampler = sum_over_ranks({sampler_sum, sampler_n}, o.group);
+  const auto sampler = sum_over_ranks(
+      {sampler_sum.item<double>(), static_cast<double>(sampler_n.item<std::int64_t>())}, o.group);
   s.sampler_tokens = static_cast<std::int64_t>(sampler[1]);
   s.sampler_mismatch = sampler[1] > 0 ? sampler[0] / sampler[1] : 0.0;
   gather_stats(s, hint_kl_sum, reference_kl);
