@@ -180,6 +180,14 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     }
     if (const toml::table* t = read_table(top, "policy", k::policy_keys(), c.policy, source)) {
       TableReader r(*t, "policy", source);
+      if (const toml::table* lt = r.table("lora")) {
+        TableReader lr(*lt, "policy.lora", source);
+        k::read_section(lr, k::lora_keys(), c.policy.lora);
+        if (c.policy.lora.rank > 0 && c.policy.lora.targets.empty() && !c.policy.lora.router)
+          lr.fail(Errc::config_range, lt->get("targets"), "targets",
+                  "names no module to adapt: list some of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+                  "down_proj, experts");
+      }
       if (c.policy.d_model % c.policy.heads != 0)
         r.fail(Errc::config_range, t->get("heads"), "heads", "must divide d_model");
       if (c.policy.experts > 254)
@@ -343,6 +351,15 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
       if (c.policy.copy_head && c.policy.dtype != WeightDType::f32)
         top.fail(Errc::config_range, root.get("policy"), "policy.dtype",
                  "a copy head computes in fp32 (policy.copy_head = true): set dtype = \"f32\" or drop the copy head");
+      if (!c.policy.init_adapter.empty() && (c.policy.lora.rank == 0 || !c.policy.init_adapter.starts_with("peft:")))
+        top.fail(Errc::config_range, root.get("policy"), "policy.init_adapter",
+                 c.policy.lora.rank == 0
+                     ? "starts adapters: it needs [policy.lora] with a rank"
+                     : "names a PEFT adapter's folder as \"peft:DIR\", got \"" + c.policy.init_adapter + "\"");
+      if (c.policy.lora.rank > 0 && !c.policy.init.starts_with("hf:"))
+        top.fail(Errc::config_range, root.get("policy"), "policy.lora.rank",
+                 "adapters train over a frozen base read from a Hugging Face checkpoint: set policy.init = "
+                 "\"hf:DIR\" (e.g. made by `rlx init-model --hf`), or rank = 0 to train every weight");
       if (c.run.env == "tokens:gateway" && c.tokens.eval_tasks > 0)
         top.fail(Errc::config_range, root.get("tokens"), "tokens.eval_tasks",
                  "a gateway run's tasks are its harnesses' (docs/gateway.md): there is no held-out set to draw here; "
@@ -367,6 +384,9 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
     } else if (c.policy.dtype != WeightDType::f32) {
       top.fail(Errc::config_range, root.get("policy"), "policy.dtype",
                "bf16 weights are the token policy's (policy.kind = \"moe_transformer\")");
+    } else if (c.policy.lora.rank > 0) {
+      top.fail(Errc::config_range, root.get("policy"), "policy.lora.rank",
+               "adapters are the token policy's (policy.kind = \"moe_transformer\")");
     }
   } catch (const ConfigFailure& f) {
     return f.error;

@@ -20,6 +20,16 @@ struct StopConfig {
   std::uint64_t max_updates = 0;     // policy versions published by the learner; 0 = none
 };
 
+// [policy.lora]: low-rank adapters over a frozen base (docs/hf-models.md "LoRA").
+struct LoraConfig {
+  std::int64_t rank = 0;  // 0: no adapters, every parameter trained
+  double alpha = 16;      // an adapter's output is scaled by alpha / rank (PEFT's lora_alpha)
+  // PEFT's module names: q_proj k_proj v_proj o_proj (attention), gate_proj
+  // up_proj down_proj (a dense layer's MLP), experts (every routed expert's three), lm_head
+  std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  bool router = false;  // train the MoE routers too (otherwise frozen with the base)
+};
+
 // [run]
 struct RunConfig {
   std::string name = "cartpole";     // run name, used in logs
@@ -55,6 +65,8 @@ struct PolicyConfig {
   // (explorers, evaluator, gateway, weight sets) and what the learner
   // computes in; the learner keeps fp32 master weights (docs/hf-models.md).
   WeightDType dtype = WeightDType::f32;
+  LoraConfig lora;           // [policy.lora]
+  std::string init_adapter;  // with lora: "peft:DIR", the adapters to start from (`rlx export --peft`)
 };
 
 // [tokens]: the token policy's tasks and sampling (env "tokens:KIND").

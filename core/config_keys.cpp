@@ -71,6 +71,20 @@ const std::vector<Key<PolicyConfig>>& policy_keys() {
       flag("copy_head", &S::copy_head),
       text("init", &S::init),
       choice("dtype", &S::dtype),
+      subtable<S>("lora"),
+      text("init_adapter", &S::init_adapter),
+  };
+  return keys;
+}
+
+const std::vector<Key<LoraConfig>>& lora_keys() {
+  using S = LoraConfig;
+  static const std::vector<Key<S>> keys = {
+      whole("rank", &S::rank, 0, 4096),
+      real("alpha", &S::alpha, 0.0, 1e6, true),
+      texts("targets", &S::targets,
+            {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "experts", "lm_head"}),
+      flag("router", &S::router),
   };
   return keys;
 }
@@ -286,6 +300,7 @@ std::vector<KeyInfo> all_keys() {
   describe(out, "run", run_keys());
   describe(out, "run.stop", stop_keys());
   describe(out, "policy", policy_keys());
+  describe(out, "policy.lora", lora_keys());
   describe(out, "tokens", tokens_keys());
   describe(out, "learner", learner_keys());
   describe(out, "explorer", explorer_keys());

@@ -110,6 +110,7 @@ Key<S> subtable(std::string name) {
 const std::vector<Key<RunConfig>>& run_keys();
 const std::vector<Key<StopConfig>>& stop_keys();
 const std::vector<Key<PolicyConfig>>& policy_keys();
+const std::vector<Key<LoraConfig>>& lora_keys();
 const std::vector<Key<LearnerConfig>>& learner_keys();
 const std::vector<Key<ExplorerConfig>>& explorer_keys();
 const std::vector<Key<WeightStoreConfig>>& weight_store_keys();

@@ -17,7 +17,9 @@ std::string to_toml(const ClusterConfig& c) {
   auto run = k::write_section(k::run_keys(), c.run);
   run.insert("stop", k::write_section(k::stop_keys(), c.run.stop));
   root.insert("run", run);
-  root.insert("policy", k::write_section(k::policy_keys(), c.policy));
+  auto policy = k::write_section(k::policy_keys(), c.policy);
+  policy.insert("lora", k::write_section(k::lora_keys(), c.policy.lora));
+  root.insert("policy", policy);
   root.insert("tokens", k::write_section(k::tokens_keys(), c.tokens));
   root.insert("learner", k::write_section(k::learner_keys(), c.learner));
   root.insert("explorer", k::write_section(k::explorer_keys(), c.explorer));

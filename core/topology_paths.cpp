@@ -14,10 +14,11 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view kHf = "hf:";
+constexpr std::string_view kPeft = "peft:";
 
-// The file-system part of a value ("hf:DIR" names DIR).
+// The file-system part of a value ("hf:DIR" and "peft:DIR" name DIR).
 std::string& strip(std::string& value, std::string& prefix) {
-  prefix = value.starts_with(kHf) ? std::string(kHf) : std::string();
+  prefix = value.starts_with(kHf) ? std::string(kHf) : value.starts_with(kPeft) ? std::string(kPeft) : std::string();
   if (!prefix.empty()) value.erase(0, prefix.size());
   return value;
 }
@@ -32,8 +33,8 @@ std::string unreadable(const fs::path& path) {
 
 std::string what_is_wrong(const std::string& value, PathUse use) {
   std::error_code ec;
-  const bool hf = value.starts_with(kHf);
-  const fs::path path = hf ? value.substr(kHf.size()) : value;
+  const bool hf = value.starts_with(kHf), peft = value.starts_with(kPeft);
+  const fs::path path = hf ? value.substr(kHf.size()) : peft ? value.substr(kPeft.size()) : value;
   const auto status = fs::status(path, ec);
   const bool exists = fs::exists(status);
   switch (use) {
@@ -42,7 +43,11 @@ std::string what_is_wrong(const std::string& value, PathUse use) {
       if (fs::is_directory(status)) return "a folder, not a file";
       return unreadable(path);
     case PathUse::start:
-      if (!exists) return hf ? "no such folder" : "no such file or folder";
+      if (!exists) return hf || peft ? "no such folder" : "no such file or folder";
+      if (peft) {
+        if (!fs::exists(path / "adapter_config.json", ec)) return "no adapter_config.json in it (not a PEFT adapter)";
+        return unreadable(path / "adapter_config.json");
+      }
       if (hf) {
         if (!fs::is_directory(status)) return "not a folder (hf:DIR names a Hugging Face checkpoint's folder)";
         if (!fs::exists(path / "config.json", ec)) return "no config.json in it (not a Hugging Face checkpoint)";
@@ -73,6 +78,7 @@ std::vector<TopologyPath> topology_paths(ClusterConfig& c) {
   return {
       {"run.log_dir", &c.run.log_dir, PathUse::output_folder},
       {"policy.init", &c.policy.init, PathUse::start},
+      {"policy.init_adapter", &c.policy.init_adapter, PathUse::start},
       {"tokens.tokenizer", &c.tokens.tokenizer, PathUse::input_file},
       {"external.cwd", &c.external.cwd, PathUse::folder},
       {"gateway.token_file", &c.gateway.token_file, PathUse::input_file},

@@ -5,14 +5,15 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "envs/tokens/tokenizer.hpp"
 #include "learner/learner_group.hpp"
 #include "learner/lr_schedule.hpp"
 #include "learner/model_optimizer.hpp"
 #include "learner/start_weights.hpp"
 #include "learner/token_hints.hpp"
 #include "learner/token_losses.hpp"
-#include "envs/tokens/tokenizer.hpp"
 #include "policy/hf_checkpoint.hpp"
+#include "policy/peft_adapter.hpp"
 #include "policy/rule_masks.hpp"
 #include "policy/weights_io.hpp"
 
@@ -89,12 +90,13 @@ Result<std::string> TokenTrainer::load_model_file(const std::string& path) {
   return load_start_weights(impl_->model, path);
 }
 
-Result<void> TokenTrainer::take_reference(const std::string& init) {
+Result<void> TokenTrainer::take_reference(const std::string& init, const std::string& init_adapter) {
   // Filled from `init` next when it is a Hugging Face checkpoint.
   auto ref = hf_init_dir(init).empty() ? make_seeded_transformer(options_.model, options_.seed)
                                        : make_unfilled_transformer(options_.model, options_.seed);
   if (!init.empty())
     if (auto read = load_start_weights(ref, init); !read) return read.error();
+  if (auto adapter = load_init_adapter(ref, init_adapter); !adapter) return adapter.error();
   ref->to(impl_->device);
   for (auto& p : ref->parameters()) p.set_requires_grad(false);
   impl_->reference = ref;

@@ -169,7 +169,8 @@ class TokenTrainer {
   // options, with `init` loaded when not empty (the run's [policy] init),
   // frozen. Every rank takes its own from the same file (the reference is
   // never trained, so it needs no all-reduce). Fails as load_model_file.
-  Result<void> take_reference(const std::string& init);
+  // With `init_adapter` ("peft:DIR"), the reference is the base with those adapters.
+  Result<void> take_reference(const std::string& init, const std::string& init_adapter = "");
   bool has_reference() const;
 
  private:

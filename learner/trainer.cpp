@@ -5,12 +5,14 @@
 #include <atomic>
 #include <sstream>
 
+#include "envs/tokens/tokenizer.hpp"
 #include "learner/learner_group.hpp"
 #include "learner/mlp_trainer.hpp"
 #include "learner/start_weights.hpp"
 #include "learner/token_policy_trainer.hpp"
-#include "envs/tokens/tokenizer.hpp"
 #include "policy/hf_checkpoint.hpp"
+#include "policy/lora_base.hpp"
+#include "policy/peft_adapter.hpp"
 
 namespace rlx {
 
@@ -43,6 +45,11 @@ Result<void> check_policy_init(const PolicyConfig& policy, const TokensConfig& t
   o.policy = policy;
   o.tokens = tokens;
   const auto t = token_trainer_options(o);
+  if (t.model.lora_on()) {  // the base read as the model is built: its errors are the checkpoint's
+    auto model = make_lora_transformer(t.model, t.seed, false);
+    if (!model) return model.error();
+    return load_init_adapter(*model, policy.init_adapter);
+  }
   auto model = t.unfilled ? make_unfilled_transformer(t.model, t.seed) : make_seeded_transformer(t.model, t.seed);
   if (auto ok = load_start_weights(model, policy.init); !ok) return ok.error();
   return {};
@@ -57,9 +64,11 @@ std::unique_ptr<Trainer> make_trainer(const TrainerOptions& o) {
   if (!o.policy.init.empty() && !other_rank) {
     auto ok = t->tokens().load_model_file(o.policy.init);
     RLX_REQUIRE(ok.ok(), ok.error().message);  // checked at start (check_policy_init)
+    auto adapter = load_init_adapter(t->tokens().model(), o.policy.init_adapter);
+    RLX_REQUIRE(adapter.ok(), adapter.error().message);
   }
   if (o.learner.kl_coef > 0) {  // the run's start, whatever checkpoint the trainer resumes from later
-    auto ok = t->tokens().take_reference(o.policy.init);
+    auto ok = t->tokens().take_reference(o.policy.init, o.policy.init_adapter);
     RLX_REQUIRE(ok.ok(), ok.error().message);
   }
   return t;

@@ -1,14 +1,15 @@
 #include "policy/hf_checkpoint.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/files.hpp"
 
@@ -96,10 +97,36 @@ std::vector<std::pair<std::string, torch::Tensor>> MoETransformerImpl::hf_tensor
   return out;
 }
 
-Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint& checkpoint) {
+std::vector<MoETransformerImpl::HfAdapter> MoETransformerImpl::hf_adapters() const {
+  std::vector<HfAdapter> out;
+  const auto add = [&](std::string module, const LinearMap& m) {
+    if (m->lora_A.defined()) out.push_back({std::move(module), m->lora_A, m->lora_B});
+  };
+  static const char* kProj[3] = {"gate_proj", "up_proj", "down_proj"};
+  for (std::int64_t l = 0; l < options_.layers; ++l) {
+    const auto p = fmt::format("model.layers.{}.", l);
+    add(p + "self_attn.q_proj", q_[l]);
+    add(p + "self_attn.k_proj", k_[l]);
+    add(p + "self_attn.v_proj", v_[l]);
+    add(p + "self_attn.o_proj", o_[l]);
+    for (int w = 0; w < 3; ++w) {
+      if (mlp_[l]) add(p + "mlp." + kProj[w], mlp_[l]->map(w));
+      if (!moe_[l] || !moe_[l]->adapted()) continue;
+      for (std::int64_t e = 0; e < options_.experts; ++e)
+        out.push_back(
+            {fmt::format("{}mlp.experts.{}.{}", p, e, kProj[w]), moe_[l]->adapter_A(w, e), moe_[l]->adapter_B(w, e)});
+    }
+  }
+  if (head_) add("lm_head", head_);
+  return out;
+}
+
+Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint& checkpoint,
+                             const HfTensorFilter& only) {
   torch::NoGradGuard guard;
   std::set<std::string> wanted;
   for (auto& [name, view] : model->hf_tensors()) {
+    if (only && !only(view)) continue;
     wanted.insert(name);
     const StTensor* t = checkpoint.find(name);
     if (!t) return make_error(Errc::invalid_field, "the checkpoint has no tensor " + name + " (shape " + shape_text(view.sizes()) + ")");
@@ -138,7 +165,8 @@ Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint&
     }
   }
   for (const auto& name : checkpoint.names())
-    if (!wanted.count(name)) return make_error(Errc::invalid_field, "the checkpoint has a tensor the model does not: " + name);
+    if (!only && !wanted.count(name))
+      return make_error(Errc::invalid_field, "the checkpoint has a tensor the model does not: " + name);
   return {};
 }
 
@@ -160,7 +188,34 @@ Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy
                                                        file, o->vocab, vocab));
   o->capacity_factor = policy.capacity_factor;
   o->dtype = policy.dtype;
+  if (policy.lora.rank > 0) {
+    o->lora = policy.lora;
+    o->lora_base = dir;
+    if (auto r = check_lora_targets(*o); !r) return make_error(Errc::config_range, file + ": " + r.error().message);
+  }
   return o;
+}
+
+Result<void> check_lora_targets(const TransformerOptions& o) {
+  bool moe = false, dense = false;
+  for (std::int64_t l = 0; l < o.layers; ++l) (o.moe_layer(l) ? moe : dense) = true;
+  std::vector<std::string> modules = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  if (dense) modules.insert(modules.end(), {"gate_proj", "up_proj", "down_proj"});
+  if (moe) modules.push_back("experts");
+  if (!o.tie_embeddings) modules.push_back("lm_head");
+  for (const auto& t : o.lora.targets)
+    if (std::find(modules.begin(), modules.end(), t) == modules.end())
+      return make_error(Errc::config_range,
+                        fmt::format("[policy.lora] targets: this {} model has no \"{}\" ({}); its modules: {}",
+                                    hf_model_type(o.family), t,
+                                    t == "experts"   ? "no MoE layer"
+                                    : t == "lm_head" ? "its output layer is the token embedding (tied)"
+                                                     : "no dense MLP layer: its experts are \"experts\"",
+                                    fmt::join(modules, ", ")));
+  if (o.lora.router && !moe)
+    return make_error(Errc::config_range, fmt::format("[policy.lora] router: this {} model has no MoE layer, no router",
+                                                      hf_model_type(o.family)));
+  return {};
 }
 
 TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int64_t vocab) {
@@ -184,6 +239,7 @@ Result<std::string> absent_tensors_note(const std::vector<std::string>& absent, 
 
 Result<std::string> load_policy_init(MoETransformer& model, const std::string& init) {
   if (const auto dir = hf_init_dir(init); !dir.empty()) {
+    if (model->options().lora_on()) return std::string();  // read as it was built (policy/lora_base.hpp)
     auto checkpoint = SafetensorsCheckpoint::open(dir);
     if (!checkpoint) return checkpoint.error();
     if (auto r = load_hf_weights(model, *checkpoint); !r) return make_error(Errc::invalid_field, dir + ": " + r.error().message);
@@ -244,10 +300,22 @@ Result<MoETransformer> load_hf_transformer(const std::string& dir, std::int64_t 
   return model;
 }
 
-Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDtype dtype, std::uint64_t shard_bytes) {
+Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDtype dtype, std::uint64_t shard_bytes,
+                       bool merge) {
   namespace fs = std::filesystem;
   if (dtype != StDtype::f32 && dtype != StDtype::bf16)
     return make_error(Errc::invalid_field, "export: dtype must be F32 or BF16");
+  // A LoRA policy's weights are its base with each adapter merged in
+  // (W + alpha/rank B A), made one tensor at a time as it is written.
+  const auto adapters = model->hf_adapters();
+  if (!adapters.empty() && !merge)
+    return make_error(Errc::invalid_field,
+                      "export: the policy has LoRA adapters: write it merged into its base "
+                      "(--merge), or the adapters alone (--peft DIR)");
+  std::map<std::string, const MoETransformerImpl::HfAdapter*> adapter_of;
+  for (const auto& a : adapters) adapter_of[a.module + ".weight"] = &a;
+  const double scaling =
+      model->options().lora_on() ? model->options().lora.alpha / double(model->options().lora.rank) : 0;
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return make_error(Errc::io, "export: cannot make " + dir + ": " + ec.message());
@@ -269,9 +337,16 @@ Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDt
     plan.back().push_back(i);
     in_shard += bytes;
   }
-  const auto writer = [dtype](const torch::Tensor& view) {
-    return [view, dtype](std::ostream& out) {
-      const auto t = view.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+  const auto writer = [&](const std::string& name, const torch::Tensor& view) {
+    torch::Tensor A, B;
+    if (auto it = adapter_of.find(name); it != adapter_of.end()) A = it->second->A, B = it->second->B;
+    return [view, A, B, scaling, dtype](std::ostream& out) {
+      torch::NoGradGuard guard;
+      auto t = view.detach().to(torch::kCPU, torch::kFloat32).contiguous();
+      if (A.defined())
+        t = t +
+            torch::matmul(B.detach().to(torch::kCPU, torch::kFloat32), A.detach().to(torch::kCPU, torch::kFloat32)) *
+                scaling;
       const float* p = t.data_ptr<float>();
       const auto n = static_cast<std::size_t>(t.numel());
       if (dtype == StDtype::f32) {
@@ -295,7 +370,7 @@ Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDt
     for (const auto i : plan[s]) {
       const auto& [name, view] = tensors[i];
       const auto bytes = static_cast<std::size_t>(view.numel()) * width;
-      out.push_back({name, dtype, view.sizes().vec(), nullptr, bytes, writer(view)});
+      out.push_back({name, dtype, view.sizes().vec(), nullptr, bytes, writer(name, view)});
     }
     const auto file = plan.size() == 1 ? std::string("model.safetensors")
                                        : fmt::format("model-{:05}-of-{:05}.safetensors", s + 1, plan.size());

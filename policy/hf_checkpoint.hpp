@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/error.hpp"
@@ -27,6 +28,9 @@ std::string hf_init_dir(const std::string& init);
 // vocabulary must hold the tokenizer's `vocab` ids), else the [policy]
 // table's for a vocabulary of `vocab`.
 Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy, std::int64_t vocab);
+// [policy.lora] targets the model has (names a target it lacks, and the
+// modules it has, otherwise).
+Result<void> check_lora_targets(const TransformerOptions& options);
 // The same, checked at start (check_policy_init): RLX_REQUIRE on failure.
 TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int64_t vocab);
 // `[policy] init` into `model`: "hf:DIR" (load_hf_weights) or a file of
@@ -40,16 +44,20 @@ Result<std::string> load_policy_init(MoETransformer& model, const std::string& i
 // fewer tensors); they start as built, and the note says so ("" when
 // none is absent). Any other is an error naming it.
 Result<std::string> absent_tensors_note(const std::vector<std::string>& absent, bool head_saved);
-// Loads every parameter but the value head from `checkpoint`.
-Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint& checkpoint);
+// Loads every parameter but the value head from `checkpoint` (with
+// `only`: the tensors it takes, and a checkpoint may hold more).
+using HfTensorFilter = std::function<bool(const torch::Tensor& view)>;
+Result<void> load_hf_weights(MoETransformer& model, const SafetensorsCheckpoint& checkpoint,
+                             const HfTensorFilter& only = {});
 // config.json + safetensors from DIR into a new model (the value head from `seed`).
 Result<MoETransformer> load_hf_transformer(const std::string& dir, std::int64_t max_len, std::uint64_t seed);
 
 // Writes DIR/config.json and the weights: model.safetensors, or shards of
 // at most `shard_bytes` with model.safetensors.index.json (0: one file).
-// dtype F32 (exact) or BF16 (rounded to nearest even).
+// dtype F32 (exact) or BF16 (rounded to nearest even). A LoRA policy is
+// written with its adapters merged (`merge`; refused without it).
 Result<void> export_hf(const MoETransformer& model, const std::string& dir, StDtype dtype = StDtype::f32,
-                       std::uint64_t shard_bytes = 0);
+                       std::uint64_t shard_bytes = 0, bool merge = false);
 
 // The tokenizer's files beside a checkpoint's weights in `dir`:
 // `tokenizer_json` (a [tokens] tokenizer ending in .json; nothing for the

@@ -4,18 +4,36 @@
 
 namespace rlx {
 
-LinearMapImpl::LinearMapImpl(std::int64_t in, std::int64_t out, bool with_bias, bool draw) {
-  weight = register_parameter("weight", torch::empty({out, in}));
-  if (with_bias) bias = register_parameter("bias", torch::empty({out}));
-  if (!draw) return;
-  torch::NoGradGuard guard;
+LinearMapImpl::LinearMapImpl(std::int64_t in, std::int64_t out, bool with_bias, bool draw, const Adapter& adapter)
+    : scaling(adapter.scaling) {
+  const auto hold = [&](const char* name, torch::Tensor t) {
+    return adapter.frozen ? register_buffer(name, std::move(t)) : register_parameter(name, std::move(t));
+  };
+  weight = hold("weight", torch::empty({out, in}));
+  if (with_bias) bias = hold("bias", torch::empty({out}));
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  torch::NoGradGuard guard;
+  if (adapter.rank > 0) {  // always drawn: no checkpoint of the base holds it
+    lora_A = register_parameter("lora_A", torch::empty({adapter.rank, in}).uniform_(-bound, bound));
+    lora_B = register_parameter("lora_B", torch::zeros({out, adapter.rank}));
+  }
+  if (!draw) return;
   weight.uniform_(-bound, bound);
   if (with_bias) bias.uniform_(-bound, bound);
 }
 
 torch::Tensor LinearMapImpl::forward(const torch::Tensor& x) const {
-  return torch::nn::functional::linear(x, weight, bias);
+  auto y = torch::nn::functional::linear(x, weight, bias);
+  if (!lora_A.defined()) return y;
+  return y + torch::nn::functional::linear(torch::nn::functional::linear(x, lora_A), lora_B) * scaling;
+}
+
+torch::Tensor LinearMapImpl::merged_weight() const {
+  torch::NoGradGuard guard;
+  if (!lora_A.defined()) return weight;
+  const auto wide = weight.scalar_type();
+  return (weight.to(torch::kFloat32) + torch::matmul(lora_B.to(torch::kFloat32), lora_A.to(torch::kFloat32)) * scaling)
+      .to(wide);
 }
 
 }  // namespace rlx

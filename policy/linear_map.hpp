@@ -4,17 +4,33 @@
 // set allocates them (untouched pages cost no memory) and draws nothing
 // it would then overwrite. Drawn, they are what torch::nn::Linear draws:
 // uniform in +-1/sqrt(in). CAF-free.
+//
+// With an adapter (LoRA, policy/lora.hpp) the map is
+//   y = x W^T (+ b) + scaling * (x A^T) B^T,  A [rank, in], B [out, rank]
+// A drawn as W would be (PEFT's default), B zero: a fresh adapter changes
+// nothing. A frozen map holds W and b as buffers, not parameters: no
+// gradient, no optimizer state, not in a weight set (only A and B are).
 #pragma once
 
 #include <torch/torch.h>
 
 namespace rlx {
 
+struct Adapter {
+  std::int64_t rank = 0;  // 0: none
+  double scaling = 0;     // alpha / rank
+  bool frozen = false;    // the base weights are buffers (with or without an adapter here)
+};
+
 class LinearMapImpl : public torch::nn::Module {
  public:
-  LinearMapImpl(std::int64_t in, std::int64_t out, bool bias, bool draw);
+  LinearMapImpl(std::int64_t in, std::int64_t out, bool bias, bool draw, const Adapter& adapter = {});
   torch::Tensor forward(const torch::Tensor& x) const;
+  // W + scaling * B A, the map as one matrix (an adapter merged; W itself without one).
+  torch::Tensor merged_weight() const;
   torch::Tensor weight, bias;  // bias undefined without one
+  torch::Tensor lora_A, lora_B;  // undefined without an adapter
+  double scaling = 0;
 };
 TORCH_MODULE(LinearMap);
 

@@ -18,31 +18,79 @@ std::unique_lock<std::mutex> seeded_init(std::uint64_t seed) {
 MoELayerImpl::MoELayerImpl(const MoEOptions& o) : options_(o) {
   RLX_REQUIRE(o.top_k >= 1 && o.top_k <= o.experts, o.top_k, o.experts);
   RLX_REQUIRE(o.shared_hidden == 0 || o.swiglu, o.shared_hidden);
-  router_ = register_module("router", torch::nn::Linear(torch::nn::LinearOptions(o.in, o.experts).bias(!o.swiglu)));
   const double s1 = 1.0 / std::sqrt(static_cast<double>(o.in));
   const double s2 = 1.0 / std::sqrt(static_cast<double>(o.hidden));
   if (o.swiglu) {
+    router_map_ = register_module("router", LinearMap(o.in, o.experts, false, true, Adapter{0, 0, o.router_frozen}));
     const auto drawn = [&](torch::Tensor t, double s) { return o.draw ? t.uniform_(-s, s) : t; };
-    w_gate_ = register_parameter("w_gate", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
-    w_up_ = register_parameter("w_up", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
-    w_down_ = register_parameter("w_down", drawn(torch::empty({o.experts, o.hidden, o.out}), s2));
+    const auto hold = [&](const char* name, torch::Tensor t) {
+      return o.experts_adapter.frozen ? register_buffer(name, std::move(t)) : register_parameter(name, std::move(t));
+    };
+    w_gate_ = hold("w_gate", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
+    w_up_ = hold("w_up", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
+    w_down_ = hold("w_down", drawn(torch::empty({o.experts, o.hidden, o.out}), s2));
     if (o.shared_hidden > 0) {
       const double s3 = 1.0 / std::sqrt(static_cast<double>(o.shared_hidden));
-      s_gate_ = register_parameter("s_gate", drawn(torch::empty({o.in, o.shared_hidden}), s1));
-      s_up_ = register_parameter("s_up", drawn(torch::empty({o.in, o.shared_hidden}), s1));
-      s_down_ = register_parameter("s_down", drawn(torch::empty({o.shared_hidden, o.out}), s3));
-      s_weight_ = register_parameter("s_weight", drawn(torch::empty({o.in}), s1));
+      s_gate_ = hold("s_gate", drawn(torch::empty({o.in, o.shared_hidden}), s1));
+      s_up_ = hold("s_up", drawn(torch::empty({o.in, o.shared_hidden}), s1));
+      s_down_ = hold("s_down", drawn(torch::empty({o.shared_hidden, o.out}), s3));
+      s_weight_ = hold("s_weight", drawn(torch::empty({o.in}), s1));
+    }
+    if (const auto r = o.experts_adapter.rank; r > 0) {  // A as PEFT draws it, B zero
+      torch::NoGradGuard guard;
+      const auto a = [&](const char* name, std::int64_t in, double s) {
+        return register_parameter(name, torch::empty({o.experts, r, in}).uniform_(-s, s));
+      };
+      const auto b = [&](const char* name, std::int64_t out) {
+        return register_parameter(name, torch::zeros({o.experts, out, r}));
+      };
+      a_gate_ = a("lora_A_gate", o.in, s1), b_gate_ = b("lora_B_gate", o.hidden);
+      a_up_ = a("lora_A_up", o.in, s1), b_up_ = b("lora_B_up", o.hidden);
+      a_down_ = a("lora_A_down", o.hidden, s2), b_down_ = b("lora_B_down", o.out);
     }
     return;
   }
+  router_ = register_module("router", torch::nn::Linear(torch::nn::LinearOptions(o.in, o.experts).bias(true)));
   w1_ = register_parameter("w1", torch::empty({o.experts, o.in, o.hidden}).uniform_(-s1, s1));
   b1_ = register_parameter("b1", torch::zeros({o.experts, o.hidden}));
   w2_ = register_parameter("w2", torch::empty({o.experts, o.hidden, o.out}).uniform_(-s2, s2));
   b2_ = register_parameter("b2", torch::zeros({o.experts, o.out}));
 }
 
+torch::Tensor MoELayerImpl::router_logits(const torch::Tensor& x) {
+  return router_ ? router_->forward(x) : router_map_->forward(x);
+}
+
+torch::Tensor MoELayerImpl::project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& a,
+                                    const torch::Tensor& b, std::int64_t e) const {
+  auto y = torch::matmul(x, w[e]);
+  if (!a.defined()) return y;
+  return y + torch::matmul(torch::matmul(x, a[e].t()), b[e].t()) * options_.experts_adapter.scaling;
+}
+
+torch::Tensor MoELayerImpl::merged_proj(int which, std::int64_t e) const {
+  torch::NoGradGuard guard;
+  const auto& w = which == 0 ? w_gate_ : which == 1 ? w_up_ : w_down_;
+  auto base = w[e].t();
+  if (!adapted()) return base.contiguous();
+  const auto f = torch::kFloat32;
+  auto delta = torch::matmul(adapter_B(which, e).to(f), adapter_A(which, e).to(f)) * options_.experts_adapter.scaling;
+  return (base.to(f) + delta).to(w.scalar_type());
+}
+
+torch::Tensor MoELayerImpl::adapter_A(int which, std::int64_t e) const {
+  return (which == 0 ? a_gate_ : which == 1 ? a_up_ : a_down_)[e];
+}
+
+torch::Tensor MoELayerImpl::adapter_B(int which, std::int64_t e) const {
+  return (which == 0 ? b_gate_ : which == 1 ? b_up_ : b_down_)[e];
+}
+
 torch::Tensor MoELayerImpl::expert(std::int64_t e, const torch::Tensor& x) const {
-  if (options_.swiglu) return torch::matmul(torch::silu(torch::matmul(x, w_gate_[e])) * torch::matmul(x, w_up_[e]), w_down_[e]);
+  if (options_.swiglu) {
+    auto h = torch::silu(project(x, w_gate_, a_gate_, b_gate_, e)) * project(x, w_up_, a_up_, b_up_, e);
+    return project(h, w_down_, a_down_, b_down_, e);
+  }
   auto pre = torch::addmm(b1_[e], x, w1_[e]);
   auto h = options_.gelu ? torch::gelu(pre) : torch::tanh(pre);
   return torch::addmm(b2_[e], h, w2_[e]);
@@ -58,7 +106,7 @@ MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& for
   const auto E = options_.experts, k = options_.top_k;
   // The router's softmax, gates and losses in fp32 whatever x's dtype (as
   // the MoE families' own code); the gates meet the experts in x's.
-  auto logits = wide(router_->forward(x));                 // [N, E]
+  auto logits = wide(router_logits(x));  // [N, E]
   auto probs = torch::softmax(logits, -1);
   torch::Tensor top_p, top_i;                              // [N, k]
   if (forced_routes.defined()) {
@@ -115,7 +163,7 @@ MoEOutput MoELayerImpl::forward(const torch::Tensor& x, const torch::Tensor& for
 }
 
 torch::Tensor MoELayerImpl::forward_reference(const torch::Tensor& x) {
-  auto probs = torch::softmax(wide(router_->forward(x)), -1);
+  auto probs = torch::softmax(wide(router_logits(x)), -1);
   auto [top_p, top_i] = probs.topk(options_.top_k, -1);
   auto gates = (options_.renormalise ? top_p / top_p.sum(-1, true) : top_p).to(x.scalar_type());
   std::vector<torch::Tensor> rows;

@@ -16,6 +16,8 @@
 
 #include <mutex>
 
+#include "policy/linear_map.hpp"
+
 namespace rlx {
 
 struct MoEOptions {
@@ -38,6 +40,14 @@ struct MoEOptions {
   // swiglu: false leaves the experts' weights undrawn (allocated, not
   // touched) for a caller that fills them next (policy/linear_map.hpp).
   bool draw = true;
+  // swiglu, LoRA (policy/linear_map.hpp): `experts_adapter.frozen` holds
+  // the experts (and a shared one) as buffers; with a rank, every routed
+  // expert's three projections get an adapter, batched over experts
+  // (lora_A_gate [E, rank, in], lora_B_gate [E, hidden, rank], likewise
+  // up; lora_A_down [E, rank, hidden], lora_B_down [E, out, rank]).
+  // `router_frozen` holds the router as a buffer.
+  Adapter experts_adapter{};
+  bool router_frozen = false;
 };
 
 struct MoEOutput {
@@ -64,17 +74,23 @@ class MoELayerImpl : public torch::nn::Module {
 
  private:
   MoEOptions options_;
-  torch::nn::Linear router_{nullptr};
+  torch::nn::Linear router_{nullptr};  // tanh/GELU experts (RLX's own layouts)
+  LinearMap router_map_{nullptr};      // swiglu (the Hugging Face families' layout: no bias)
+  torch::Tensor router_logits(const torch::Tensor& x);
+  // x W[e] (+ its adapter's) for one of the experts' projections.
+  torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& a, const torch::Tensor& b,
+                        std::int64_t e) const;
   torch::Tensor w1_, b1_, w2_, b2_;  // [E,in,hidden] [E,hidden] [E,hidden,out] [E,out]
   torch::Tensor w_gate_, w_up_, w_down_;  // swiglu: [E,in,hidden] [E,in,hidden] [E,hidden,out]
   torch::Tensor s_gate_, s_up_, s_down_, s_weight_;  // the shared expert: [in,sh] [in,sh] [sh,out], its gate [in]
+  torch::Tensor a_gate_, b_gate_, a_up_, b_up_, a_down_, b_down_;  // the experts' adapters (undefined without)
   torch::Tensor shared(const torch::Tensor& x) const;  // its gated output for rows x
 
  public:
   // swiglu: the router's weight [E, in] and expert e's projections as
   // Hugging Face lays them out ([out, in] views into this layer's
   // parameters: copying into one loads it).
-  torch::Tensor router_weight() const { return router_->weight; }
+  torch::Tensor router_weight() const { return router_ ? router_->weight : router_map_->weight; }
   torch::Tensor gate_proj(std::int64_t e) const { return w_gate_[e].t(); }
   torch::Tensor up_proj(std::int64_t e) const { return w_up_[e].t(); }
   torch::Tensor down_proj(std::int64_t e) const { return w_down_[e].t(); }
@@ -83,6 +99,13 @@ class MoELayerImpl : public torch::nn::Module {
   torch::Tensor shared_up_proj() const { return s_up_.t(); }
   torch::Tensor shared_down_proj() const { return s_down_.t(); }
   torch::Tensor shared_expert_gate() const { return s_weight_.unsqueeze(0); }
+  // With an adapter: expert e's projections with it merged, as above
+  // ([out, in], fresh tensors), and its A and B as PEFT lays them out
+  // (lora_A [rank, in], lora_B [out, rank]; views). which: 0 gate, 1 up, 2 down.
+  bool adapted() const { return a_gate_.defined(); }
+  torch::Tensor merged_proj(int which, std::int64_t e) const;
+  torch::Tensor adapter_A(int which, std::int64_t e) const;
+  torch::Tensor adapter_B(int which, std::int64_t e) const;
 };
 TORCH_MODULE(MoELayer);
 

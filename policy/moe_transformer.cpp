@@ -1,11 +1,13 @@
 #include "policy/moe_transformer.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "core/error.hpp"
+#include "policy/lora_base.hpp"
 #include "policy/low_precision.hpp"
 #include "policy/rope.hpp"
 
@@ -34,39 +36,60 @@ MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o, bool draw) :
   if (o.arch == TransformerArch::hf) {
     // Parameters in the order of the layout's first version (the weight
     // wire and saved files list them so), drawn only when `draw`.
-    embed_ = register_module("tok_emb", LinearMap(o.d_model, o.vocab, false, false));
+    // LoRA: the checkpoint's weights frozen (buffers), adapters where targeted.
+    const bool frozen = o.lora_on();
+    RLX_REQUIRE(!frozen || !o.lora_base.empty(), "a LoRA policy reads its base from a checkpoint");
+    const auto adapter = [&](const char* target) {
+      return Adapter{o.adapts(target) ? o.lora.rank : 0, frozen ? o.lora.alpha / double(o.lora.rank) : 0.0, frozen};
+    };
+    const auto hold = [&](const std::string& name, torch::Tensor t) {
+      return frozen ? register_buffer(name, std::move(t)) : register_parameter(name, std::move(t));
+    };
+    embed_ = register_module("tok_emb", LinearMap(o.d_model, o.vocab, false, false, adapter("")));
     const auto H = o.heads, KV = o.kv_heads_or_heads(), hd = o.head_width();
     RLX_REQUIRE(H % KV == 0 && hd % 2 == 0, H, KV, hd);
     const auto ones = [&](std::int64_t n) { return torch::ones({n}); };
     RLX_REQUIRE(o.family == HfFamily::qwen2_moe || o.shared_expert_hidden == 0, o.shared_expert_hidden);
-    const auto linear = [draw](std::int64_t in, std::int64_t out, bool bias = false) {
-      return LinearMap(in, out, bias, draw);
+    const auto linear = [&](std::int64_t in, std::int64_t out, bool bias, const char* target) {
+      return LinearMap(in, out, bias, draw, adapter(target));
     };
     for (std::int64_t l = 0; l < o.layers; ++l) {
       const auto n = std::to_string(l);
-      in_norm_.push_back(register_parameter("in_norm_" + n, ones(o.d_model)));
-      q_.push_back(register_module("q_" + n, linear(o.d_model, H * hd, o.qkv_bias())));
-      k_.push_back(register_module("k_" + n, linear(o.d_model, KV * hd, o.qkv_bias())));
-      v_.push_back(register_module("v_" + n, linear(o.d_model, KV * hd, o.qkv_bias())));
-      o_.push_back(register_module("o_" + n, linear(H * hd, o.d_model)));
+      in_norm_.push_back(hold("in_norm_" + n, ones(o.d_model)));
+      q_.push_back(register_module("q_" + n, linear(o.d_model, H * hd, o.qkv_bias(), "q_proj")));
+      k_.push_back(register_module("k_" + n, linear(o.d_model, KV * hd, o.qkv_bias(), "k_proj")));
+      v_.push_back(register_module("v_" + n, linear(o.d_model, KV * hd, o.qkv_bias(), "v_proj")));
+      o_.push_back(register_module("o_" + n, linear(H * hd, o.d_model, false, "o_proj")));
       if (o.qk_norm()) {
-        q_norm_.push_back(register_parameter("q_norm_" + n, ones(hd)));
-        k_norm_.push_back(register_parameter("k_norm_" + n, ones(hd)));
+        q_norm_.push_back(hold("q_norm_" + n, ones(hd)));
+        k_norm_.push_back(hold("k_norm_" + n, ones(hd)));
       }
-      post_norm_.push_back(register_parameter("post_norm_" + n, ones(o.d_model)));
+      post_norm_.push_back(hold("post_norm_" + n, ones(o.d_model)));
       if (o.moe_layer(l)) {
-        MoEOptions m{o.d_model, o.expert_hidden, o.d_model, o.experts, o.top_k, false, o.capacity_factor, true,
-                     o.norm_topk_prob, o.shared_expert_hidden, draw};
+        MoEOptions m{o.d_model,
+                     o.expert_hidden,
+                     o.d_model,
+                     o.experts,
+                     o.top_k,
+                     false,
+                     o.capacity_factor,
+                     true,
+                     o.norm_topk_prob,
+                     o.shared_expert_hidden,
+                     draw,
+                     adapter("experts"),
+                     frozen && !o.lora.router};
         moe_.push_back(register_module("moe_" + n, MoELayer(m)));
         mlp_.emplace_back(nullptr);
       } else {
         moe_.emplace_back(nullptr);
-        mlp_.push_back(register_module("mlp_" + n, SwiGluMlp(o.d_model, o.mlp_hidden, draw)));
+        const std::array<Adapter, 3> mlp{adapter("gate_proj"), adapter("up_proj"), adapter("down_proj")};
+        mlp_.push_back(register_module("mlp_" + n, SwiGluMlp(o.d_model, o.mlp_hidden, draw, mlp)));
       }
     }
-    final_norm_ = register_parameter("final_norm", ones(o.d_model));
+    final_norm_ = hold("final_norm", ones(o.d_model));
     rope_inv_ = rope_here_ = rope_inverse_frequencies(hd, o.rope_theta, o.rope_scaling);
-    if (!o.tie_embeddings) head_ = register_module("lm_head", linear(o.d_model, o.vocab));
+    if (!o.tie_embeddings) head_ = register_module("lm_head", linear(o.d_model, o.vocab, false, "lm_head"));
     v_head_ = register_module("v_head", torch::nn::Linear(o.d_model, 1));  // not in a checkpoint: always drawn
     torch::NoGradGuard guard;
     if (draw) embed_->weight.normal_(0, 0.02);
@@ -104,8 +127,9 @@ torch::Tensor positions_of(const torch::Tensor& valid) {
 
 TransformerOutput MoETransformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& valid,
                                               const torch::Tensor& replay_routes) {
-  // fp32 master weights computing in bf16 (make_trainable_transformer).
-  LowPrecision low(options_.dtype == WeightDType::bf16 && embedding().scalar_type() == torch::kFloat32,
+  // fp32 master weights computing in bf16 (make_trainable_transformer;
+  // the value head is always among what a learner trains).
+  LowPrecision low(options_.dtype == WeightDType::bf16 && v_head_->weight.scalar_type() == torch::kFloat32,
                    tokens.device());
   return run(tokens, valid, positions_of(valid), valid.to(torch::kBool), 0, nullptr, replay_routes);
 }
@@ -293,6 +317,10 @@ TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const tor
   return out;
 }
 
+bool TransformerOptions::adapts(const std::string& target) const {
+  return lora.rank > 0 && std::find(lora.targets.begin(), lora.targets.end(), target) != lora.targets.end();
+}
+
 bool TransformerOptions::moe_layer(std::int64_t l) const {
   if (arch == TransformerArch::rlx) return true;
   if (!moe_family() || experts == 0) return false;
@@ -327,12 +355,24 @@ MoETransformer held_in_dtype(MoETransformer model) {
 
 }  // namespace
 
+namespace {
+
+MoETransformer lora_transformer(const TransformerOptions& options, std::uint64_t seed, bool masters) {
+  auto model = make_lora_transformer(options, seed, masters);
+  RLX_REQUIRE(model.ok(), model.error().message);  // checked at start (check_policy_init)
+  return *model;
+}
+
+}  // namespace
+
 MoETransformer make_seeded_transformer(const TransformerOptions& options, std::uint64_t seed) {
+  if (options.lora_on()) return lora_transformer(options, seed, false);
   auto lock = seeded_init(seed);
   return held_in_dtype(MoETransformer(options));
 }
 
 MoETransformer make_unfilled_transformer(const TransformerOptions& options, std::uint64_t seed) {
+  if (options.lora_on()) return lora_transformer(options, seed, false);
   auto lock = seeded_init(seed);
   MoETransformer model(options, /*draw=*/false);
   if (options.arch != TransformerArch::hf || options.dtype == WeightDType::f32) return held_in_dtype(model);
@@ -348,6 +388,7 @@ MoETransformer make_unfilled_transformer(const TransformerOptions& options, std:
 }
 
 MoETransformer make_trainable_transformer(const TransformerOptions& options, std::uint64_t seed, bool unfilled) {
+  if (options.lora_on()) return lora_transformer(options, seed, true);
   auto lock = seeded_init(seed);
   return MoETransformer(options, /*draw=*/!unfilled);
 }

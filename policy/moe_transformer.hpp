@@ -18,6 +18,7 @@
 
 #include <torch/torch.h>
 
+#include <memory>
 #include <vector>
 
 #include "core/config.hpp"
@@ -88,6 +89,14 @@ struct TransformerOptions {
   // has bf16 kernels (policy/low_precision.hpp). Logits, values and the
   // router's losses come out in fp32 either way.
   WeightDType dtype = WeightDType::f32;
+  // LoRA ([policy.lora]; hf only): rank > 0 holds every weight of the
+  // checkpoint in `lora_base` frozen (buffers: policy/lora_base.hpp binds
+  // them to the process's one copy) and trains adapters on lora.targets,
+  // the value head and (lora.router) the routers.
+  LoraConfig lora;
+  std::string lora_base;
+  bool lora_on() const { return lora.rank > 0; }
+  bool adapts(const std::string& target) const;  // lora.targets names it (with a rank)
   std::int64_t kv_heads_or_heads() const { return kv_heads > 0 ? kv_heads : heads; }
   std::int64_t head_width() const { return head_dim > 0 ? head_dim : d_model / heads; }
   bool qkv_bias() const { return family == HfFamily::qwen2_moe || family == HfFamily::qwen2; }
@@ -151,6 +160,17 @@ class MoETransformerImpl : public torch::nn::Module {
   // shaped as the checkpoint holds it (policy/hf_checkpoint.cpp); the value
   // head is not among them.
   std::vector<std::pair<std::string, torch::Tensor>> hf_tensors() const;
+  // LoRA: every adapter under the name of the Hugging Face module it
+  // adapts ("model.layers.0.self_attn.q_proj", "model.layers.1.mlp.experts.3.down_proj"),
+  // A [rank, in] and B [out, rank] as PEFT lays them out (views).
+  struct HfAdapter {
+    std::string module;
+    torch::Tensor A, B;
+  };
+  std::vector<HfAdapter> hf_adapters() const;
+  // LoRA: the process's frozen base this model's buffers view, held while
+  // the model lives (policy/lora_base.hpp).
+  std::shared_ptr<const void> keep_base;
 
  private:
   // One pass: keys/values of the new tokens go to `cache` when given.
@@ -196,6 +216,10 @@ MoETransformer make_unfilled_transformer(const TransformerOptions& options, std:
 // `unfilled`) built to be filled next as make_unfilled_transformer's.
 // Both of those hold their parameters in options.dtype.
 MoETransformer make_trainable_transformer(const TransformerOptions& options, std::uint64_t seed, bool unfilled);
+// With options.lora_on(), all three build make_lora_transformer's model
+// (policy/lora_base.hpp): the base the process's frozen copy of
+// options.lora_base, adapters and value head from `seed` (fp32 masters for
+// the trainable one).
 
 // Positions of left-padded rows: the count of real tokens before each one
 // (0 for padding). valid: [B, S] bool -> [B, S] int64.

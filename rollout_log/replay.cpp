@@ -69,13 +69,16 @@ Result<ExactReplay> replay_exact(const std::filesystem::path& log, const Learner
       due = core.batch_full();
     } else if (e.kind == LogKind::weights) {
       ++out.versions_checked;
-      const WeightSetData w = core.weights();
-      out.last_version = w.version;
-      out.last_checksum = w.checksum;
-      if (w.version == e.weights.version && w.checksum == e.weights.checksum) {
+      // The set as the learner publishes it: in the policy's dtype (a
+      // bf16 policy's set is its fp32 masters rounded), as the log holds it.
+      const auto checksum = core.encoded_weights(0).checksum;
+      const auto version = core.trainer().version();
+      out.last_version = version;
+      out.last_checksum = checksum;
+      if (version == e.weights.version && checksum == e.weights.checksum) {
         ++out.versions_matched;
       } else if (out.mismatches.size() < 8) {
-        out.mismatches.push_back({e.weights.version, w.version, e.weights.checksum, w.checksum, at});
+        out.mismatches.push_back({e.weights.version, version, e.weights.checksum, checksum, at});
       }
     }
     if (progress && e.seq % 256 == 0) progress(e.seq + 1, core.updates());

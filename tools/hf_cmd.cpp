@@ -1,14 +1,14 @@
 #include "tools/hf_cmd.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
-#include <filesystem>
-
-#include <fmt/format.h>
 
 #include "core/config.hpp"
 #include "core/files.hpp"
@@ -16,6 +16,7 @@
 #include "envs/tokens/tokenizer.hpp"
 #include "learner/start_weights.hpp"
 #include "policy/hf_checkpoint.hpp"
+#include "policy/peft_adapter.hpp"
 
 namespace rlx {
 
@@ -163,6 +164,7 @@ int init_model_command(const InitModelArgs& a) {
 }
 
 int export_command(const ExportArgs& a) {
+  if (a.dir.empty() == a.peft.empty()) return fail("export: name where to write: --hf DIR or --peft DIR");
   auto dtype = dtype_of(a.dtype);
   if (!dtype) return fail(dtype.error().message);
   auto config = load_config(a.config, builtin_envs().names());
@@ -182,7 +184,14 @@ int export_command(const ExportArgs& a) {
   auto read = load_start_weights(model, from);
   if (!read) return fail(read.error().message);
   std::printf("from %s\n", read->c_str());
-  if (auto r = export_hf(model, a.dir, *dtype, shard_bytes(a.shard_mb)); !r) return fail(r.error().message);
+  if (!a.peft.empty()) {
+    if (auto r = export_peft(model, a.peft, shape->lora_base); !r) return fail(r.error().message);
+    std::printf("wrote %s: %zu adapted modules, rank %lld, alpha %g\n", a.peft.c_str(), model->hf_adapters().size(),
+                static_cast<long long>(shape->lora.rank), shape->lora.alpha);
+    return 0;
+  }
+  if (a.merge && !shape->lora_on()) return fail("export --merge: the policy has no adapters ([policy.lora]) to merge");
+  if (auto r = export_hf(model, a.dir, *dtype, shard_bytes(a.shard_mb), a.merge); !r) return fail(r.error().message);
   if (auto r = copy_tokenizer_files(config->tokens.tokenizer, a.dir); !r) return fail(r.error().message);
   report(a.dir, model);
   return 0;

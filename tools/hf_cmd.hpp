@@ -29,7 +29,9 @@ struct InitModelArgs {
 };
 
 struct ExportArgs {
-  std::string dir;                 // where the checkpoint goes
+  std::string dir;                 // where the checkpoint goes (--hf)
+  std::string peft;                // or where a LoRA policy's adapters go (--peft)
+  bool merge = false;              // --hf of a LoRA policy: adapters merged into the base
   std::string config;              // the run's cluster.toml (its [policy] and [tokens])
   // The weights: a learner checkpoint (ckpt-N.bin), a log_dir (its newest
   // checkpoint), a file of `rlx sft --out`, or "hf:DIR"; "" for the

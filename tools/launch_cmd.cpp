@@ -3,17 +3,18 @@
 // on SIGINT/SIGTERM.
 #include "tools/launch_cmd.hpp"
 
-#include <cmath>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
 #include <optional>
 #include <thread>
-
-#include <fmt/format.h>
-#include <unistd.h>
 
 #include "assembly/cluster.hpp"
 #include "assembly/member_node.hpp"
@@ -25,8 +26,6 @@
 #include "policy/moe_mlp_policy.hpp"
 #include "tools/embedded_config.hpp"
 #include "tools/node_launcher.hpp"
-
-#include <spdlog/spdlog.h>
 
 namespace rlx {
 
@@ -129,9 +128,13 @@ std::string this_executable() {
 int run_head(const ClusterConfig& config, const EnvRegistry& envs, const Logger& log, SignalWatcher& signals,
              RunOptions options, std::function<std::string(std::uint16_t)> on_listening) {
   // A Hugging Face start's shape is its config.json's, not the [policy] table's.
-  const auto shape = config.policy.init.starts_with("hf:")
-                         ? "the shape of " + config.policy.init
-                         : fmt::format("{} experts, top-{}", config.policy.experts, config.policy.top_k);
+  const auto& lora = config.policy.lora;
+  const auto shape = (config.policy.init.starts_with("hf:")
+                          ? "the shape of " + config.policy.init
+                          : fmt::format("{} experts, top-{}", config.policy.experts, config.policy.top_k)) +
+                     (lora.rank > 0 ? fmt::format(", frozen; LoRA rank {} alpha {} on {}{}", lora.rank, lora.alpha,
+                                                  fmt::join(lora.targets, ", "), lora.router ? ", routers" : "")
+                                    : std::string());
   log->info("run '{}': env {}, policy {} ({}), {} explorers on {} nodes, max_staleness {}, mode {}", config.run.name,
             config.run.env, to_string(config.policy.kind), shape, config.total_explorers(), config.nodes.size(),
             config.run.max_staleness, to_string(config.run.mode));

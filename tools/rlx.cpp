@@ -155,9 +155,16 @@ int main(int argc, char** argv) {
   init_cmd->add_option("--shard-mb", init_args.shard_mb, "largest shard in MiB (0: one file)")->check(CLI::Range(0.0, 1e6));
   init_cmd->add_option("--seed", init_args.seed, "the initialisation");
   rlx::ExportArgs export_args;
-  auto* export_cmd = app.add_subcommand("export", "write a run's token policy as a Hugging Face checkpoint "
-                                                  "(config.json, safetensors, the tokenizer's files)");
-  export_cmd->add_option("--hf", export_args.dir, "the checkpoint folder to write")->required();
+  auto* export_cmd = app.add_subcommand("export",
+                                        "write a run's token policy as a Hugging Face checkpoint "
+                                        "(config.json, safetensors, the tokenizer's files), or its LoRA "
+                                        "adapters as PEFT's");
+  auto* hf_opt = export_cmd->add_option("--hf", export_args.dir, "the checkpoint folder to write");
+  auto* peft_opt = export_cmd->add_option("--peft", export_args.peft,
+                                          "the folder to write a LoRA policy's adapters to (adapter_config.json, "
+                                          "adapter_model.safetensors)");
+  hf_opt->excludes(peft_opt);
+  export_cmd->add_flag("--merge", export_args.merge, "with --hf, a LoRA policy: its adapters merged into the base");
   export_cmd->add_option("--config", export_args.config, "the run's cluster.toml")->required();
   export_cmd->add_option("--from", export_args.from,
                          "a learner checkpoint (ckpt-N.bin), a log_dir (its newest), an `rlx sft --out` file or hf:DIR "

@@ -244,6 +244,12 @@ int sft_command(const SftArgs& a) {
                            "policy's shape; start from a fresh one with rlx init-model --hf DIR, then --init hf:DIR\n");
       return 2;
     }
+    if (config->policy.lora.rank > 0) {
+      std::fprintf(stderr,
+                   "rlx sft: trains every weight and writes them all; [policy.lora] is for RL runs over a "
+                   "frozen base (docs/hf-models.md \"LoRA\"): train with a config without it\n");
+      return 2;
+    }
     if (a.fresh) config->policy.init.clear();
     if (!a.init.empty()) config->policy.init = a.init;
     if (auto files = check_topology_paths(*config, {"policy.init", "tokens.tokenizer"}); !files) {

@@ -95,7 +95,13 @@ bool same_default(const std::string& cell, const toml::table& code, std::string&
   shown << code;  // v = <the default>
   why = "the code's " + shown.str();
   if (c->is_number() && d->is_number()) return c->value<double>() == d->value<double>();
-  if (c->is_array() && d->is_array()) return c->as_array()->size() == d->as_array()->size() && c->as_array()->empty();
+  if (c->is_array() && d->is_array()) {  // arrays of strings, element by element
+    const auto &ca = *c->as_array(), &da = *d->as_array();
+    if (ca.size() != da.size()) return false;
+    for (std::size_t i = 0; i < ca.size(); ++i)
+      if (!ca[i].is_string() || ca[i].value<std::string>() != da[i].value<std::string>()) return false;
+    return true;
+  }
   if (c->type() != d->type()) return false;
   if (c->is_string()) return *c->value<std::string>() == *d->value<std::string>();
   if (c->is_boolean()) return *c->value<bool>() == *d->value<bool>();

@@ -311,6 +311,19 @@ envs_per_explorer = 16
   CHECK(bf16->policy.dtype == WeightDType::bf16);
   CHECK(refused_naming(policy_with("dtype = \"f16\""), "bf16"));
   CHECK(refused_naming(policy_with("dtype = \"bf16\"\ncopy_head = true"), "copy head"));
+  // LoRA: adapters over a Hugging Face start, on targets named as PEFT names them.
+  auto lora = policy_with("init = \"hf:m\"\n[policy.lora]\nrank = 8\nalpha = 32\ntargets = [\"q_proj\", \"experts\"]");
+  REQUIRE(lora.ok());
+  CHECK(lora->policy.lora.rank == 8);
+  CHECK(lora->policy.lora.alpha == 32.0);
+  CHECK(lora->policy.lora.targets == std::vector<std::string>{"q_proj", "experts"});
+  CHECK_FALSE(lora->policy.lora.router);
+  CHECK(policy_with("init = \"hf:m\"\nlora = { rank = 4 }").ok());
+  CHECK(refused_naming(policy_with("lora = { rank = 4 }"), "hf:DIR"));
+  CHECK(refused_naming(policy_with("init = \"hf:m\"\nlora = { rank = 4, targets = [\"qkv\"] }"), "qkv"));
+  CHECK(refused_naming(policy_with("init = \"hf:m\"\nlora = { rank = 4, targets = [] }"), "targets"));
+  CHECK(refused_naming(policy_with("init = \"hf:m\"\nlora = { rank = -1 }"), "rank"));
+  CHECK(refused_naming(policy_with("init = \"hf:m\"\nlora = { rank = 4, alpha = 0.0 }"), "alpha"));
   auto warm = with("[learner]", "[learner]\nwarmup_updates = 10");
   REQUIRE(warm.ok());
   CHECK(warm->learner.warmup_updates == 10);
@@ -329,6 +342,7 @@ TEST_CASE("grpo is refused for a policy that does not sample groups", "[config][
   CHECK(c.error().message.find("grpo") != std::string::npos);
   CHECK(refused_naming(test::parse("[learner]\nkl_coef = 0.1\n" + valid_nodes()), "learner.kl_coef"));
   CHECK(refused_naming(test::parse("[policy]\ndtype = \"bf16\"\n" + valid_nodes()), "policy.dtype"));
+  CHECK(refused_naming(test::parse("[policy.lora]\nrank = 4\n" + valid_nodes()), "policy.lora.rank"));
 }
 
 TEST_CASE("the learner's collectives are auto, gloo or nccl, and nccl needs a GPU device", "[core][config][dp]") {

@@ -56,9 +56,9 @@ TEST_CASE("every relative path a topology names is from the topology file's fold
   // relative paths are the file's too.
   CHECK(c->external.cwd == cfg.string());
   // Every path key is covered by the rule (the list docs/topology.md "Paths" names).
-  CHECK(topology_path_keys() == std::vector<std::string>{"run.log_dir", "policy.init", "tokens.tokenizer",
-                                                         "external.cwd", "gateway.token_file", "tls.certificate",
-                                                         "tls.key", "tls.ca"});
+  CHECK(topology_path_keys() == std::vector<std::string>{"run.log_dir", "policy.init", "policy.init_adapter",
+                                                         "tokens.tokenizer", "external.cwd", "gateway.token_file",
+                                                         "tls.certificate", "tls.key", "tls.ca"});
   // What the nodes and the rollout log get is the resolved configuration.
   auto back = test::parse(to_toml(*c));
   REQUIRE(back.ok());

@@ -24,10 +24,10 @@ const fs::path kExamples = fs::path(RLX_SOURCE_DIR) / "examples";
 
 // The examples this file runs: one test case each, so a new example
 // without one fails "every example has a test that runs it".
-const std::set<std::string> kRun = {"cartpole-vtrace", "cartpole-sync",  "cartpole-split", "cartpole-python",
-                                    "sum-task",        "arithmetic-tokens", "code",        "agent",
-                                    "agent-start",     "agent-copy",     "harness",        "harness-agent",
-                                    "hf-moe",          "hf-dense"};
+const std::set<std::string> kRun = {"cartpole-vtrace", "cartpole-sync",     "cartpole-split", "cartpole-python",
+                                    "sum-task",        "arithmetic-tokens", "code",           "agent",
+                                    "agent-start",     "agent-copy",        "harness",        "harness-agent",
+                                    "hf-moe",          "hf-dense",          "hf-lora"};
 
 std::string step_text(const fs::path& p) {
   std::ifstream in(p);
@@ -78,6 +78,12 @@ ExampleRun run_example(const std::string& name, int updates, const std::string& 
     run.steps.push_back(Step{c, "", -1});
     const std::string out = "step" + std::to_string(i);
     const std::string bounded = "timeout -k 10 480 " + c + " > " + out + ".out 2>&1";
+    // An export reads the run's last checkpoint: as a user would, once the
+    // run in the background has ended.
+    if (background && c.find(" export ") != std::string::npos) {
+      script << "wait\n";
+      background = 0;
+    }
     if (bg) {
       script << "( " << bounded << "; echo $? > " << out << ".rc ) &\n";
       ++background;
@@ -177,16 +183,23 @@ TEST_CASE("the agent examples run as their headers say, from their shipped start
   }
 }
 
-TEST_CASE("the harness examples run as their headers say: the run in the background, the harness beside it (a dense "
-          "Llama-shaped model for hf-dense)",
-          "[docs][examples][gateway][e2e][slow]") {
-  for (const std::string name : {"harness", "harness-agent", "hf-dense"}) {
+TEST_CASE(
+    "the harness examples run as their headers say: the run in the background, the harness beside it (a dense "
+    "Llama-shaped model for hf-dense, LoRA adapters exported for hf-lora)",
+    "[docs][examples][gateway][e2e][slow]") {
+  for (const std::string name : {"harness", "harness-agent", "hf-dense", "hf-lora"}) {
     DYNAMIC_SECTION(name) {
       rlx::test::TempDir t("rlx-example-" + name);
       const auto run = run_example(name, 2, "", t);
       check_ran(run, name);
-      REQUIRE(run.steps.size() == (name == "hf-dense" ? 3u : 2u));
-      CHECK(run.steps.back().output.find("sessions") != std::string::npos);
+      const std::size_t steps = name == "hf-lora" ? 5 : name == "hf-dense" ? 3 : 2;
+      REQUIRE(run.steps.size() == steps);
+      CHECK(run.steps[steps == 2 ? 1 : 2].output.find("sessions") != std::string::npos);
+      if (name == "hf-lora") {  // its adapters as PEFT's, and merged into a checkpoint
+        CHECK(run.steps[3].output.find("adapted modules, rank 8") != std::string::npos);
+        CHECK(fs::exists(t.path / "runs" / "hf-lora" / "adapter" / "adapter_model.safetensors"));
+        CHECK(fs::exists(t.path / "runs" / "hf-lora" / "merged" / "config.json"));
+      }
     }
   }
 }

@@ -20,30 +20,6 @@ using namespace rlx;
 
 namespace {
 
-TransformerOptions hf_small(HfFamily family) {
-  TransformerOptions o;
-  o.arch = TransformerArch::hf;
-  o.family = family;
-  o.vocab = 40;
-  o.d_model = 32;
-  o.heads = 4;
-  o.kv_heads = 2;
-  o.head_dim = 8;
-  o.layers = 2;
-  o.max_len = 48;
-  o.rope_theta = 10000;
-  if (family == HfFamily::llama) {
-    o.experts = o.top_k = o.expert_hidden = 0;
-    o.mlp_hidden = 40;
-    o.rope_scaling = RopeScaling{8, 1, 4, 32};
-  } else {
-    o.experts = 4;
-    o.top_k = 2;
-    o.expert_hidden = 24;
-  }
-  return o;
-}
-
 TransformerOptions in_bf16(TransformerOptions o) {
   o.dtype = WeightDType::bf16;
   return o;
@@ -75,8 +51,8 @@ TEST_CASE("a policy held in bf16 gives its fp32 self's log-probabilities within 
     TransformerOptions o;
   };
   for (const auto& [name, o] :
-       {Case{"rlx", test::small_transformer(48, 40)}, Case{"qwen3_moe", hf_small(HfFamily::qwen3_moe)},
-        Case{"qwen2_moe", hf_small(HfFamily::qwen2_moe)}, Case{"llama", hf_small(HfFamily::llama)}}) {
+       {Case{"rlx", test::small_transformer(48, 40)}, Case{"qwen3_moe", test::hf_small(HfFamily::qwen3_moe)},
+        Case{"qwen2_moe", test::hf_small(HfFamily::qwen2_moe)}, Case{"llama", test::hf_small(HfFamily::llama)}}) {
     INFO(name);
     auto f32 = make_seeded_transformer(o, 5);
     auto bf16 = make_seeded_transformer(in_bf16(o), 5);  // the same draws, rounded
@@ -107,7 +83,7 @@ TEST_CASE("a policy held in bf16 gives its fp32 self's log-probabilities within 
 
 TEST_CASE("a bf16 weight set is half the bytes, checked as an fp32 one, and a bf16 policy views it without a copy",
           "[policy][bf16][weights]") {
-  const auto o = hf_small(HfFamily::qwen3_moe);
+  const auto o = test::hf_small(HfFamily::qwen3_moe);
   auto master = make_trainable_transformer(in_bf16(o), 3, false);  // fp32 parameters, as a learner holds them
   for (const auto& p : master->parameters()) REQUIRE(p.scalar_type() == torch::kFloat32);
   const auto wide = encode_module_weights(*master, 4, "moe_transformer", 1, "learner");
@@ -155,7 +131,7 @@ TEST_CASE("a bf16 weight set is half the bytes, checked as an fp32 one, and a bf
 TEST_CASE("a bf16 Hugging Face checkpoint fills a bf16 policy with its own bytes", "[policy][bf16][hf]") {
   const test::TempDir tmp("bf16_hf");
   const auto dir = tmp.path;
-  const auto o = hf_small(HfFamily::qwen3_moe);
+  const auto o = test::hf_small(HfFamily::qwen3_moe);
   auto source = make_seeded_transformer(o, 7);
   REQUIRE(export_hf(source, dir.string(), StDtype::bf16).ok());
   auto checkpoint = SafetensorsCheckpoint::open(dir.string());

@@ -23,6 +23,33 @@ inline TransformerOptions small_transformer(std::int64_t max_len = 32, std::int6
   return o;
 }
 
+// A Hugging Face-layout policy of `family` small enough for unit tests:
+// 2 layers of grouped-query attention (4 heads over 2), 4 experts top-2,
+// or a dense SwiGLU MLP for llama (with its rope scaling).
+inline TransformerOptions hf_small(HfFamily family) {
+  TransformerOptions o;
+  o.arch = TransformerArch::hf;
+  o.family = family;
+  o.vocab = 40;
+  o.d_model = 32;
+  o.heads = 4;
+  o.kv_heads = 2;
+  o.head_dim = 8;
+  o.layers = 2;
+  o.max_len = 48;
+  o.rope_theta = 10000;
+  if (family == HfFamily::llama) {
+    o.experts = o.top_k = o.expert_hidden = 0;
+    o.mlp_hidden = 40;
+    o.rope_scaling = RopeScaling{8, 1, 4, 32};
+  } else {
+    o.experts = 4;
+    o.top_k = 2;
+    o.expert_hidden = 24;
+  }
+  return o;
+}
+
 // A [policy] section for the smallest transformer an explorer builds
 // (one layer, two experts, top-1): for tests that drive a TokenRollout.
 inline PolicyConfig tiny_policy(std::int64_t max_len) {
