@@ -6,7 +6,8 @@
 # resident memory (/usr/bin/time) and bytes a parameter, decode tokens/s,
 # the learner's busy seconds, and the bytes a weight version carries (the
 # learner's published set: adapters and value head, or every weight).
-# docs/results/hf-models.md "LoRA". About 6 minutes on 2 cores.
+# docs/results/hf-models.md "LoRA". About 6 minutes on 2 cores
+# (KEEPS="1" MODES="lora" bash bench/lora_run.sh: one of the four).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 dir=${1:-$(mktemp -d)}
@@ -19,8 +20,8 @@ sed -e "s|^log_dir = .*|log_dir = \"$dir/log\"|" -e 's|^envs_per_explorer = 64|e
   "$root/examples/hf-moe.toml" > "$dir/run.toml"
 lora='{ rank = 16, alpha = 32, targets = ["q_proj", "k_proj", "v_proj", "o_proj", "experts", "lm_head"] }'
 echo "# mode keep peak_KB bytes_a_parameter updates decode_tok_s learner_busy_s wall_s version_bytes"
-for keep in 4 1; do
-  for mode in full lora; do
+for keep in ${KEEPS:-4 1}; do
+  for mode in ${MODES:-full lora}; do
     rm -rf "$dir/log"
     extra=()
     [[ $mode == lora ]] && extra=(--set "policy.lora=$lora")

@@ -65,7 +65,7 @@ std::vector<HintPart> hint_parts(const TokenTrainerOptions& o, const TokenBatch&
     picked.push_back(b);
     width.push_back(w);
   }
-  for (const auto& mb : pack_by_length(width, o.token_budget)) {
+  for (const auto& mb : pack_by_length(width, o.microbatch_tokens())) {
     std::vector<std::int64_t> rows_of;
     for (auto i : mb) rows_of.push_back(picked[i]);
     HintPart p;

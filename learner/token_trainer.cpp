@@ -63,6 +63,20 @@ ModelOptimizerOptions optimizer_options(const TokenTrainerOptions& o) {
 
 }  // namespace
 
+std::int64_t TokenTrainerOptions::microbatch_tokens() const {
+  // The loss holds several [tokens, vocab] tensors for the backward
+  // (logits in bf16 and fp32, log-softmax, the entropy's terms): about
+  // 0.6 MB a token at a 32 k vocabulary, 2.9 MB at Qwen's 152 k, the
+  // largest part of a LoRA learner's memory. With LoRA, 2^23 logits (32
+  // MiB in fp32) a microbatch bound them (vocabularies up to 2,048 ids
+  // keep the whole budget). Full fine-tuning in bf16 keeps the budget:
+  // autocast casts every weight once a microbatch, and more microbatches
+  // cost it 1.57x the update time for 1.2 GB (docs/results/hf-models.md "LoRA").
+  if (!model.lora_on()) return token_budget;
+  constexpr std::int64_t kLogits = std::int64_t{1} << 23;
+  return std::min(token_budget, std::max<std::int64_t>(64, kLogits / std::max<std::int64_t>(model.vocab, 1)));
+}
+
 struct TokenTrainer::Impl {
   explicit Impl(const TokenTrainerOptions& o)
       : device(o.device),
@@ -130,7 +144,7 @@ void TokenTrainer::supervised_microbatches(const std::vector<std::vector<std::in
     width.push_back(last - lead.back());
   }
   const auto total = r.targets.sum().item<double>();
-  for (const auto& mb : pack_by_length(width, options_.token_budget)) {
+  for (const auto& mb : pack_by_length(width, options_.microbatch_tokens())) {
     auto idx = torch::tensor(mb, torch::kLong);
     std::int64_t first = W, end = 0;
     for (auto i : mb) first = std::min(first, lead[i]), end = std::max(end, lead[i] + width[i]);
@@ -250,7 +264,7 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   std::vector<Part> parts;
   std::int64_t kept_tokens = 0;
   const auto same_version = admitted & (g.versions == static_cast<std::int64_t>(version_));
-  for (const auto& mb : pack_by_length(width, o.token_budget)) {
+  for (const auto& mb : pack_by_length(width, o.microbatch_tokens())) {
     Part p;
     std::vector<std::int64_t> idx;
     for (auto i : mb) idx.push_back(kept[static_cast<std::size_t>(i)]), p.width = std::max(p.width, width[i]);

@@ -38,7 +38,10 @@ struct TokenTrainerOptions {
   bool decoupled = true;            // false: plain PPO on stale data (the ratio against the behaviour policy)
   double temperature = 1.0;         // the sampling temperature: log-probs are taken at it
   std::uint64_t max_lag = 4;        // per-token staleness bound (versions)
-  std::int64_t token_budget = 4096; // padded tokens per microbatch
+  // Padded tokens per microbatch, at most: with LoRA fewer for a large
+  // vocabulary (microbatch_tokens), so that a microbatch's logits stay near 32 MiB.
+  std::int64_t token_budget = 4096;
+  std::int64_t microbatch_tokens() const;
   bool router_replay = false;       // train through the routes the rollout recorded
   double load_balance_coef = 0.01;
   double router_z_coef = 1e-3;

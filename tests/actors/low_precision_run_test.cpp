@@ -1,8 +1,8 @@
 // A whole token run held in bf16, with and without LoRA adapters over a
 // frozen base read from a Hugging Face checkpoint: it trains, accounts
 // for every segment, its checkpoints hold what it trains (adapters and
-// value head alone with LoRA), and `rlx replay` reproduces every
-// published (bf16) version bit for bit.
+// value head alone with LoRA), `rlx replay` reproduces every published
+// (bf16) version bit for bit, and a resumed run goes on from its checkpoint.
 #include "tests/torch_catch.hpp"
 
 #include <filesystem>
@@ -35,7 +35,7 @@ std::int64_t write_checkpoint(const fs::path& dir) {
 
 }  // namespace
 
-TEST_CASE("a bf16 token run, whole or LoRA over a frozen base, trains, checkpoints what it trains and replays exactly",
+TEST_CASE("a bf16 token run, whole or LoRA, trains, checkpoints what it trains, replays exactly and resumes",
           "[actors][bf16][lora][e2e][slow]") {
   for (const bool lora : {false, true}) {
     DYNAMIC_SECTION((lora ? "LoRA" : "every weight")) {
@@ -76,6 +76,19 @@ eval_tasks = 0
       INFO(replayed.out);
       CHECK(replayed.status == 0);
       CHECK(replayed.out.find("identical") != std::string::npos);
+      // Resumed from its end checkpoint, it goes on, and the whole log replays exactly.
+      const auto first_version = test::json_number(line, "policy_version");
+      cfg.run.stop.max_env_steps = 4000;
+      RunOptions resume;
+      resume.resume = true;
+      RunResult again = run_cluster(cfg, builtin_envs(), {}, null_logger(), resume);
+      INFO(again.summary);
+      CHECK(again.outcome == RunOutcome::budget);
+      CHECK(test::json_number(test::last_metrics_line(log), "policy_version") > first_version);
+      const auto whole = test::run_command(std::string(RLX_BINARY) + " replay " + log.string());
+      INFO(whole.out);
+      CHECK(whole.status == 0);
+      CHECK(whole.out.find("identical") != std::string::npos);
     }
   }
 }
