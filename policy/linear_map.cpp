@@ -28,12 +28,4 @@ torch::Tensor LinearMapImpl::forward(const torch::Tensor& x) const {
   return y + torch::nn::functional::linear(torch::nn::functional::linear(x, lora_A), lora_B) * scaling;
 }
 
-torch::Tensor LinearMapImpl::merged_weight() const {
-  torch::NoGradGuard guard;
-  if (!lora_A.defined()) return weight;
-  const auto wide = weight.scalar_type();
-  return (weight.to(torch::kFloat32) + torch::matmul(lora_B.to(torch::kFloat32), lora_A.to(torch::kFloat32)) * scaling)
-      .to(wide);
-}
-
 }  // namespace rlx

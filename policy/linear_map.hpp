@@ -26,8 +26,6 @@ class LinearMapImpl : public torch::nn::Module {
  public:
   LinearMapImpl(std::int64_t in, std::int64_t out, bool bias, bool draw, const Adapter& adapter = {});
   torch::Tensor forward(const torch::Tensor& x) const;
-  // W + scaling * B A, the map as one matrix (an adapter merged; W itself without one).
-  torch::Tensor merged_weight() const;
   torch::Tensor weight, bias;  // bias undefined without one
   torch::Tensor lora_A, lora_B;  // undefined without an adapter
   double scaling = 0;

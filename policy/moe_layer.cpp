@@ -68,16 +68,6 @@ torch::Tensor MoELayerImpl::project(const torch::Tensor& x, const torch::Tensor&
   return y + torch::matmul(torch::matmul(x, a[e].t()), b[e].t()) * options_.experts_adapter.scaling;
 }
 
-torch::Tensor MoELayerImpl::merged_proj(int which, std::int64_t e) const {
-  torch::NoGradGuard guard;
-  const auto& w = which == 0 ? w_gate_ : which == 1 ? w_up_ : w_down_;
-  auto base = w[e].t();
-  if (!adapted()) return base.contiguous();
-  const auto f = torch::kFloat32;
-  auto delta = torch::matmul(adapter_B(which, e).to(f), adapter_A(which, e).to(f)) * options_.experts_adapter.scaling;
-  return (base.to(f) + delta).to(w.scalar_type());
-}
-
 torch::Tensor MoELayerImpl::adapter_A(int which, std::int64_t e) const {
   return (which == 0 ? a_gate_ : which == 1 ? a_up_ : a_down_)[e];
 }

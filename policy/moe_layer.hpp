@@ -99,11 +99,9 @@ class MoELayerImpl : public torch::nn::Module {
   torch::Tensor shared_up_proj() const { return s_up_.t(); }
   torch::Tensor shared_down_proj() const { return s_down_.t(); }
   torch::Tensor shared_expert_gate() const { return s_weight_.unsqueeze(0); }
-  // With an adapter: expert e's projections with it merged, as above
-  // ([out, in], fresh tensors), and its A and B as PEFT lays them out
-  // (lora_A [rank, in], lora_B [out, rank]; views). which: 0 gate, 1 up, 2 down.
+  // With an adapter: expert e's A and B as PEFT lays them out (lora_A
+  // [rank, in], lora_B [out, rank]; views). which: 0 gate, 1 up, 2 down.
   bool adapted() const { return a_gate_.defined(); }
-  torch::Tensor merged_proj(int which, std::int64_t e) const;
   torch::Tensor adapter_A(int which, std::int64_t e) const;
   torch::Tensor adapter_B(int which, std::int64_t e) const;
 };
