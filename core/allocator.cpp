@@ -3,7 +3,9 @@
 #include <dlfcn.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 
 namespace rlx {
@@ -19,6 +21,11 @@ bool read_ssize(MallctlFn mallctl, const char* name, long long& out) {
   return true;
 }
 
+MallctlFn jemalloc_mallctl() { return reinterpret_cast<MallctlFn>(dlsym(RTLD_DEFAULT, "mallctl")); }
+
+// Every arena at once (jemalloc's MALLCTL_ARENAS_ALL).
+#define RLX_ALL_ARENAS "4096"
+
 std::string seconds(long long ms) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(ms) / 1000.0);
@@ -33,7 +40,7 @@ AllocatorInfo current_allocator() {
   info.sanitizer = true;
 #endif
   // Debian's jemalloc is built without a prefix: its mallctl is the one.
-  auto mallctl = reinterpret_cast<MallctlFn>(dlsym(RTLD_DEFAULT, "mallctl"));
+  auto mallctl = jemalloc_mallctl();
   if (!mallctl) return info;
   const char* version = nullptr;
   std::size_t size = sizeof version;
@@ -47,6 +54,33 @@ AllocatorInfo current_allocator() {
 
 bool allocator_keeps_freed_pages(const AllocatorInfo& info) {
   return info.jemalloc && info.dirty_decay_ms < 0;  // pages that never decay dirty never become muzzy
+}
+
+HeapUse heap_use() {
+  HeapUse use;
+  auto mallctl = jemalloc_mallctl();
+  if (!mallctl) return use;
+  std::uint64_t epoch = 1;  // statistics are a snapshot taken when the epoch moves
+  std::size_t size = sizeof epoch;
+  if (mallctl("epoch", &epoch, &size, &epoch, sizeof epoch) != 0) return use;
+  std::size_t live = 0, dirty = 0, page = 0;
+  size = sizeof live;
+  if (mallctl("stats.allocated", &live, &size, nullptr, 0) != 0) return use;
+  size = sizeof dirty;
+  if (mallctl("stats.arenas." RLX_ALL_ARENAS ".pdirty", &dirty, &size, nullptr, 0) != 0) return use;
+  size = sizeof page;
+  if (mallctl("arenas.page", &page, &size, nullptr, 0) != 0) return use;
+  use.live = live;
+  use.kept = dirty * page;
+  return use;
+}
+
+std::size_t bound_kept_pages(std::size_t floor) {
+  const auto use = heap_use();
+  if (use.kept == 0 || use.kept <= std::max(floor, use.live / 4)) return 0;
+  auto mallctl = jemalloc_mallctl();
+  if (mallctl("arena." RLX_ALL_ARENAS ".purge", nullptr, nullptr, nullptr, 0) != 0) return 0;
+  return use.kept;
 }
 
 std::string describe(const AllocatorInfo& info) {

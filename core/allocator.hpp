@@ -14,6 +14,7 @@
 // process (linked or LD_PRELOADed alike).
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace rlx {
@@ -31,6 +32,24 @@ AllocatorInfo current_allocator();
 // True when freed pages stay with the process (jemalloc, dirty decay -1).
 // glibc's heap trim (core/free_memory.hpp) is then pointless.
 bool allocator_keeps_freed_pages(const AllocatorInfo& info);
+
+// jemalloc's bytes in live allocations and in the freed pages it keeps
+// (dirty pages over every arena); zeros on any other allocator.
+struct HeapUse {
+  std::size_t live = 0, kept = 0;
+};
+HeapUse heap_use();
+
+// Kept pages are reused by the next step's tensors of the same sizes, but
+// not all of them fit: a run whose explorers decode while its learner
+// trains interleaves blocks of other sizes, and the kept pages grew by
+// 0.15 GB an update on a 0.94 B-parameter LoRA run (2.5 -> 5.1 GB in 14
+// updates, against 2.2-2.8 GB with nothing kept; docs/results/hf-models.md
+// "Memory of the largest runs"). Gives every kept page back (jemalloc's
+// purge of all arenas) when they exceed max(floor, live / 4): a step's
+// working set stays kept, growth does not. Returns the bytes given back
+// (0: under the bound, or not jemalloc).
+std::size_t bound_kept_pages(std::size_t floor = std::size_t{1} << 30);
 
 // One line for logs and `rlx --version`, e.g. "jemalloc 5.3.0 (freed pages
 // kept)", "jemalloc 5.3.0 (freed pages given back after 10 s)", "glibc malloc"

@@ -1,5 +1,8 @@
 #include "core/free_memory.hpp"
 
+#include <malloc.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -7,8 +10,7 @@
 #include <stop_token>
 #include <thread>
 
-#include <malloc.h>
-#include <unistd.h>
+#include "core/allocator.hpp"
 
 namespace rlx {
 
@@ -22,7 +24,10 @@ std::size_t resident_bytes() {
   return static_cast<std::size_t>(resident) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
-bool return_free_memory() { return malloc_trim(0) != 0; }
+bool return_free_memory() {
+  static const bool kept = allocator_keeps_freed_pages(current_allocator());
+  return kept ? bound_kept_pages() > 0 : malloc_trim(0) != 0;
+}
 
 struct FreeMemoryReturner::Impl {
   std::atomic<std::uint64_t> rounds{0};

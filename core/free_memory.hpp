@@ -10,8 +10,8 @@
 // every few seconds (malloc_trim) keeps it flat at the cost of faulting
 // them in again; a fixed low mmap threshold does the same but made each
 // update 45% slower. That is glibc's malloc: the rlx binary built with
-// jemalloc keeps its freed pages instead and does not run this
-// (core/allocator.hpp).
+// jemalloc keeps its freed pages instead and gives them back only when
+// they outgrow the live heap (bound_kept_pages, core/allocator.hpp).
 #pragma once
 
 #include <chrono>
@@ -24,8 +24,9 @@ namespace rlx {
 // This process's resident memory in bytes (/proc/self/statm); 0 if unreadable.
 std::size_t resident_bytes();
 
-// Returns every whole free page of the heap to the system (malloc_trim(0)).
-// True when some memory was released.
+// Returns every whole free page of the heap to the system (malloc_trim(0));
+// under jemalloc keeping its pages, the kept pages when they outgrow their
+// bound (bound_kept_pages). True when some memory was released.
 bool return_free_memory();
 
 // While it lives, a thread calls return_free_memory() every `period`.

@@ -214,13 +214,12 @@ int main(int argc, char** argv) {
   // when idle: set before anything starts, by running again (policy/threads.hpp).
   const bool computes = *launch_cmd || *node_cmd || *rank_cmd || *sft_cmd || *replay_cmd;
   if (computes) rlx::rerun_with_sleeping_threads(argv);
-  // On glibc they give the heap's freed pages back every 2 s
-  // (core/free_memory.hpp): without it their resident memory climbs with
-  // every update. Not with an allocator that keeps and reuses its pages
-  // (core/allocator.hpp), nor the benchmarks, whose timings it would blur.
+  // They look at the heap's freed pages every 2 s (core/free_memory.hpp):
+  // without it their resident memory climbs with every update. On glibc
+  // every free page goes back; jemalloc keeps its pages for the next step
+  // and gives them back when they outgrow the live heap (core/allocator.hpp).
   std::optional<rlx::FreeMemoryReturner> returner;
-  const bool pages_kept = rlx::allocator_keeps_freed_pages(rlx::current_allocator());
-  if (computes && !pages_kept) returner.emplace(std::chrono::seconds(2));
+  if (computes) returner.emplace(std::chrono::seconds(2));
   if (*tools_cmd) return rlx::workspace_tools_command(tools_turns);
   if (*serve_cmd) return rlx::serve_env(serve_name, *rlx::choice_of<rlx::EnvProtocol>(serve_protocol), rlx::builtin_envs());
   if (*launch_cmd) return rlx::launch_command(launch_args);
