@@ -1,6 +1,12 @@
 #include "learner/checkpoint.hpp"
 
-#include "core/files.hpp"
+#include <c10/util/Exception.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
@@ -9,13 +15,7 @@
 #include <memory>
 #include <span>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <fmt/format.h>
-#include <xxhash.h>
+#include "core/files.hpp"
 
 namespace rlx {
 

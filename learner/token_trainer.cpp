@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "envs/tokens/tokenizer.hpp"
+#include "learner/head_log_probs.hpp"
 #include "learner/learner_group.hpp"
 #include "learner/lr_schedule.hpp"
 #include "learner/model_optimizer.hpp"
@@ -29,17 +30,24 @@ BlockedTokens blocked_for(const TokenTrainerOptions& o, const torch::Tensor& tok
   return blocked_columns(*o.rule, tokens, valid, generated).to(device);
 }
 
-// log p(token_j | tokens_<j) for every column j >= 1 (column 0: 0), at
-// `temperature`, under the decoding rule's `blocked` tokens, and the
-// entropy of each of those distributions.
-std::pair<torch::Tensor, torch::Tensor> token_log_probs(const torch::Tensor& logits, const torch::Tensor& tokens,
-                                                        double temperature, const BlockedTokens& blocked = {}) {
-  const auto W = tokens.size(1);
-  auto logp_all = torch::log_softmax(predicting(logits, blocked) / temperature, -1);   // predicts columns 1..W-1
-  auto picked = logp_all.gather(2, tokens.narrow(1, 1, W - 1).unsqueeze(-1)).squeeze(-1);
-  auto entropy = -(logp_all.exp() * logp_all).sum(-1);
-  auto zero = torch::zeros({tokens.size(0), 1}, picked.options());
-  return {torch::cat({zero, picked}, 1), torch::cat({zero, entropy}, 1)};
+// A pass of `model` over rows and the log-probabilities and entropies of
+// their columns (head_log_probs: through the output layer a chunk at a
+// time; with a copy head, which mixes in the context, from whole logits).
+struct Scored {
+  TransformerOutput out;
+  torch::Tensor logp, entropy;
+};
+Scored score_rows(MoETransformer& model, const torch::Tensor& tokens, const torch::Tensor& valid, double temperature,
+                  const BlockedTokens& blocked, const torch::Tensor& routes = {}) {
+  Scored s;
+  if (model->options().copy_head) {
+    s.out = model->forward(tokens, valid, routes);
+    std::tie(s.logp, s.entropy) = token_log_probs(s.out.logits, tokens, temperature, blocked);
+  } else {
+    s.out = model->forward_hidden(tokens, valid, routes);
+    std::tie(s.logp, s.entropy) = head_log_probs(model, s.out.hidden, tokens, temperature, blocked);
+  }
+  return s;
 }
 
 // The rows `idx` of a [B, W, ...] tensor, cut to `width` columns.
@@ -64,14 +72,12 @@ ModelOptimizerOptions optimizer_options(const TokenTrainerOptions& o) {
 }  // namespace
 
 std::int64_t TokenTrainerOptions::microbatch_tokens() const {
-  // The loss holds several [tokens, vocab] tensors for the backward
-  // (logits in bf16 and fp32, log-softmax, the entropy's terms): about
-  // 0.6 MB a token at a 32 k vocabulary, 2.9 MB at Qwen's 152 k, the
-  // largest part of a LoRA learner's memory. With LoRA, 2^23 logits (32
-  // MiB in fp32) a microbatch bound them (vocabularies up to 2,048 ids
-  // keep the whole budget). Full fine-tuning in bf16 keeps the budget:
-  // autocast casts every weight once a microbatch, and more microbatches
-  // cost it 1.57x the update time for 1.2 GB (docs/results/hf-models.md "LoRA").
+  // The loss's [tokens, vocab] tensors are held a chunk at a time
+  // (head_log_probs); what grows with a microbatch is the layers'
+  // activations. LoRA (large models in little memory) takes 2^23 / vocab
+  // tokens a microbatch (256 at 32 k ids; small vocabularies keep the budget). Full fine-tuning in bf16
+  // keeps the budget: autocast casts every weight once a microbatch, and
+  // more microbatches cost it 1.57x the update time (docs/results/hf-models.md "LoRA").
   if (!model.lora_on()) return token_budget;
   constexpr std::int64_t kLogits = std::int64_t{1} << 23;
   return std::min(token_budget, std::max<std::int64_t>(64, kLogits / std::max<std::int64_t>(model.vocab, 1)));
@@ -164,23 +170,24 @@ TokenUpdateStats TokenTrainer::sft_step(const std::vector<std::vector<std::int64
   TokenUpdateStats s;
   impl_->optimizer.zero_grad();
   double targets = 0;
-  supervised_microbatches(prompts, completions, observed, [&](const torch::Tensor& tokens, const torch::Tensor& valid,
-                                                              const torch::Tensor& target, double share, double total) {
-    auto out = model->forward(tokens, valid);
-    const auto blocked = blocked_for(o, tokens, valid, target, tokens.device());
-    auto [logp, entropy] = token_log_probs(out.logits, tokens, 1.0, blocked);
-    auto tgt = target.to(logp.dtype());
-    auto ce = -(logp * tgt).sum() / total;
-    auto loss = ce + share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
-    loss.backward();
-    s.policy_loss += ce.item<double>();
-    s.entropy += (entropy * tgt).sum().item<double>() / total;
-    s.load_balance += share * out.load_balance.item<double>();
-    s.router_z += share * out.router_z.item<double>();
-    s.dropped_fraction += share * out.dropped_fraction;
-    ++s.microbatches;
-    targets = total;
-  });
+  supervised_microbatches(prompts, completions, observed,
+                          [&](const torch::Tensor& tokens, const torch::Tensor& valid, const torch::Tensor& target,
+                              double share, double total) {
+                            const auto blocked = blocked_for(o, tokens, valid, target, tokens.device());
+                            auto [out, logp, entropy] = score_rows(model, tokens, valid, 1.0, blocked);
+                            auto tgt = target.to(logp.dtype());
+                            auto ce = -(logp * tgt).sum() / total;
+                            auto loss =
+                                ce + share * (o.load_balance_coef * out.load_balance + o.router_z_coef * out.router_z);
+                            loss.backward();
+                            s.policy_loss += ce.item<double>();
+                            s.entropy += (entropy * tgt).sum().item<double>() / total;
+                            s.load_balance += share * out.load_balance.item<double>();
+                            s.router_z += share * out.router_z.item<double>();
+                            s.dropped_fraction += share * out.dropped_fraction;
+                            ++s.microbatches;
+                            targets = total;
+                          });
   impl_->optimizer.step();
   s.tokens = static_cast<std::int64_t>(targets);
   return s;
@@ -328,8 +335,8 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   if (pre_pass) {
     torch::NoGradGuard guard;
     for (auto& p : parts) {
-      auto out = model->forward(p.tokens, p.valid);
-      p.prox = token_log_probs(out.logits, p.tokens, o.temperature, p.blocked).first;
+      auto [out, prox, unused] = score_rows(model, p.tokens, p.valid, o.temperature, p.blocked);
+      p.prox = prox;
       sampler_gap(p);
       mismatch += route_mismatch(out.routes, p.routes, p.generated) * static_cast<double>(p.idx.size(0)) / rows_kept;
       if (!grpo) {  // the value before token j (at column j - 1) predicts the row's reward
@@ -354,17 +361,15 @@ TokenUpdateStats TokenTrainer::rl_step(const TokenBatch& batch) {
   const bool anchored = o.kl_coef > 0 && has_reference();
   if (anchored) {
     torch::NoGradGuard guard;
-    for (auto& p : parts)
-      p.ref = token_log_probs(impl_->reference->forward(p.tokens, p.valid).logits, p.tokens, o.temperature, p.blocked)
-                  .first;
+    for (auto& p : parts) p.ref = score_rows(impl_->reference, p.tokens, p.valid, o.temperature, p.blocked).logp;
   }
 
   double hint_kl_sum = 0, reference_kl = 0;
   for (std::int64_t epoch = 0; epoch < o.epochs; ++epoch) {
     impl_->optimizer.zero_grad();
     for (auto& p : parts) {
-      auto out = o.router_replay ? model->forward(p.tokens, p.valid, p.routes) : model->forward(p.tokens, p.valid);
-      auto [logp, entropy] = token_log_probs(out.logits, p.tokens, o.temperature, p.blocked);
+      auto [out, logp, entropy] =
+          score_rows(model, p.tokens, p.valid, o.temperature, p.blocked, o.router_replay ? p.routes : torch::Tensor());
       if (!p.prox.defined()) {
         p.prox = logp.detach();
         sampler_gap(p);

@@ -39,7 +39,7 @@ struct TokenTrainerOptions {
   double temperature = 1.0;         // the sampling temperature: log-probs are taken at it
   std::uint64_t max_lag = 4;        // per-token staleness bound (versions)
   // Padded tokens per microbatch, at most: with LoRA fewer for a large
-  // vocabulary (microbatch_tokens), so that a microbatch's logits stay near 32 MiB.
+  // vocabulary (microbatch_tokens), bounding the layers' activations.
   std::int64_t token_budget = 4096;
   std::int64_t microbatch_tokens() const;
   bool router_replay = false;       // train through the routes the rollout recorded

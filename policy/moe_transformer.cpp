@@ -129,9 +129,45 @@ TransformerOutput MoETransformerImpl::forward(const torch::Tensor& tokens, const
                                               const torch::Tensor& replay_routes) {
   // fp32 master weights computing in bf16 (make_trainable_transformer;
   // the value head is always among what a learner trains).
-  LowPrecision low(options_.dtype == WeightDType::bf16 && v_head_->weight.scalar_type() == torch::kFloat32,
-                   tokens.device());
+  LowPrecision low(low_precision(), tokens.device());
   return run(tokens, valid, positions_of(valid), valid.to(torch::kBool), 0, nullptr, replay_routes);
+}
+
+bool MoETransformerImpl::low_precision() const {
+  return options_.dtype == WeightDType::bf16 && v_head_->weight.scalar_type() == torch::kFloat32;
+}
+
+TransformerOutput MoETransformerImpl::forward_hidden(const torch::Tensor& tokens, const torch::Tensor& valid,
+                                                     const torch::Tensor& replay_routes) {
+  RLX_REQUIRE(!copy_, "a copy head mixes its logits with the context: forward, not forward_hidden");
+  LowPrecision low(low_precision(), tokens.device());
+  return run(tokens, valid, positions_of(valid), valid.to(torch::kBool), 0, nullptr, replay_routes, false);
+}
+
+torch::Tensor MoETransformerImpl::head(const torch::Tensor& hidden) {
+  if (options_.arch != TransformerArch::hf) return lm_head_->forward(hidden);
+  return options_.tie_embeddings ? torch::matmul(hidden, embed_->weight.t()) : head_->forward(hidden);
+}
+
+torch::Tensor MoETransformerImpl::head_logits(const torch::Tensor& hidden) {
+  LowPrecision low(low_precision(), hidden.device());
+  return wide(head(hidden));
+}
+
+std::vector<torch::Tensor> MoETransformerImpl::head_parameters() const {
+  std::vector<torch::Tensor> trained;
+  const auto add = [&](const torch::nn::Module& m) {
+    for (const auto& p : m.parameters())
+      if (p.requires_grad()) trained.push_back(p);
+  };
+  if (options_.arch != TransformerArch::hf) {
+    add(*lm_head_);
+  } else if (options_.tie_embeddings) {
+    if (embed_->weight.requires_grad()) trained.push_back(embed_->weight);
+  } else {
+    add(*head_);
+  }
+  return trained;
 }
 
 KVCache MoETransformerImpl::new_cache(std::int64_t batch, std::int64_t capacity) const {
@@ -252,7 +288,8 @@ torch::Tensor MoETransformerImpl::attention(std::int64_t l, const torch::Tensor&
 
 TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const torch::Tensor& valid,
                                           const torch::Tensor& positions, const torch::Tensor& key_valid,
-                                          std::int64_t offset, KVCache* cache, const torch::Tensor& replay_routes) {
+                                          std::int64_t offset, KVCache* cache, const torch::Tensor& replay_routes,
+                                          bool logits) {
   const auto& o = options_;
   const auto B = tokens.size(0), S = tokens.size(1), L = offset + S;
   const bool qwen = o.arch == TransformerArch::hf;
@@ -300,14 +337,18 @@ TransformerOutput MoETransformerImpl::run(const torch::Tensor& tokens, const tor
   }
   if (!lbs.empty()) out.dropped_fraction /= static_cast<double>(lbs.size());
   auto hf = norm(0, 0, x);
-  out.logits = !qwen               ? lm_head_->forward(hf)
-               : o.tie_embeddings ? torch::matmul(hf, embed_->weight.t())
-                                  : head_->forward(hf);
-  if (copy_) out.logits = copy_->mix(out.logits, hf, tokens, valid, allowed.squeeze(1), offset, cache ? &cache->copy : nullptr);
+  if (logits) {
+    out.logits = head(hf);
+    if (copy_)
+      out.logits =
+          copy_->mix(out.logits, hf, tokens, valid, allowed.squeeze(1), offset, cache ? &cache->copy : nullptr);
+    // Log-probabilities, values and the losses on them in fp32 whatever the
+    // weights' dtype (the sampler's and the learner's alike).
+    out.logits = wide(out.logits);
+  } else {
+    out.hidden = hf;
+  }
   out.values = v_head_->forward(hf).squeeze(-1);
-  // Log-probabilities, values and the losses on them in fp32 whatever the
-  // weights' dtype (the sampler's and the learner's alike).
-  out.logits = wide(out.logits);
   out.values = wide(out.values);
   out.routes = torch::stack(routes);
   out.expert_fraction = torch::stack(fractions);

@@ -108,7 +108,8 @@ struct TransformerOptions {
 };
 
 struct TransformerOutput {
-  torch::Tensor logits;           // [B, S, V]
+  torch::Tensor logits;           // [B, S, V] (undefined from forward_hidden)
+  torch::Tensor hidden;           // [B, S, d_model]: the final norm's output (forward_hidden only)
   torch::Tensor values;           // [B, S]
   torch::Tensor routes;           // [layers, B, S, k] int64 (-1 in a dense layer)
   torch::Tensor load_balance;     // scalar, mean over MoE layers (1 when balanced; 1 without any)
@@ -148,6 +149,19 @@ class MoETransformerImpl : public torch::nn::Module {
   TransformerOutput forward(const torch::Tensor& tokens, const torch::Tensor& valid,
                             const torch::Tensor& replay_routes = {});
 
+  // The same without the output layer: `hidden` instead of `logits`, for a
+  // caller that takes the logits a chunk of positions at a time
+  // (head_logits; learner/head_log_probs.hpp). Not with a copy head.
+  TransformerOutput forward_hidden(const torch::Tensor& tokens, const torch::Tensor& valid,
+                                   const torch::Tensor& replay_routes = {});
+  // The output layer over hidden states [N, d_model]: logits [N, V] in fp32.
+  torch::Tensor head_logits(const torch::Tensor& hidden);
+  // The output layer's parameters that train (lm_head, its adapters, or the
+  // tied embedding); none when it is frozen.
+  std::vector<torch::Tensor> head_parameters() const;
+  // Whether forward computes in bf16 over fp32 master weights (LowPrecision).
+  bool low_precision() const;
+
   KVCache new_cache(std::int64_t batch, std::int64_t capacity) const;
   // Appends tokens/valid ([B, S]) to `cache` and returns their outputs
   // (no gradient: the sampler's path). REQUIRES: cache.length + S <= capacity.
@@ -176,7 +190,8 @@ class MoETransformerImpl : public torch::nn::Module {
   // One pass: keys/values of the new tokens go to `cache` when given.
   TransformerOutput run(const torch::Tensor& tokens, const torch::Tensor& valid, const torch::Tensor& positions,
                         const torch::Tensor& key_valid, std::int64_t offset, KVCache* cache,
-                        const torch::Tensor& replay_routes);
+                        const torch::Tensor& replay_routes, bool logits = true);
+  torch::Tensor head(const torch::Tensor& hidden);  // the output layer, in the weights' dtype
   // One layer's attention block (its residual not added) for each arch.
   torch::Tensor attention(std::int64_t l, const torch::Tensor& x, const torch::Tensor& positions,
                           const torch::Tensor& allowed, std::int64_t offset, KVCache* cache);
