@@ -1,14 +1,14 @@
 #include "actors/learner_actor.hpp"
 
-#include "core/clock.hpp"
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
 #include <map>
-
-#include <fmt/format.h>
+#include <stdexcept>
 
 #include "actors/guard.hpp"
+#include "core/clock.hpp"
 #include "learner/checkpoint.hpp"
 #include "learner/segment_arrivals.hpp"
 
@@ -88,12 +88,21 @@ namespace {
 using Self = learner_actor::stateful_pointer<LearnerState>;
 
 // Publishes the current weights; false when the set is larger than the
-// store takes (the learner then stops, and the run with it: waiting for a
-// version no explorer can get would stall the run at its start).
+// store takes or holds a tensor larger than a set carries (the learner
+// then stops, and the run with it: waiting for a version no explorer can
+// get would stall the run at its start).
 bool publish(Self self) {
   auto& st = self->state;
   // Encoded straight from the parameters into recycled memory, hashed once.
-  auto w = st.core->encoded_weights(unix_now_ns());
+  EncodedWeightSet w;
+  try {
+    w = st.core->encoded_weights(unix_now_ns());
+  } catch (const std::length_error& e) {  // a tensor larger than a weight set carries
+    const auto why = fmt::format("v{} cannot be published: {}", st.core->trainer().version(), e.what());
+    st.options.log->error("{}", why);
+    self->quit(caf::make_error(caf::sec::runtime_error, why));
+    return false;
+  }
   if (st.options.max_set_bytes > 0 && w.buf.size() > st.options.max_set_bytes) {
     const auto why = fmt::format(
         "the weight set of v{} is {:.1f} MiB ({} parameters), more than the {:.1f} MiB a node takes: raise "

@@ -96,9 +96,19 @@ struct EncodedWeightSet {
   std::uint64_t checksum = 0;
   std::uint64_t parameters = 0;
 };
+// Throws std::length_error (oversized_tensor's sentence) when a tensor is
+// larger than a weight set carries.
 EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
                                    const std::function<void(std::size_t, void*, std::size_t)>& fill,
                                    std::string_view sender);
+
+// The most bytes one tensor of a weight set carries: Cap'n Proto's largest
+// Data blob (2^29 - 1 bytes: 512 MiB). A 151,936 x 1,024 embedding is 622
+// MB in fp32 and 311 MB in bf16; Qwen3-4B's, 778 MB in bf16.
+constexpr std::uint64_t kMaxWireTensorBytes = (std::uint64_t{1} << 29) - 1;
+// The first tensor of `layout` over kMaxWireTensorBytes, as a sentence that
+// names it, its bytes and what to change; empty when every tensor fits.
+std::string oversized_tensor(const WeightSetLayout& layout);
 
 // A RolloutRecord as read from the rollout log (messages/log_codec.hpp).
 struct DecodedRecord {

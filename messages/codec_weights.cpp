@@ -1,7 +1,9 @@
 // Weight sets and their notifications.
-#include <cmath>
-
+#include <fmt/format.h>
 #include <xxhash.h>
+
+#include <cmath>
+#include <stdexcept>
 
 #include "messages/codec_detail.hpp"
 #include "messages/weight_chunks.hpp"
@@ -35,9 +37,26 @@ WireBuffer encode(const WeightSetData& x, std::string_view sender) {
       words);
 }
 
+std::string oversized_tensor(const WeightSetLayout& layout) {
+  const std::uint64_t width = layout.dtype == WeightDType::bf16 ? 2 : 4;
+  for (const auto& [name, shape] : layout.tensors) {
+    std::uint64_t n = 1;
+    for (auto d : shape) n *= static_cast<std::uint64_t>(d);
+    if (n * width <= kMaxWireTensorBytes) continue;
+    return fmt::format(
+        "the weight set's tensor {} [{}] is {:.1f} MiB in {}, more than the {} MiB one tensor of a "
+        "weight set carries: hold the policy in bf16 ([policy] dtype = \"bf16\") or train LoRA "
+        "adapters over it ([policy.lora])",
+        name, fmt::join(shape, ", "), static_cast<double>(n * width) / (1 << 20),
+        layout.dtype == WeightDType::bf16 ? "bf16" : "fp32", (kMaxWireTensorBytes + 1) >> 20);
+  }
+  return "";
+}
+
 EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
                                    const std::function<void(std::size_t, void*, std::size_t)>& fill,
                                    std::string_view sender) {
+  if (auto why = oversized_tensor(layout); !why.empty()) throw std::length_error(why);
   EncodedWeightSet out;
   std::vector<std::uint64_t> counts;  // each tensor's values
   const std::size_t width = layout.dtype == WeightDType::bf16 ? 2 : 4;  // bytes a value

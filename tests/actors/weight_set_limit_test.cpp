@@ -2,7 +2,8 @@
 // max_set_mb, by default the machine's memory), not a fixed 1 GiB; a set
 // over it is refused where it arrives, and a learner whose own set is over
 // it stops the run at its first publish with the reason, instead of
-// leaving the run waiting at v0.
+// leaving the run waiting at v0. One tensor is bounded by the wire (512
+// MiB, Cap'n Proto's largest blob), refused with the way out.
 #include <unistd.h>
 
 #include <filesystem>
@@ -38,6 +39,32 @@ TEST_CASE("a weight set is refused over the limit a node sets, and taken under i
         static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE)));
   store.max_set_mb = 3;
   CHECK(store.max_set_bytes() == (std::uint64_t{3} << 20));
+}
+
+TEST_CASE(
+    "a tensor larger than a weight set carries is refused before anything is allocated, naming it and the "
+    "way out",
+    "[messages][weights][memory]") {
+  WeightSetLayout layout;
+  layout.policy_kind = "moe_transformer";
+  // A Qwen3 embedding (151,936 x 1,024): 622 MB in fp32, over the 512 MiB a Data blob holds; 311 MB in bf16.
+  layout.tensors = {{"blocks.0.w", {4, 4}}, {"tok_emb.weight", {151936, 1024}}};
+  const auto why = oversized_tensor(layout);
+  CHECK_THAT(why, Catch::Contains("tok_emb.weight [151936, 1024] is 593.5 MiB in fp32") &&
+                      Catch::Contains("more than the 512 MiB") && Catch::Contains("[policy] dtype = \"bf16\"") &&
+                      Catch::Contains("[policy.lora]"));
+  bool filled = false;
+  const auto fill = [&](std::size_t, void*, std::size_t) { filled = true; };
+  CHECK_THROWS_WITH(encode_weight_set(layout, fill, "learner"), why);
+  CHECK_FALSE(filled);
+  layout.dtype = WeightDType::bf16;
+  CHECK(oversized_tensor(layout).empty());
+  // The bound is the blob's: 2^29 - 1 bytes fit, one more does not.
+  layout.dtype = WeightDType::f32;
+  layout.tensors = {{"w", {(std::int64_t{1} << 27) - 1}}};
+  CHECK(oversized_tensor(layout).empty());
+  layout.tensors = {{"w", {std::int64_t{1} << 27}}};
+  CHECK_FALSE(oversized_tensor(layout).empty());
 }
 
 TEST_CASE("a learner whose weight set is over max_set_mb stops the run at its first publish, naming the size and the "
