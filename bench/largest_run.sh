@@ -35,7 +35,7 @@ all_rows="qwen3-0.6b-bf16:qwen3-0.6b:bf16 qwen3-0.6b-f32:qwen3-0.6b:f32 qwen3-0.
 sed -e "s|^log_dir = .*|log_dir = \"$dir/log\"|" -e 's|^envs_per_explorer = 64|envs_per_explorer = 8|' \
   -e "s|^tokenizer = \"hf-moe-tokenizer.json\"|tokenizer = \"$tok\"|" "$root/examples/hf-moe.toml" > "$dir/run.toml"
 lora='{ rank = 16, alpha = 32, targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "experts"] }'
-echo "# row parameters peak_KiB bytes_a_parameter updates decode_tok_s learner_s_an_update versions_an_hour wall_s"
+echo "# row parameters peak_KiB bytes_a_parameter updates decode_tok_s learner_s_an_update versions_an_hour wall_s [how it ended]"
 for row in $all_rows; do
   IFS=: read -r name shape mode <<< "$row"
   [[ -z ${ROWS:-} || " $ROWS " == *" $name "* ]] || continue
@@ -53,19 +53,19 @@ for row in $all_rows; do
     --set weight_store.keep_versions=1 --set run.max_staleness=1 --set tokens.max_new_tokens=8 \
     --set tokens.group_size=4 --set tokens.eval_tasks=2 --set tokens.eval_every=2 --set run.stop.max_updates="$updates" \
     --set 'learner.algorithm="ppo"' "${extra[@]}" > "$dir/$name.out" 2>&1 || status=$?
-  if [[ ${status:-3} -ne 3 ]]; then  # 3: a stop met; else the row says why the run ended
-    echo "$name $params failed: $(grep -m1 -o 'cannot be published: .*' "$dir/$name.out" || tail -1 "$dir/$name.out")"
-    unset status
-    continue
-  fi
+  why=$(grep -m1 -o 'cannot be published: .*' "$dir/$name.out" || tail -1 "$dir/$name.out")
+  # A run that ended otherwise than by its stop (3) says how in a last column.
+  ended=$( ((${status:-3} == 3)) || grep -o 'FAILED to end: .*)' "$dir/$name.out" || echo "exit ${status}")
   unset status
-  python3 - "$name" "$params" "$(tail -1 "$dir/time")" "$dir/log/metrics.jsonl" <<'PY'
-import json, sys
-name, params, peak, path = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-m = [json.loads(l) for l in open(path)][-1]
+  python3 - "$name" "$params" "$(tail -1 "$dir/time")" "$dir/log/metrics.jsonl" "$ended" "$why" <<'PY'
+import json, os, sys
+name, params, peak, path, ended = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+m = [json.loads(l) for l in open(path)][-1] if os.path.exists(path) else {"updates": 0}
+if m["updates"] == 0:  # it never trained: the row says why
+    sys.exit(print(name, "%.0f" % params, "failed:", sys.argv[6]))
 print(name, "%.0f" % params, peak, "%.2f" % (peak * 1024 / params), m["updates"],
       "%.2f" % (m["policy_tokens"] / m["decode_s"]), "%.1f" % (m["learner_busy_s"] / m["updates"]),
-      "%.0f" % (3600 * m["updates"] / m["time_s"]), "%.0f" % m["time_s"])
+      "%.0f" % (3600 * m["updates"] / m["time_s"]), "%.0f" % m["time_s"], ended)
 PY
 done
 [[ $# -ge 1 ]] || rm -rf "$dir"
