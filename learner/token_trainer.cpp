@@ -72,12 +72,10 @@ ModelOptimizerOptions optimizer_options(const TokenTrainerOptions& o) {
 }  // namespace
 
 std::int64_t TokenTrainerOptions::microbatch_tokens() const {
-  // The loss's [tokens, vocab] tensors are held a chunk at a time
-  // (head_log_probs); what grows with a microbatch is the layers'
-  // activations. LoRA (large models in little memory) takes 2^23 / vocab
-  // tokens a microbatch (256 at 32 k ids; small vocabularies keep the budget). Full fine-tuning in bf16
-  // keeps the budget: autocast casts every weight once a microbatch, and
-  // more microbatches cost it 1.57x the update time (docs/results/hf-models.md "LoRA").
+  // The loss is held a chunk at a time (head_log_probs); the layers'
+  // activations grow with a microbatch. LoRA takes 2^23 / vocab tokens (256
+  // at 32 k ids). Full fine-tuning keeps the budget: autocast casts every
+  // weight once a microbatch (1.57x the time: docs/results/hf-models.md "LoRA").
   if (!model.lora_on()) return token_budget;
   constexpr std::int64_t kLogits = std::int64_t{1} << 23;
   return std::min(token_budget, std::max<std::int64_t>(64, kLogits / std::max<std::int64_t>(model.vocab, 1)));

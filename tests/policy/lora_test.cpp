@@ -60,6 +60,14 @@ void draw_adapters(MoETransformer& model) {
     if (p.key().find("lora_B") != std::string::npos) p.value().normal_(0, 0.2);
 }
 
+// A learner's LoRA policy over a base written to dir/base, its adapters drawn.
+MoETransformer drawn_lora(const fs::path& dir) {
+  write_base(dir / "base");
+  auto model = make_trainable_transformer(with_lora(lora_mixed_small(), dir / "base"), 1, true);
+  draw_adapters(model);
+  return model;
+}
+
 }  // namespace
 
 TEST_CASE("a fresh LoRA policy computes its base's function, and only its adapters and value head are parameters",
@@ -128,10 +136,8 @@ TEST_CASE("every LoRA model of a process views one frozen base, let go with the 
 TEST_CASE("a LoRA weight set holds the adapters and value head alone, and an explorer's policy takes it",
           "[policy][lora]") {
   const test::TempDir t("rlx-lora-set");
-  write_base(t.path / "base");
+  auto learner = drawn_lora(t.path);
   const auto o = with_lora(lora_mixed_small(), t.path / "base");
-  auto learner = make_trainable_transformer(o, 1, true);
-  draw_adapters(learner);
   const auto set = export_weights(*learner, 1, "moe_transformer");
   for (const auto& nt : set.tensors)
     CHECK((nt.name.find("lora_") != std::string::npos || nt.name.starts_with("v_head.")));
@@ -154,9 +160,7 @@ TEST_CASE("a LoRA weight set holds the adapters and value head alone, and an exp
 TEST_CASE("a LoRA policy exported merged gives the unmerged policy's logits, and unmerged it is refused",
           "[policy][lora]") {
   const test::TempDir t("rlx-lora-merge");
-  write_base(t.path / "base");
-  auto model = make_trainable_transformer(with_lora(lora_mixed_small(), t.path / "base"), 1, true);
-  draw_adapters(model);
+  auto model = drawn_lora(t.path);
   auto refused = export_hf(model, (t.path / "plain").string());
   REQUIRE_FALSE(refused.ok());
   CHECK_THAT(refused.error().message, Catch::Contains("--merge"));
@@ -178,10 +182,8 @@ TEST_CASE("a LoRA policy exported merged gives the unmerged policy's logits, and
 TEST_CASE("a PEFT export names each adapted module as PEFT does and reads back equal, and a mismatched one is refused",
           "[policy][lora]") {
   const test::TempDir t("rlx-lora-peft");
-  write_base(t.path / "base");
+  auto model = drawn_lora(t.path);
   const auto o = with_lora(lora_mixed_small(), t.path / "base");
-  auto model = make_trainable_transformer(o, 1, true);
-  draw_adapters(model);
   const auto dir = (t.path / "adapter").string();
   REQUIRE(export_peft(model, dir, "base").ok());
   std::ifstream in(t.path / "adapter" / "adapter_config.json");
