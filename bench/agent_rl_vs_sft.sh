@@ -21,7 +21,10 @@
 #        N held-out + N fresh training tasks (RL: its newest learner checkpoint),
 #        into OUT_DIR/{rl,sft}-s/final.txt, unless that file is there already;
 #        REPORT_ONLY=1: summarise the runs already in OUT_DIR, launching none;
-#        ARMS ("rl sft"): the arms to run here ("rl": the RL arm alone);
+#        ARMS ("rl sft"): the arms to run here ("rl": the RL arm alone; "lora": RL
+#        training adapters alone, [policy.lora] = LORA over the start as a frozen
+#        base, [learner] lr = LORA_LR, into OUT_DIR/lora-s);
+#        LORA ('{ rank = 16, alpha = 32, targets = ["qkv", "o_proj", "experts"] }'), LORA_LR (5e-4);
 #        JOIN: points.tsv files of earlier sessions (committed under
 #        docs/figures/), whose (arm, seed) pairs join this run's in the table
 #        and the curve (a pair measured here may not be joined too), and the
@@ -38,6 +41,8 @@ init=$(realpath "${INIT:?INIT: the supervised start (see the header)}")
 config=$(realpath "${CONFIG:?CONFIG: the workspace config (see the header)}")
 seeds=${SEEDS-1 2 3}  # empty: none run here (with JOIN, a table of earlier seeds)
 arms=${ARMS:-rl sft}
+lora=${LORA:-'{ rank = 16, alpha = 32, targets = ["qkv", "o_proj", "experts"] }'}
+lora_lr=${LORA_LR:-5e-4}
 minutes=${MINUTES:-30}
 eval_tasks=${EVAL_TASKS:-32}
 eval_every=${EVAL_EVERY:-60}
@@ -52,11 +57,12 @@ mkdir -p "$out"
 out=$(realpath "$out")
 grep -q '^env = "tokens:workspace"' "$config" || { echo "$config: not a workspace config" >&2; exit 2; }
 for s in $seeds; do
-  d="$out/rl-$s" e="$out/sft-$s"
+  d="$out/rl-$s" e="$out/sft-$s" l="$out/lora-$s"
   if [[ -z "${REPORT_ONLY:-}" ]]; then
-    for a in $arms; do [[ $a == rl || $a == sft ]] || { echo "ARMS: rl and/or sft, not $a" >&2; exit 2; }; done
+    for a in $arms; do [[ $a == rl || $a == sft || $a == lora ]] || { echo "ARMS: rl, sft, lora, not $a" >&2; exit 2; }; done
     [[ " $arms " == *" rl "* ]] && rm -rf "$d"  # an arm run here starts afresh; the other is kept
     [[ " $arms " == *" sft "* ]] && rm -rf "$e"
+    [[ " $arms " == *" lora "* ]] && rm -rf "$l"
     mkdir -p "$d" "$e"
     # The config's own folder holds its vocabulary: the edited copy names it there.
     vocab=$(sed -n 's/^tokenizer = "\([^"]*\)".*/\1/p' "$config")
@@ -70,6 +76,16 @@ for s in $seeds; do
                 "init = \"$init\"" "log_dir = \"$d\""; do
       grep -qF "$want" "$d/c.toml" || { echo "$config: the edit to \"$want\" did not apply" >&2; exit 1; }
     done
+    if [[ " $arms " == *" lora "* ]]; then
+      mkdir -p "$l"
+      sed -e "s#^log_dir = .*#log_dir = \"$l\"#" -e "s#^init = .*#&\nlora = $lora#" -e "s/^lr = .*/lr = $lora_lr/" \
+          "$d/c.toml" > "$l/c.toml"
+      for want in "lora = $lora" "lr = $lora_lr" "log_dir = \"$l\""; do
+        grep -qF "$want" "$l/c.toml" || { echo "$config: the edit to \"$want\" did not apply" >&2; exit 1; }
+      done
+      echo "seed $s: LoRA RL for $minutes min ($l)"
+      "$rlx" launch "$l/c.toml" > "$l/out.txt" 2>&1 || [[ $? == 3 ]]
+    fi
     if [[ " $arms " == *" rl "* ]]; then
       echo "seed $s: RL for $minutes min ($d)"
       "$rlx" launch "$d/c.toml" > "$d/out.txt" 2>&1 || [[ $? == 3 ]]  # 3: max_seconds reached
@@ -82,11 +98,13 @@ for s in $seeds; do
     fi
   fi
   if ((final_eval_tasks > 0)); then
-    for w in "$d:$d" "$e:$e/sft.pt"; do  # folder:weights (a run's log_dir means its newest checkpoint)
+    for w in "$d:$d" "$e:$e/sft.pt" "$l:$l"; do  # folder:weights (a run's log_dir means its newest checkpoint)
       f="${w%%:*}/final.txt"
       [[ -s "$f" || ! -s "${w%%:*}/out.txt" ]] && continue  # done already, or an arm not run
       echo "seed $s: $(basename "${w%%:*}")'s end weights on $final_eval_tasks + $final_eval_tasks tasks ($f)"
-      "$rlx" sft --config "$d/c.toml" --init "${w#*:}" --steps 0 --eval-tasks "$final_eval_tasks" > "$f.part" 2>&1
+      c="$d/c.toml"
+      [[ ${w%%:*} == "$l" ]] && c="$l/c.toml"  # the adapters over the start
+      "$rlx" sft --config "$c" --init "${w#*:}" --steps 0 --eval-tasks "$final_eval_tasks" > "$f.part" 2>&1
       mv "$f.part" "$f"
     done
   fi
@@ -103,18 +121,19 @@ def text_of(path):  # an arm's log; "" for an arm not run (ARMS)
     except FileNotFoundError:
         return ""
 for s in seeds:
-    rl_log = text_of(f"{out}/rl-{s}/out.txt")
-    lines = [json.loads(l) for l in open(f"{out}/rl-{s}/metrics.jsonl") if l.strip().startswith("{")] if rl_log else []
-    seen = {}
-    for l in rl_log.splitlines():  # the evaluator's lines
-        r = re.match(r".*evaluator: v(\d+) ", l)
-        m = both.match(l)
-        if r and m and int(r.group(1)) not in seen:
-            v = int(r.group(1))
-            t = next((x["time_s"] for x in lines if x["policy_version"] >= v), lines[-1]["time_s"] if lines else 0)
-            seen[v] = (t,) + tuple(float(g) for g in m.groups())
-    for v, (t, *scores) in sorted(seen.items()):
-        points.append(("rl", s, t / 60, *scores))
+    for rl in ("rl", "lora"):  # RL, and RL training adapters alone
+        rl_log = text_of(f"{out}/{rl}-{s}/out.txt")
+        lines = [json.loads(l) for l in open(f"{out}/{rl}-{s}/metrics.jsonl") if l.strip().startswith("{")] if rl_log else []
+        seen = {}
+        for l in rl_log.splitlines():  # the evaluator's lines
+            r = re.match(r".*evaluator: v(\d+) ", l)
+            m = both.match(l)
+            if r and m and int(r.group(1)) not in seen:
+                v = int(r.group(1))
+                t = next((x["time_s"] for x in lines if x["policy_version"] >= v), lines[-1]["time_s"] if lines else 0)
+                seen[v] = (t,) + tuple(float(g) for g in m.groups())
+        for v, (t, *scores) in sorted(seen.items()):
+            points.append((rl, s, t / 60, *scores))
     text = text_of(f"{out}/sft-{s}/out.txt")
     for r in re.finditer(r"step (\d+): held-out pass@1 ([0-9.]+) \(mean tests passed ([0-9.]+)[^\n]*, (\d+) s in\n"
                          r"\s*fresh training tasks pass@1 ([0-9.]+) \(mean tests passed ([0-9.]+)", text):
@@ -124,7 +143,7 @@ for j in joins:  # an earlier session's seeds, measured the same way
     here, joined = {(p[0], p[1]) for p in points}, set()
     for n, l in enumerate(open(j), 1):
         f = l.rstrip("\n").split("\t")
-        if len(f) != 7 or f[0] not in ("rl", "sft"):
+        if len(f) != 7 or f[0] not in ("rl", "sft", "lora"):
             sys.exit(f"{j}:{n}: not a points line (arm, seed, minutes and four scores, tab-separated)")
         if (f[0], f[1]) in here:
             sys.exit(f"{j}:{n}: {f[0]} seed {f[1]} is already in the table: an arm's seed is measured once")
@@ -137,8 +156,8 @@ with open(f"{out}/points.tsv", "w") as f:
 rows = ["| arm | seed | held-out pass@1 at the start | at the end (minute) | best | held-out tests passed, start -> end | "
         "fresh training pass@1, start -> end | fresh training tests passed, start -> end |",
         "|---|---|---|---|---|---|---|---|"]
-ends = {"rl": [], "sft": []}
-for arm in ("rl", "sft"):
+ends = {"rl": [], "lora": [], "sft": []}
+for arm in ends:
     for s in seeds:
         ps = sorted((p for p in points if p[0] == arm and p[1] == s), key=lambda p: p[2])
         if not ps:
@@ -155,7 +174,7 @@ finals = []  # (arm, seed, tasks a split, held-out pass@1, fresh pass@1, how epi
 end = re.compile(r"held-out pass@1 ([0-9.]+) \(mean tests passed [0-9.]+, (\d+) tasks\)[^\n]*\n"
                  r"\s*fresh training tasks pass@1 ([0-9.]+)[^\n]*\n\s*how episodes ended, held-out: ([^;\n]*); "
                  r"fresh training: ([^\n]*)")
-for arm in ("rl", "sft"):
+for arm in ("rl", "lora", "sft"):
     for s in sys.argv[2].split():
         try:
             m = end.search(open(f"{out}/{arm}-{s}/final.txt", errors="replace").read())
@@ -172,7 +191,7 @@ for j in joins:  # the end weights of the joined seeds, from the finals.tsv besi
         continue
     for n, l in enumerate(lines, 1):
         f = l.split("\t")
-        if len(f) != 6 or f[0] not in ("rl", "sft"):
+        if len(f) != 6 or f[0] not in ("rl", "sft", "lora"):
             sys.exit(f"{j}: finals.tsv:{n}: not an end-weights line (arm, seed, tasks, two scores, how ended)")
         if (f[0], f[1]) in here:
             sys.exit(f"{j}: finals.tsv:{n}: {f[0]} seed {f[1]}'s end weights are already in the table")
@@ -184,7 +203,7 @@ if finals:
     rows += ["", "End weights evaluated alike (`rlx sft --init W --steps 0`):", "",
              "| arm | seed | tasks a split | held-out pass@1 | fresh training pass@1 | how episodes ended |",
              "|---|---|---|---|---|---|"] + ["| %s |" % " | ".join(x) for x in finals]
-    for arm in ("rl", "sft"):
+    for arm in ("rl", "lora", "sft"):
         held = [float(x[3]) for x in finals if x[0] == arm]
         if held:
             rows.append("\n%s end weights: median held-out pass@1 %.3f (seeds: %s)" %
@@ -204,7 +223,9 @@ set datafile separator "\t"
 # Held-out tasks filled, fresh training tasks open; each seed's evaluations.
 plot "$out/points.tsv" using 3:(strcol(1) eq "rl" ? \$4 : 1/0) with points pt 7 lc 1 title "RL, held-out", \
      "$out/points.tsv" using 3:(strcol(1) eq "sft" ? \$4 : 1/0) with points pt 5 lc 2 title "continued SFT, held-out", \
+     "$out/points.tsv" using 3:(strcol(1) eq "lora" ? \$4 : 1/0) with points pt 9 lc 3 title "LoRA RL, held-out", \
      "$out/points.tsv" using 3:(strcol(1) eq "rl" ? \$6 : 1/0) with points pt 6 lc 1 title "RL, fresh training", \
+     "$out/points.tsv" using 3:(strcol(1) eq "lora" ? \$6 : 1/0) with points pt 8 lc 3 title "LoRA RL, fresh training", \
      "$out/points.tsv" using 3:(strcol(1) eq "sft" ? \$6 : 1/0) with points pt 4 lc 2 title "continued SFT, fresh training"
 GP
   echo "wrote $out/curve.png"

@@ -186,7 +186,7 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
         if (c.policy.lora.rank > 0 && c.policy.lora.targets.empty() && !c.policy.lora.router)
           lr.fail(Errc::config_range, lt->get("targets"), "targets",
                   "names no module to adapt: list some of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
-                  "down_proj, experts");
+                  "down_proj, experts (RLX's own layout: qkv, o_proj, experts)");
       }
       if (c.policy.d_model % c.policy.heads != 0)
         r.fail(Errc::config_range, t->get("heads"), "heads", "must divide d_model");
@@ -356,10 +356,11 @@ Result<ClusterConfig> parse_config(std::string_view text, std::string_view sourc
                  c.policy.lora.rank == 0
                      ? "starts adapters: it needs [policy.lora] with a rank"
                      : "names a PEFT adapter's folder as \"peft:DIR\", got \"" + c.policy.init_adapter + "\"");
-      if (c.policy.lora.rank > 0 && !c.policy.init.starts_with("hf:"))
+      if (c.policy.lora.rank > 0 && c.policy.init.empty())
         top.fail(Errc::config_range, root.get("policy"), "policy.lora.rank",
-                 "adapters train over a frozen base read from a Hugging Face checkpoint: set policy.init = "
-                 "\"hf:DIR\" (e.g. made by `rlx init-model --hf`), or rank = 0 to train every weight");
+                 "adapters train over a frozen base read from policy.init: set it to \"hf:DIR\" (a Hugging Face "
+                 "checkpoint, e.g. made by `rlx init-model --hf`) or to weights `rlx sft --out` wrote, or set "
+                 "rank = 0 to train every weight");
       if (c.run.env == "tokens:gateway" && c.tokens.eval_tasks > 0)
         top.fail(Errc::config_range, root.get("tokens"), "tokens.eval_tasks",
                  "a gateway run's tasks are its harnesses' (docs/gateway.md): there is no held-out set to draw here; "

@@ -25,7 +25,8 @@ struct LoraConfig {
   std::int64_t rank = 0;  // 0: no adapters, every parameter trained
   double alpha = 16;      // an adapter's output is scaled by alpha / rank (PEFT's lora_alpha)
   // PEFT's module names: q_proj k_proj v_proj o_proj (attention), gate_proj
-  // up_proj down_proj (a dense layer's MLP), experts (every routed expert's three), lm_head
+  // up_proj down_proj (a dense layer's MLP), experts (every routed expert's three), lm_head;
+  // RLX's own layout: qkv (its attention's fused q, k, v), o_proj, experts, lm_head
   std::vector<std::string> targets = {"q_proj", "k_proj", "v_proj", "o_proj"};
   bool router = false;  // train the MoE routers too (otherwise frozen with the base)
 };

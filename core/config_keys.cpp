@@ -83,7 +83,7 @@ const std::vector<Key<LoraConfig>>& lora_keys() {
       whole("rank", &S::rank, 0, 4096),
       real("alpha", &S::alpha, 0.0, 1e6, true),
       texts("targets", &S::targets,
-            {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "experts", "lm_head"}),
+            {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "experts", "lm_head", "qkv"}),
       flag("router", &S::router),
   };
   return keys;

@@ -3,9 +3,11 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <filesystem>
 #include <sstream>
 
 #include "envs/tokens/tokenizer.hpp"
+#include "learner/checkpoint.hpp"
 #include "learner/learner_group.hpp"
 #include "learner/mlp_trainer.hpp"
 #include "learner/start_weights.hpp"
@@ -46,6 +48,12 @@ Result<void> check_policy_init(const PolicyConfig& policy, const TokensConfig& t
   o.tokens = tokens;
   const auto t = token_trainer_options(o);
   if (t.model.lora_on()) {  // the base read as the model is built: its errors are the checkpoint's
+    if (const auto& base = t.model.lora_base;
+        hf_init_dir(policy.init).empty() && (!std::filesystem::is_regular_file(base) || is_checkpoint_file(base)))
+      return make_error(Errc::config_range,
+                        "[policy] init = \"" + policy.init +
+                            "\": a LoRA policy's frozen base is \"hf:DIR\" or a file of "
+                            "weights `rlx sft --out` wrote (not a run's folder or a learner checkpoint)");
     auto model = make_lora_transformer(t.model, t.seed, false);
     if (!model) return model.error();
     return load_init_adapter(*model, policy.init_adapter);

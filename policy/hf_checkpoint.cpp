@@ -23,10 +23,19 @@ std::string shape_text(c10::IntArrayRef s) { return s.empty() ? "scalar" : fmt::
 
 // Pairs each parameter and buffer of `m` with its tensor in `archive` (as
 // torch::save wrote them); the names of those absent go to `absent`.
+// An adapter's tensor (lora_A, lora_B_up, ...): drawn, never read from weights.
+bool is_adapter(const std::string& name) {
+  const auto dot = name.rfind('.');
+  return name.compare(dot == std::string::npos ? 0 : dot + 1, 5, "lora_") == 0;
+}
+
+// With `parameters_only`, buffers are skipped; adapters always are.
 Result<void> pair_saved(torch::nn::Module& m, torch::serialize::InputArchive& archive, const std::string& prefix,
-                        std::vector<std::pair<torch::Tensor, torch::Tensor>>& pairs, std::vector<std::string>& absent) {
+                        std::vector<std::pair<torch::Tensor, torch::Tensor>>& pairs, std::vector<std::string>& absent,
+                        bool parameters_only) {
   for (bool buffers : {false, true})
     for (auto& p : buffers ? m.named_buffers(false) : m.named_parameters(false)) {
+      if ((buffers && parameters_only) || is_adapter(p.key())) continue;
       torch::Tensor saved;
       if (!archive.try_read(p.key(), saved, buffers)) {
         absent.push_back(prefix + p.key());
@@ -40,11 +49,14 @@ Result<void> pair_saved(torch::nn::Module& m, torch::serialize::InputArchive& ar
   for (auto& child : m.named_children()) {
     torch::serialize::InputArchive sub;
     if (archive.try_read(child.key(), sub)) {
-      if (auto r = pair_saved(*child.value(), sub, prefix + child.key() + ".", pairs, absent); !r) return r;
+      if (auto r = pair_saved(*child.value(), sub, prefix + child.key() + ".", pairs, absent, parameters_only); !r)
+        return r;
       continue;
     }
-    for (auto& p : child.value()->named_parameters(true)) absent.push_back(prefix + child.key() + "." + p.key());
-    for (auto& b : child.value()->named_buffers(true)) absent.push_back(prefix + child.key() + "." + b.key());
+    for (auto& p : child.value()->named_parameters(true))
+      if (!is_adapter(p.key())) absent.push_back(prefix + child.key() + "." + p.key());
+    if (!parameters_only)
+      for (auto& b : child.value()->named_buffers(true)) absent.push_back(prefix + child.key() + "." + b.key());
   }
   return {};
 }
@@ -174,7 +186,15 @@ std::string hf_init_dir(const std::string& init) { return init.starts_with("hf:"
 
 Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy, std::int64_t vocab) {
   const auto dir = hf_init_dir(policy.init);
-  if (dir.empty()) return transformer_options(policy, vocab);
+  if (dir.empty()) {
+    auto o = transformer_options(policy, vocab);
+    if (policy.lora.rank > 0) {
+      o.lora = policy.lora;
+      o.lora_base = policy.init;
+      if (auto r = check_lora_targets(o); !r) return make_error(Errc::config_range, r.error().message);
+    }
+    return o;
+  }
   if (policy.copy_head)
     return make_error(Errc::config_range, "[policy] copy_head: RLX's own layout only, not a Hugging Face start (" +
                                               policy.init + ")");
@@ -197,6 +217,18 @@ Result<TransformerOptions> policy_transformer_options(const PolicyConfig& policy
 }
 
 Result<void> check_lora_targets(const TransformerOptions& o) {
+  if (o.arch == TransformerArch::rlx) {  // q, k and v are one map there
+    const std::vector<std::string> modules = {"qkv", "o_proj", "experts", "lm_head"};
+    for (const auto& t : o.lora.targets)
+      if (std::find(modules.begin(), modules.end(), t) == modules.end())
+        return make_error(
+            Errc::config_range,
+            fmt::format(
+                "[policy.lora] targets: RLX's own layout has no \"{}\"{}; its modules: {}", t,
+                t.ends_with("_proj") && t != "o_proj" ? " (its attention's q, k and v are one map, \"qkv\")" : "",
+                fmt::join(modules, ", ")));
+    return {};
+  }
   bool moe = false, dense = false;
   for (std::int64_t l = 0; l < o.layers; ++l) (o.moe_layer(l) ? moe : dense) = true;
   std::vector<std::string> modules = {"q_proj", "k_proj", "v_proj", "o_proj"};
@@ -238,33 +270,39 @@ Result<std::string> absent_tensors_note(const std::vector<std::string>& absent, 
 }
 
 Result<std::string> load_policy_init(MoETransformer& model, const std::string& init) {
+  if (model->options().lora_on()) return std::string();  // read as it was built (policy/lora_base.hpp)
   if (const auto dir = hf_init_dir(init); !dir.empty()) {
-    if (model->options().lora_on()) return std::string();  // read as it was built (policy/lora_base.hpp)
     auto checkpoint = SafetensorsCheckpoint::open(dir);
     if (!checkpoint) return checkpoint.error();
     if (auto r = load_hf_weights(model, *checkpoint); !r) return make_error(Errc::invalid_field, dir + ": " + r.error().message);
     return std::string();
   }
+  return load_saved_weights(model, init);
+}
+
+Result<std::string> load_saved_weights(MoETransformer& model, const std::string& file, bool parameters_only) {
   try {
     torch::serialize::InputArchive archive;
-    archive.load_from(init);
+    archive.load_from(file);
     torch::serialize::InputArchive head;
     const bool has_copy = archive.try_read("copy", head);
     if (has_copy && !model->options().copy_head)
-      return make_error(Errc::invalid_field, init + ": weights with a copy head, for a policy without one "
-                                                    "(set [policy] copy_head = true)");
+      return make_error(Errc::invalid_field, file +
+                                                 ": weights with a copy head, for a policy without one "
+                                                 "(set [policy] copy_head = true)");
     std::vector<std::pair<torch::Tensor, torch::Tensor>> pairs;
     std::vector<std::string> absent;
-    if (auto r = pair_saved(*model, archive, "", pairs, absent); !r)
-      return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" + r.error().message + ")");
+    if (auto r = pair_saved(*model, archive, "", pairs, absent, parameters_only); !r)
+      return make_error(Errc::invalid_field, file + ": not weights of this policy shape (" + r.error().message + ")");
     auto note = absent_tensors_note(absent, has_copy);
     if (!note)
-      return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" + note.error().message + ")");
+      return make_error(Errc::invalid_field,
+                        file + ": not weights of this policy shape (" + note.error().message + ")");
     torch::NoGradGuard guard;
     for (auto& [mine, saved] : pairs) mine.copy_(saved);
     return note;
   } catch (const c10::Error& e) {
-    return make_error(Errc::invalid_field, init + ": not weights of this policy shape (" +
+    return make_error(Errc::invalid_field, file + ": not weights of this policy shape (" +
                                                std::string(e.what_without_backtrace()).substr(0, 200) + ")");
   }
 }

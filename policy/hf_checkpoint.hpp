@@ -38,7 +38,14 @@ TransformerOptions run_transformer_options(const PolicyConfig& policy, std::int6
 // copy head, also weights trained without one or with a head of fewer
 // tensors: what the file lacks of the head starts as built).
 // Returns a note for the user on what was not in the file ("" when all was).
+// A LoRA policy's base is read as the model is built (policy/lora_base.hpp):
+// nothing is read here.
 Result<std::string> load_policy_init(MoETransformer& model, const std::string& init);
+// A file of torch::save'd weights into `model`, every tensor checked
+// before one is copied (load_policy_init's second case); with
+// `parameters_only` the buffers (a LoRA base) are left as they are.
+// Adapters (lora_A, lora_B) are never read: they start as drawn.
+Result<std::string> load_saved_weights(MoETransformer& model, const std::string& file, bool parameters_only = false);
 // The tensors `absent` from a file of weights: only a copy head's may be
 // (weights trained without one, `head_saved` false, or with a head of
 // fewer tensors); they start as built, and the note says so ("" when

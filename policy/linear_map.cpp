@@ -28,4 +28,28 @@ torch::Tensor LinearMapImpl::forward(const torch::Tensor& x) const {
   return y + torch::nn::functional::linear(torch::nn::functional::linear(x, lora_A), lora_B) * scaling;
 }
 
+namespace {
+
+torch::Tensor held(torch::nn::Module& m, const char* name, torch::Tensor t, bool frozen) {
+  return frozen ? m.register_buffer(name, std::move(t)) : m.register_parameter(name, std::move(t));
+}
+
+}  // namespace
+
+EmbeddingMapImpl::EmbeddingMapImpl(std::int64_t n, std::int64_t d, bool frozen) {
+  torch::NoGradGuard guard;
+  weight = held(*this, "weight", torch::empty({n, d}).normal_(), frozen);
+}
+
+torch::Tensor EmbeddingMapImpl::forward(const torch::Tensor& ids) const { return torch::embedding(weight, ids); }
+
+LayerNormMapImpl::LayerNormMapImpl(std::int64_t d, bool frozen) {
+  weight = held(*this, "weight", torch::ones({d}), frozen);
+  bias = held(*this, "bias", torch::zeros({d}), frozen);
+}
+
+torch::Tensor LayerNormMapImpl::forward(const torch::Tensor& x) const {
+  return torch::layer_norm(x, {weight.size(0)}, weight, bias, 1e-5);
+}
+
 }  // namespace rlx

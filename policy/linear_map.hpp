@@ -32,4 +32,24 @@ class LinearMapImpl : public torch::nn::Module {
 };
 TORCH_MODULE(LinearMap);
 
+// RLX's own layout's embedding table ("weight" [n, d], drawn as
+// torch::nn::Embedding draws it: standard normal) and layer norm ("weight"
+// ones, "bias" zeros, eps 1e-5), held as buffers when `frozen` (the base
+// of a LoRA policy) and as parameters otherwise.
+class EmbeddingMapImpl : public torch::nn::Module {
+ public:
+  EmbeddingMapImpl(std::int64_t n, std::int64_t d, bool frozen);
+  torch::Tensor forward(const torch::Tensor& ids) const;
+  torch::Tensor weight;
+};
+TORCH_MODULE(EmbeddingMap);
+
+class LayerNormMapImpl : public torch::nn::Module {
+ public:
+  LayerNormMapImpl(std::int64_t d, bool frozen);
+  torch::Tensor forward(const torch::Tensor& x) const;
+  torch::Tensor weight, bias;
+};
+TORCH_MODULE(LayerNormMap);
+
 }  // namespace rlx

@@ -29,7 +29,9 @@ std::map<std::string, std::weak_ptr<const Base>>& registry() {
 }
 
 // Reads the checkpoint into the model's buffers (allocated in the dtype,
-// nothing drawn) and its checkpoint-held parameters (a trained router).
+// nothing drawn) and its checkpoint-held parameters (a trained router;
+// RLX's own layout: every parameter the file holds, the value and copy
+// heads too).
 Result<std::shared_ptr<const Base>> read_base(MoETransformer& model) {
   const auto& o = model->options();
   const auto type = torch_dtype(o.dtype);
@@ -38,10 +40,14 @@ Result<std::shared_ptr<const Base>> read_base(MoETransformer& model) {
     for (auto& b : model->buffers(true))
       if (b.scalar_type() != type) b.set_data(torch::empty(b.sizes(), b.options().dtype(type)));
   }
-  auto checkpoint = SafetensorsCheckpoint::open(o.lora_base);
-  if (!checkpoint) return checkpoint.error();
-  if (auto r = load_hf_weights(model, *checkpoint); !r)
-    return make_error(Errc::invalid_field, o.lora_base + ": " + r.error().message);
+  if (o.arch == TransformerArch::hf) {
+    auto checkpoint = SafetensorsCheckpoint::open(o.lora_base);
+    if (!checkpoint) return checkpoint.error();
+    if (auto r = load_hf_weights(model, *checkpoint); !r)
+      return make_error(Errc::invalid_field, o.lora_base + ": " + r.error().message);
+  } else if (auto r = load_saved_weights(model, o.lora_base); !r) {
+    return r.error();
+  }
   auto base = std::make_shared<Base>();
   for (const auto& b : model->named_buffers(true)) base->buffers.emplace(b.key(), b.value());
   return std::shared_ptr<const Base>(std::move(base));
@@ -58,7 +64,7 @@ bool of_parameters(const MoETransformer& model, const torch::Tensor& view) {
 }  // namespace
 
 Result<MoETransformer> make_lora_transformer(const TransformerOptions& options, std::uint64_t seed, bool masters) {
-  RLX_REQUIRE(options.lora_on() && options.arch == TransformerArch::hf);
+  RLX_REQUIRE(options.lora_on());
   MoETransformer model(nullptr);
   {
     auto lock = seeded_init(seed);
@@ -76,7 +82,9 @@ Result<MoETransformer> make_lora_transformer(const TransformerOptions& options, 
         RLX_REQUIRE(it != base->buffers.end() && it->second.sizes() == b.value().sizes(), b.key());
         b.value().set_data(it->second);
       }
-      if (options.lora.router) {  // read into this model's own parameters
+      if (options.arch != TransformerArch::hf) {  // the heads (and a trained router) are the file's
+        if (auto r = load_saved_weights(model, options.lora_base, /*parameters_only=*/true); !r) return r.error();
+      } else if (options.lora.router) {  // read into this model's own parameters
         auto checkpoint = SafetensorsCheckpoint::open(options.lora_base);
         if (!checkpoint) return checkpoint.error();
         const auto mine = [&](const torch::Tensor& view) { return of_parameters(model, view); };

@@ -1,8 +1,9 @@
 // The frozen base of LoRA policies (TransformerOptions::lora), held once
 // per process: every LoRA model built here (the learner's, each
 // explorer's, the evaluator's, the gateway rows', a KL reference) holds
-// the checkpoint's weights as buffers viewing the same tensors, read
-// from the checkpoint in the policy's dtype by the first model that needs
+// the base's weights as buffers viewing the same tensors, read from its
+// file (a Hugging Face checkpoint; for RLX's own layout, weights `rlx sft
+// --out` wrote) in the policy's dtype by the first model that needs
 // them and let go with the last model holding them. Nothing writes them:
 // the learner trains adapters (and the value head, and routers when asked),
 // explorers read. A learner on a GPU moves its own copy there (Module::to).

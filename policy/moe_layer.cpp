@@ -20,50 +20,58 @@ MoELayerImpl::MoELayerImpl(const MoEOptions& o) : options_(o) {
   RLX_REQUIRE(o.shared_hidden == 0 || o.swiglu, o.shared_hidden);
   const double s1 = 1.0 / std::sqrt(static_cast<double>(o.in));
   const double s2 = 1.0 / std::sqrt(static_cast<double>(o.hidden));
-  if (o.swiglu) {
-    router_map_ = register_module("router", LinearMap(o.in, o.experts, false, true, Adapter{0, 0, o.router_frozen}));
-    const auto drawn = [&](torch::Tensor t, double s) { return o.draw ? t.uniform_(-s, s) : t; };
-    const auto hold = [&](const char* name, torch::Tensor t) {
-      return o.experts_adapter.frozen ? register_buffer(name, std::move(t)) : register_parameter(name, std::move(t));
-    };
-    w_gate_ = hold("w_gate", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
-    w_up_ = hold("w_up", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
-    w_down_ = hold("w_down", drawn(torch::empty({o.experts, o.hidden, o.out}), s2));
-    if (o.shared_hidden > 0) {
-      const double s3 = 1.0 / std::sqrt(static_cast<double>(o.shared_hidden));
-      s_gate_ = hold("s_gate", drawn(torch::empty({o.in, o.shared_hidden}), s1));
-      s_up_ = hold("s_up", drawn(torch::empty({o.in, o.shared_hidden}), s1));
-      s_down_ = hold("s_down", drawn(torch::empty({o.shared_hidden, o.out}), s3));
-      s_weight_ = hold("s_weight", drawn(torch::empty({o.in}), s1));
-    }
-    if (const auto r = o.experts_adapter.rank; r > 0) {  // A as PEFT draws it, B zero
-      torch::NoGradGuard guard;
-      const auto a = [&](const char* name, std::int64_t in, double s) {
-        return register_parameter(name, torch::empty({o.experts, r, in}).uniform_(-s, s));
-      };
-      const auto b = [&](const char* name, std::int64_t out) {
-        return register_parameter(name, torch::zeros({o.experts, out, r}));
-      };
-      a_gate_ = a("lora_A_gate", o.in, s1), b_gate_ = b("lora_B_gate", o.hidden);
+  // The router first, then the experts, then adapters: a seed's draws in
+  // the order of the layouts' first versions.
+  router_map_ = register_module("router", LinearMap(o.in, o.experts, !o.swiglu, true, Adapter{0, 0, o.router_frozen}));
+  const auto drawn = [&](torch::Tensor t, double s) { return o.draw ? t.uniform_(-s, s) : t; };
+  const auto hold = [&](const char* name, torch::Tensor t) {
+    return o.experts_adapter.frozen ? register_buffer(name, std::move(t)) : register_parameter(name, std::move(t));
+  };
+  const auto r = o.experts_adapter.rank;  // adapters: A as PEFT draws it, B zero
+  const auto a = [&](const char* name, std::int64_t in, double s) {
+    torch::NoGradGuard guard;
+    return register_parameter(name, torch::empty({o.experts, r, in}).uniform_(-s, s));
+  };
+  const auto b = [&](const char* name, std::int64_t out) {
+    return register_parameter(name, torch::zeros({o.experts, out, r}));
+  };
+  if (!o.swiglu) {  // RLX's own: w1 and w2 adapted as up and down
+    w1_ = hold("w1", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
+    b1_ = hold("b1", torch::zeros({o.experts, o.hidden}));
+    w2_ = hold("w2", drawn(torch::empty({o.experts, o.hidden, o.out}), s2));
+    b2_ = hold("b2", torch::zeros({o.experts, o.out}));
+    if (r > 0) {
       a_up_ = a("lora_A_up", o.in, s1), b_up_ = b("lora_B_up", o.hidden);
       a_down_ = a("lora_A_down", o.hidden, s2), b_down_ = b("lora_B_down", o.out);
     }
     return;
   }
-  router_ = register_module("router", torch::nn::Linear(torch::nn::LinearOptions(o.in, o.experts).bias(true)));
-  w1_ = register_parameter("w1", torch::empty({o.experts, o.in, o.hidden}).uniform_(-s1, s1));
-  b1_ = register_parameter("b1", torch::zeros({o.experts, o.hidden}));
-  w2_ = register_parameter("w2", torch::empty({o.experts, o.hidden, o.out}).uniform_(-s2, s2));
-  b2_ = register_parameter("b2", torch::zeros({o.experts, o.out}));
+  w_gate_ = hold("w_gate", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
+  w_up_ = hold("w_up", drawn(torch::empty({o.experts, o.in, o.hidden}), s1));
+  w_down_ = hold("w_down", drawn(torch::empty({o.experts, o.hidden, o.out}), s2));
+  if (o.shared_hidden > 0) {
+    const double s3 = 1.0 / std::sqrt(static_cast<double>(o.shared_hidden));
+    s_gate_ = hold("s_gate", drawn(torch::empty({o.in, o.shared_hidden}), s1));
+    s_up_ = hold("s_up", drawn(torch::empty({o.in, o.shared_hidden}), s1));
+    s_down_ = hold("s_down", drawn(torch::empty({o.shared_hidden, o.out}), s3));
+    s_weight_ = hold("s_weight", drawn(torch::empty({o.in}), s1));
+  }
+  if (r > 0) {
+    a_gate_ = a("lora_A_gate", o.in, s1), b_gate_ = b("lora_B_gate", o.hidden);
+    a_up_ = a("lora_A_up", o.in, s1), b_up_ = b("lora_B_up", o.hidden);
+    a_down_ = a("lora_A_down", o.hidden, s2), b_down_ = b("lora_B_down", o.out);
+  }
 }
 
-torch::Tensor MoELayerImpl::router_logits(const torch::Tensor& x) {
-  return router_ ? router_->forward(x) : router_map_->forward(x);
-}
+torch::Tensor MoELayerImpl::router_logits(const torch::Tensor& x) { return router_map_->forward(x); }
 
 torch::Tensor MoELayerImpl::project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& a,
                                     const torch::Tensor& b, std::int64_t e) const {
-  auto y = torch::matmul(x, w[e]);
+  return adapted(x, torch::matmul(x, w[e]), a, b, e);
+}
+
+torch::Tensor MoELayerImpl::adapted(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& a,
+                                    const torch::Tensor& b, std::int64_t e) const {
   if (!a.defined()) return y;
   return y + torch::matmul(torch::matmul(x, a[e].t()), b[e].t()) * options_.experts_adapter.scaling;
 }
@@ -81,9 +89,9 @@ torch::Tensor MoELayerImpl::expert(std::int64_t e, const torch::Tensor& x) const
     auto h = torch::silu(project(x, w_gate_, a_gate_, b_gate_, e)) * project(x, w_up_, a_up_, b_up_, e);
     return project(h, w_down_, a_down_, b_down_, e);
   }
-  auto pre = torch::addmm(b1_[e], x, w1_[e]);
+  auto pre = adapted(x, torch::addmm(b1_[e], x, w1_[e]), a_up_, b_up_, e);
   auto h = options_.gelu ? torch::gelu(pre) : torch::tanh(pre);
-  return torch::addmm(b2_[e], h, w2_[e]);
+  return adapted(h, torch::addmm(b2_[e], h, w2_[e]), a_down_, b_down_, e);
 }
 
 torch::Tensor MoELayerImpl::shared(const torch::Tensor& x) const {

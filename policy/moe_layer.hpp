@@ -40,11 +40,12 @@ struct MoEOptions {
   // swiglu: false leaves the experts' weights undrawn (allocated, not
   // touched) for a caller that fills them next (policy/linear_map.hpp).
   bool draw = true;
-  // swiglu, LoRA (policy/linear_map.hpp): `experts_adapter.frozen` holds
-  // the experts (and a shared one) as buffers; with a rank, every routed
-  // expert's three projections get an adapter, batched over experts
+  // LoRA (policy/linear_map.hpp): `experts_adapter.frozen` holds the
+  // experts (and a shared one) as buffers; with a rank, every routed
+  // expert's projections get an adapter, batched over experts
   // (lora_A_gate [E, rank, in], lora_B_gate [E, hidden, rank], likewise
-  // up; lora_A_down [E, rank, hidden], lora_B_down [E, out, rank]).
+  // up; lora_A_down [E, rank, hidden], lora_B_down [E, out, rank]; tanh
+  // and GELU experts: w1 adapted as up, w2 as down, no gate).
   // `router_frozen` holds the router as a buffer.
   Adapter experts_adapter{};
   bool router_frozen = false;
@@ -74,11 +75,13 @@ class MoELayerImpl : public torch::nn::Module {
 
  private:
   MoEOptions options_;
-  torch::nn::Linear router_{nullptr};  // tanh/GELU experts (RLX's own layouts)
-  LinearMap router_map_{nullptr};      // swiglu (the Hugging Face families' layout: no bias)
+  LinearMap router_map_{nullptr};  // a bias in RLX's own layouts, none in the Hugging Face families'
   torch::Tensor router_logits(const torch::Tensor& x);
   // x W[e] (+ its adapter's) for one of the experts' projections.
   torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& a, const torch::Tensor& b,
+                        std::int64_t e) const;
+  // y plus the adapter (a, b) of expert e's projection of x (y without one).
+  torch::Tensor adapted(const torch::Tensor& x, const torch::Tensor& y, const torch::Tensor& a, const torch::Tensor& b,
                         std::int64_t e) const;
   torch::Tensor w1_, b1_, w2_, b2_;  // [E,in,hidden] [E,hidden] [E,hidden,out] [E,out]
   torch::Tensor w_gate_, w_up_, w_down_;  // swiglu: [E,in,hidden] [E,in,hidden] [E,hidden,out]
@@ -90,7 +93,7 @@ class MoELayerImpl : public torch::nn::Module {
   // swiglu: the router's weight [E, in] and expert e's projections as
   // Hugging Face lays them out ([out, in] views into this layer's
   // parameters: copying into one loads it).
-  torch::Tensor router_weight() const { return router_ ? router_->weight : router_map_->weight; }
+  torch::Tensor router_weight() const { return router_map_->weight; }
   torch::Tensor gate_proj(std::int64_t e) const { return w_gate_[e].t(); }
   torch::Tensor up_proj(std::int64_t e) const { return w_up_[e].t(); }
   torch::Tensor down_proj(std::int64_t e) const { return w_down_[e].t(); }

@@ -95,19 +95,27 @@ MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o, bool draw) :
     if (draw) embed_->weight.normal_(0, 0.02);
     return;
   }
-  tok_ = register_module("tok_emb", torch::nn::Embedding(o.vocab, o.d_model));
-  pos_ = register_module("pos_emb", torch::nn::Embedding(o.max_len, o.d_model));
+  // LoRA: the base frozen (buffers, read from the init file by
+  // policy/lora_base.hpp), adapters on qkv, o_proj, experts, lm_head.
+  const bool frozen = o.lora_on();
+  const auto adapter = [&](const char* target) {
+    return Adapter{o.adapts(target) ? o.lora.rank : 0, frozen ? o.lora.alpha / double(o.lora.rank) : 0.0, frozen};
+  };
+  tok_ = register_module("tok_emb", EmbeddingMap(o.vocab, o.d_model, frozen));
+  pos_ = register_module("pos_emb", EmbeddingMap(o.max_len, o.d_model, frozen));
   for (std::int64_t l = 0; l < o.layers; ++l) {
     const auto n = std::to_string(l);
-    ln1_.push_back(register_module("ln1_" + n, torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model}))));
-    qkv_.push_back(register_module("qkv_" + n, torch::nn::Linear(o.d_model, 3 * o.d_model)));
-    proj_.push_back(register_module("proj_" + n, torch::nn::Linear(o.d_model, o.d_model)));
-    ln2_.push_back(register_module("ln2_" + n, torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model}))));
+    ln1_.push_back(register_module("ln1_" + n, LayerNormMap(o.d_model, frozen)));
+    qkv_.push_back(register_module("qkv_" + n, LinearMap(o.d_model, 3 * o.d_model, true, true, adapter("qkv"))));
+    proj_.push_back(register_module("proj_" + n, LinearMap(o.d_model, o.d_model, true, true, adapter("o_proj"))));
+    ln2_.push_back(register_module("ln2_" + n, LayerNormMap(o.d_model, frozen)));
     MoEOptions m{o.d_model, o.expert_hidden, o.d_model, o.experts, o.top_k, /*gelu=*/true, o.capacity_factor};
+    m.experts_adapter = adapter("experts");
+    m.router_frozen = frozen && !o.lora.router;
     moe_.push_back(register_module("moe_" + n, MoELayer(m)));
   }
-  ln_f_ = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.d_model})));
-  lm_head_ = register_module("lm_head", torch::nn::Linear(o.d_model, o.vocab));
+  ln_f_ = register_module("ln_f", LayerNormMap(o.d_model, frozen));
+  lm_head_ = register_module("lm_head", LinearMap(o.d_model, o.vocab, true, true, adapter("lm_head")));
   v_head_ = register_module("v_head", torch::nn::Linear(o.d_model, 1));
   {
     torch::NoGradGuard guard;

@@ -197,7 +197,7 @@ class MoETransformerImpl : public torch::nn::Module {
                           const torch::Tensor& allowed, std::int64_t offset, KVCache* cache);
   torch::Tensor norm(std::int64_t which, std::int64_t l, const torch::Tensor& x);  // 1: before attention, 2: before MoE, 0: final
   TransformerOptions options_;
-  torch::nn::Embedding tok_{nullptr}, pos_{nullptr};
+  EmbeddingMap tok_{nullptr}, pos_{nullptr};
   // hf
   std::vector<torch::Tensor> in_norm_, post_norm_, q_norm_, k_norm_;  // q_norm_, k_norm_: Qwen3 only
   std::vector<LinearMap> q_, k_, v_, o_;
@@ -205,12 +205,13 @@ class MoETransformerImpl : public torch::nn::Module {
   torch::Tensor rope_inv_;   // the rotary inverse frequencies (float64, CPU), from the options once
   torch::Tensor rope_here_;  // the same on the device and in the dtype of the last forward
   torch::Tensor final_norm_;
-  std::vector<torch::nn::LayerNorm> ln1_, ln2_;
-  std::vector<torch::nn::Linear> qkv_, proj_;
+  std::vector<LayerNormMap> ln1_, ln2_;
+  std::vector<LinearMap> qkv_, proj_;
   std::vector<MoELayer> moe_;      // per layer; empty in a dense layer
   std::vector<SwiGluMlp> mlp_;     // hf: per layer; empty in an MoE layer
-  torch::nn::LayerNorm ln_f_{nullptr};
-  torch::nn::Linear lm_head_{nullptr}, v_head_{nullptr};
+  LayerNormMap ln_f_{nullptr};
+  LinearMap lm_head_{nullptr};
+  torch::nn::Linear v_head_{nullptr};
   CopyHead copy_{nullptr};
 };
 TORCH_MODULE(MoETransformer);

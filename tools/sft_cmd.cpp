@@ -1,18 +1,18 @@
 #include "tools/sft_cmd.hpp"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <random>
 
-#include <fmt/format.h>
-
-#include "core/progress.hpp"
 #include "core/config.hpp"
+#include "core/progress.hpp"
 #include "core/topology_paths.hpp"
-#include "envs/env.hpp"
 #include "envs/code/sandbox.hpp"
+#include "envs/env.hpp"
 #include "envs/tokens/token_env.hpp"
 #include "envs/tokens/token_tasks.hpp"
 #include "envs/tokens/tokenizer.hpp"
@@ -21,10 +21,11 @@
 #include "explorers/agent_batch.hpp"
 #include "explorers/token_eval.hpp"
 #include "explorers/token_rollout.hpp"
+#include "learner/checkpoint.hpp"
 #include "learner/token_trainer.hpp"
 #include "learner/trainer.hpp"
-#include "policy/threads.hpp"
 #include "policy/hf_checkpoint.hpp"
+#include "policy/threads.hpp"
 #include "policy/weights_io.hpp"
 
 namespace rlx {
@@ -223,6 +224,7 @@ void report_expert_rows(TokenTrainer& trainer, ExpertRows& rows) {
 int sft_command(const SftArgs& a) {
   std::string kind = a.kind;
   std::optional<ClusterConfig> config;
+  std::string adapters;  // a LoRA run evaluated: its folder or checkpoint (--init)
   if (!a.config.empty()) {
     auto c = load_config(a.config, builtin_envs().names());
     if (!c) {
@@ -245,13 +247,25 @@ int sft_command(const SftArgs& a) {
       return 2;
     }
     if (config->policy.lora.rank > 0) {
-      std::fprintf(stderr,
-                   "rlx sft: trains every weight and writes them all; [policy.lora] is for RL runs over a "
-                   "frozen base (docs/hf-models.md \"LoRA\"): train with a config without it\n");
-      return 2;
+      // Evaluation only: --init names the run (or checkpoint) whose adapters
+      // and heads are evaluated over [policy] init's base.
+      std::error_code ec;
+      const bool run = !a.init.empty() && (std::filesystem::is_directory(a.init, ec) || is_checkpoint_file(a.init));
+      if (a.steps > 0 || !run) {
+        std::fprintf(stderr,
+                     "rlx sft: trains every weight and writes them all; [policy.lora] is for RL runs over a frozen "
+                     "base (docs/hf-models.md \"LoRA\"): train with a config without it, or evaluate a LoRA run "
+                     "with --steps 0 --init RUN_DIR (its newest checkpoint's adapters over [policy] init)\n");
+        return 2;
+      }
+      adapters = a.init;
+      if (auto r = check_policy_init(config->policy, config->tokens); !r) {  // the base, read before anything runs
+        std::fprintf(stderr, "rlx sft: [policy] init: %s\n", r.error().message.c_str());
+        return 2;
+      }
     }
     if (a.fresh) config->policy.init.clear();
-    if (!a.init.empty()) config->policy.init = a.init;
+    if (!a.init.empty() && adapters.empty()) config->policy.init = a.init;
     if (auto files = check_topology_paths(*config, {"policy.init", "tokens.tokenizer"}); !files) {
       std::fprintf(stderr, "rlx sft: %s%s\n", a.init.empty() ? "" : "--init: ", files.error().message.c_str());
       if (a.init.empty() && files.error().message.starts_with("policy.init"))
@@ -321,7 +335,16 @@ int sft_command(const SftArgs& a) {
       std::fprintf(stderr, "rlx sft: [policy] init: %s\n", from.error().message.c_str());
       return 2;
     }
-    std::printf("starting from %s (%s)\n", from->c_str(), a.init.empty() ? "[policy] init" : "--init");
+    std::printf("starting from %s (%s)\n", from->c_str(),
+                a.init.empty() || !adapters.empty() ? "[policy] init" : "--init");
+  }
+  if (!adapters.empty()) {
+    auto from = trainer.load_model_file(adapters);
+    if (!from) {
+      std::fprintf(stderr, "rlx sft: --init: %s\n", from.error().message.c_str());
+      return 2;
+    }
+    std::printf("adapters and heads from %s, over the base %s\n", from->c_str(), config->policy.init.c_str());
   }
   TokenEvalOptions eo;
   eo.kind = kind;
