@@ -88,7 +88,7 @@ namespace {
 using Self = learner_actor::stateful_pointer<LearnerState>;
 
 // Publishes the current weights; false when the set is larger than the
-// store takes or holds a tensor larger than a set carries (the learner
+// store takes or holds a tensor whose rows are larger than a set carries (the learner
 // then stops, and the run with it: waiting for a version no explorer can
 // get would stall the run at its start).
 bool publish(Self self) {
@@ -97,7 +97,7 @@ bool publish(Self self) {
   EncodedWeightSet w;
   try {
     w = st.core->encoded_weights(unix_now_ns());
-  } catch (const std::length_error& e) {  // a tensor larger than a weight set carries
+  } catch (const std::length_error& e) {  // a tensor whose rows are larger than a weight set carries
     const auto why = fmt::format("v{} cannot be published: {}", st.core->trainer().version(), e.what());
     st.options.log->error("{}", why);
     self->quit(caf::make_error(caf::sec::runtime_error, why));

@@ -59,7 +59,9 @@ grep -q '^env = "tokens:workspace"' "$config" || { echo "$config: not a workspac
 for s in $seeds; do
   d="$out/rl-$s" e="$out/sft-$s" l="$out/lora-$s"
   if [[ -z "${REPORT_ONLY:-}" ]]; then
-    for a in $arms; do [[ $a == rl || $a == sft || $a == lora ]] || { echo "ARMS: rl, sft, lora, not $a" >&2; exit 2; }; done
+    for a in $arms; do
+      [[ $a == rl || $a == sft || $a == lora ]] || { echo "ARMS: rl, sft, lora, not $a" >&2; exit 2; }
+    done
     [[ " $arms " == *" rl "* ]] && rm -rf "$d"  # an arm run here starts afresh; the other is kept
     [[ " $arms " == *" sft "* ]] && rm -rf "$e"
     [[ " $arms " == *" lora "* ]] && rm -rf "$l"
@@ -123,7 +125,8 @@ def text_of(path):  # an arm's log; "" for an arm not run (ARMS)
 for s in seeds:
     for rl in ("rl", "lora"):  # RL, and RL training adapters alone
         rl_log = text_of(f"{out}/{rl}-{s}/out.txt")
-        lines = [json.loads(l) for l in open(f"{out}/{rl}-{s}/metrics.jsonl") if l.strip().startswith("{")] if rl_log else []
+        lines = ([json.loads(l) for l in open(f"{out}/{rl}-{s}/metrics.jsonl") if l.strip().startswith("{")]
+                 if rl_log else [])
         seen = {}
         for l in rl_log.splitlines():  # the evaluator's lines
             r = re.match(r".*evaluator: v(\d+) ", l)

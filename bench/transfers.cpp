@@ -134,7 +134,9 @@ WireMsg weight_set(std::uint64_t version, std::size_t params) {
   layout.version = version;
   layout.policy_kind = "moe_mlp";
   layout.tensors.push_back({"w", {static_cast<std::int64_t>(params)}});
-  const auto fill = [](std::size_t, void* out, std::size_t n) { std::fill_n(static_cast<float*>(out), n, 0.25f); };
+  const auto fill = [](std::size_t, void* out, std::uint64_t, std::uint64_t n) {
+    std::fill_n(static_cast<float*>(out), n, 0.25f);
+  };
   auto e = encode_weight_set(layout, fill, "bench");
   return WireMsg{std::move(e.buf)};
 }

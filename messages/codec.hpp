@@ -96,19 +96,26 @@ struct EncodedWeightSet {
   std::uint64_t checksum = 0;
   std::uint64_t parameters = 0;
 };
-// Throws std::length_error (oversized_tensor's sentence) when a tensor is
-// larger than a weight set carries.
-EncodedWeightSet encode_weight_set(const WeightSetLayout& layout,
-                                   const std::function<void(std::size_t, void*, std::size_t)>& fill,
-                                   std::string_view sender);
-
-// The most bytes one tensor of a weight set carries: Cap'n Proto's largest
-// Data blob (2^29 - 1 bytes: 512 MiB). A 151,936 x 1,024 embedding is 622
+// The most bytes one Data blob of a weight set holds: Cap'n Proto's
+// largest (2^29 - 1 bytes: 512 MiB). A 151,936 x 1,024 embedding is 622
 // MB in fp32 and 311 MB in bf16; Qwen3-4B's, 778 MB in bf16.
 constexpr std::uint64_t kMaxWireTensorBytes = (std::uint64_t{1} << 29) - 1;
-// The first tensor of `layout` over kMaxWireTensorBytes, as a sentence that
-// names it, its bytes and what to change; empty when every tensor fits.
-std::string oversized_tensor(const WeightSetLayout& layout);
+
+// Writes values [first, first + n) of tensor `tensor` (row-major) into `into`.
+using WeightFill = std::function<void(std::size_t tensor, void* into, std::uint64_t first, std::uint64_t n)>;
+
+// A tensor over `max_blob` bytes travels as consecutive entries of whole
+// rows of its first dimension (NamedTensor.continues; the codec's tests
+// set a small max_blob) and is decoded whole, a copy: the only tensors of
+// a decoded set that do not view its bytes. Throws std::length_error
+// (oversized_tensor's sentence) when one row is over max_blob.
+EncodedWeightSet encode_weight_set(const WeightSetLayout& layout, const WeightFill& fill, std::string_view sender,
+                                   std::uint64_t max_blob = kMaxWireTensorBytes);
+
+// The first tensor of `layout` one of whose rows (its values past the
+// first dimension) is over `max_blob` bytes, as a sentence that names it,
+// its bytes and what to change; empty when every tensor travels.
+std::string oversized_tensor(const WeightSetLayout& layout, std::uint64_t max_blob = kMaxWireTensorBytes);
 
 // A RolloutRecord as read from the rollout log (messages/log_codec.hpp).
 struct DecodedRecord {

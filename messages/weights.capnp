@@ -8,6 +8,9 @@ const weightsSchemaVersion :UInt16 = 1;
 struct NamedTensor {
   name @0 :Text;      # parameter name as the policy module names it, e.g. "actor.moe.router.weight"
   tensor @1 :T.Tensor;# the values
+  continues @2 :Bool; # its rows go on in the next entry: a tensor over a Data blob's 2^29 - 1 bytes
+                      # travels as consecutive entries of the same name, each whole rows of its first
+                      # dimension (their shapes differ in that dimension alone), all but the last marked
 }
 
 # A whole set of policy weights of one version.

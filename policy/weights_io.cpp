@@ -8,13 +8,15 @@ torch::ScalarType torch_dtype(WeightDType dtype) {
   return dtype == WeightDType::bf16 ? torch::kBFloat16 : torch::kFloat32;
 }
 
-void copy_parameter_into(const torch::Tensor& v, void* into, WeightDType dtype) {
+void copy_parameter_into(const torch::Tensor& v, void* into, WeightDType dtype, std::uint64_t first, std::int64_t n) {
   torch::NoGradGuard guard;
   const auto type = torch_dtype(dtype);
+  const auto at = static_cast<std::int64_t>(first), count = n < 0 ? v.numel() - at : n;
   if (v.is_cpu() && v.scalar_type() == type && v.is_contiguous())
-    std::memcpy(into, v.data_ptr(), static_cast<std::size_t>(v.numel()) * v.element_size());
+    std::memcpy(into, static_cast<const char*>(v.data_ptr()) + at * v.element_size(),
+                static_cast<std::size_t>(count) * v.element_size());
   else
-    torch::from_blob(into, v.sizes(), type).copy_(v.detach());
+    torch::from_blob(into, {count}, type).copy_(v.detach().reshape({-1}).narrow(0, at, count));
 }
 
 WeightSetData export_weights(const torch::nn::Module& module, std::uint64_t version, const std::string& kind,

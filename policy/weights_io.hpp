@@ -16,8 +16,10 @@ torch::ScalarType torch_dtype(WeightDType dtype);
 // any other through copy_, which converts the dtype (rounding to the
 // nearest bf16, as Tensor::to does) and crosses from the device. What
 // export_weights and encode_module_weights (weights_wire.hpp) do with
-// each parameter.
-void copy_parameter_into(const torch::Tensor& v, void* into, WeightDType dtype = WeightDType::f32);
+// each parameter. With `first` and `n` (>= 0), values [first, first + n)
+// of it, row-major (a weight set's entry of a tensor that travels in rows).
+void copy_parameter_into(const torch::Tensor& v, void* into, WeightDType dtype = WeightDType::f32,
+                         std::uint64_t first = 0, std::int64_t n = -1);
 
 // Copies every parameter (in registration order) into a weight set, its
 // tensors in `dtype`.

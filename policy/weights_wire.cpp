@@ -14,7 +14,10 @@ EncodedWeightSet encode_module_weights(const torch::nn::Module& module, std::uin
   layout.dtype = dtype;
   for (const auto& p : params) layout.tensors.emplace_back(p.key(), p.value().sizes().vec());
   return encode_weight_set(
-      layout, [&](std::size_t i, void* into, std::size_t) { copy_parameter_into(params[i].value(), into, dtype); },
+      layout,
+      [&](std::size_t i, void* into, std::uint64_t first, std::uint64_t n) {
+        copy_parameter_into(params[i].value(), into, dtype, first, static_cast<std::int64_t>(n));
+      },
       sender);
 }
 

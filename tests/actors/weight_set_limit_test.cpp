@@ -2,8 +2,9 @@
 // max_set_mb, by default the machine's memory), not a fixed 1 GiB; a set
 // over it is refused where it arrives, and a learner whose own set is over
 // it stops the run at its first publish with the reason, instead of
-// leaving the run waiting at v0. One tensor is bounded by the wire (512
-// MiB, Cap'n Proto's largest blob), refused with the way out.
+// leaving the run waiting at v0. One row of a tensor is bounded by the
+// wire (512 MiB, Cap'n Proto's largest blob; a larger tensor travels in
+// rows: tests/messages/weight_rows_test.cpp), refused with the way out.
 #include <unistd.h>
 
 #include <filesystem>
@@ -42,29 +43,33 @@ TEST_CASE("a weight set is refused over the limit a node sets, and taken under i
 }
 
 TEST_CASE(
-    "a tensor larger than a weight set carries is refused before anything is allocated, naming it and the "
-    "way out",
+    "a tensor whose rows are larger than a weight set carries is refused before anything is allocated, naming "
+    "it and the way out",
     "[messages][weights][memory]") {
   WeightSetLayout layout;
   layout.policy_kind = "moe_transformer";
-  // A Qwen3 embedding (151,936 x 1,024): 622 MB in fp32, over the 512 MiB a Data blob holds; 311 MB in bf16.
+  // A Qwen3 embedding (151,936 x 1,024, 622 MB in fp32) travels in rows; a row of 2^27 fp32 values does not.
   layout.tensors = {{"blocks.0.w", {4, 4}}, {"tok_emb.weight", {151936, 1024}}};
+  CHECK(oversized_tensor(layout).empty());
+  layout.tensors.push_back({"wide.weight", {2, std::int64_t{1} << 27}});
   const auto why = oversized_tensor(layout);
-  CHECK_THAT(why, Catch::Contains("tok_emb.weight [151936, 1024] is 593.5 MiB in fp32") &&
-                      Catch::Contains("more than the 512 MiB") && Catch::Contains("[policy] dtype = \"bf16\"") &&
+  CHECK_THAT(why, Catch::Contains("wide.weight [2, 134217728] has rows of 512.0 MiB in fp32") &&
+                      Catch::Contains("more than the 512.0 MiB") && Catch::Contains("[policy] dtype = \"bf16\"") &&
                       Catch::Contains("[policy.lora]"));
   bool filled = false;
-  const auto fill = [&](std::size_t, void*, std::size_t) { filled = true; };
+  const auto fill = [&](std::size_t, void*, std::uint64_t, std::uint64_t) { filled = true; };
   CHECK_THROWS_WITH(encode_weight_set(layout, fill, "learner"), why);
   CHECK_FALSE(filled);
   layout.dtype = WeightDType::bf16;
   CHECK(oversized_tensor(layout).empty());
-  // The bound is the blob's: 2^29 - 1 bytes fit, one more does not.
+  // The bound is the blob's: a row of 2^29 - 1 bytes fits, one more does not.
   layout.dtype = WeightDType::f32;
-  layout.tensors = {{"w", {(std::int64_t{1} << 27) - 1}}};
+  layout.tensors = {{"w", {3, (std::int64_t{1} << 27) - 1}}};
   CHECK(oversized_tensor(layout).empty());
-  layout.tensors = {{"w", {std::int64_t{1} << 27}}};
+  layout.tensors = {{"w", {3, std::int64_t{1} << 27}}};
   CHECK_FALSE(oversized_tensor(layout).empty());
+  layout.tensors = {{"w", {std::int64_t{1} << 40}}};  // 1-D: a row is one value
+  CHECK(oversized_tensor(layout).empty());
 }
 
 TEST_CASE("a learner whose weight set is over max_set_mb stops the run at its first publish, naming the size and the "

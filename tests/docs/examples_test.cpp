@@ -24,10 +24,10 @@ const fs::path kExamples = fs::path(RLX_SOURCE_DIR) / "examples";
 
 // The examples this file runs: one test case each, so a new example
 // without one fails "every example has a test that runs it".
-const std::set<std::string> kRun = {"cartpole-vtrace", "cartpole-sync",     "cartpole-split", "cartpole-python",
-                                    "sum-task",        "arithmetic-tokens", "code",           "agent",
-                                    "agent-start",     "agent-copy",        "harness",        "harness-agent",
-                                    "hf-moe",          "hf-dense",          "hf-lora"};
+const std::set<std::string> kRun = {
+    "cartpole-vtrace", "cartpole-sync", "cartpole-split", "cartpole-python", "sum-task", "arithmetic-tokens", "code",
+    "agent",           "agent-start",   "agent-copy",     "agent-lora",      "harness",  "harness-agent",     "hf-moe",
+    "hf-dense",        "hf-lora"};
 
 std::string step_text(const fs::path& p) {
   std::ifstream in(p);
@@ -48,7 +48,7 @@ struct ExampleRun {
 };
 
 // The header's commands of examples/NAME.toml, in a temporary root: `rlx
-// sft` at two steps and one evaluation task, `rlx launch` with
+// sft` at two steps (one that trains) and one evaluation task, `rlx launch` with
 // run.stop.max_updates = `updates` and the `extra` overrides, a command
 // ending in `&` in the background (waited for at the end), each bounded.
 ExampleRun run_example(const std::string& name, int updates, const std::string& extra, rlx::test::TempDir& t) {
@@ -70,7 +70,7 @@ ExampleRun run_example(const std::string& name, int updates, const std::string& 
     for (auto at = c.find("build/tools/rlx"); at != std::string::npos; at = c.find("build/tools/rlx", at + rlx.size()))
       c.replace(at, std::string("build/tools/rlx").size(), rlx);
     if (c.find(" sft ") != std::string::npos) {
-      c = std::regex_replace(c, std::regex("--steps [0-9]+"), "--steps 2");
+      c = std::regex_replace(c, std::regex("--steps [1-9][0-9]*"), "--steps 2");
       c += " --eval-tasks 1 --eval-every 0";
     }
     if (c.find(" launch ") != std::string::npos)
@@ -175,10 +175,15 @@ TEST_CASE("the token examples run as their headers say: a supervised start, then
 
 TEST_CASE("the agent examples run as their headers say, from their shipped starts",
           "[docs][examples][workspace][sandbox][e2e][slow]") {
-  for (const std::string name : {"agent", "agent-start", "agent-copy"}) {
+  for (const std::string name : {"agent", "agent-start", "agent-copy", "agent-lora"}) {
     DYNAMIC_SECTION(name) {
       rlx::test::TempDir t("rlx-example-" + name);
-      check_ran(run_example(name, 1, "--set tokens.eval_tasks=1 --set tokens.max_new_tokens=160", t), name);
+      const auto run = run_example(name, 1, "--set tokens.eval_tasks=1 --set tokens.max_new_tokens=160", t);
+      check_ran(run, name);
+      if (name == "agent-lora") {  // the end weights evaluated: the run's adapters over the frozen start
+        REQUIRE(run.steps.size() == 2);
+        CHECK(run.steps[1].output.find("adapters and heads from learner checkpoint") != std::string::npos);
+      }
     }
   }
 }

@@ -139,9 +139,10 @@ TEST_CASE("a weight set encoded in place over garbage memory has the bytes and c
   layout.version = 3;
   layout.policy_kind = "mlp";
   layout.tensors = {{"a.weight", {3, 5}}, {std::string(40, 'n'), {7}}, {"c.bias", {2}}};  // 15 and 7 floats: odd
-  const auto fill = [](std::size_t i, void* bytes, std::size_t n) {
+  const auto fill = [](std::size_t i, void* bytes, std::uint64_t first, std::uint64_t n) {
     auto* into = static_cast<float*>(bytes);
-    for (std::size_t k = 0; k < n; ++k) into[k] = 0.5f * static_cast<float>(i) + 0.125f * static_cast<float>(k);
+    for (std::uint64_t k = 0; k < n; ++k)
+      into[k] = 0.5f * static_cast<float>(i) + 0.125f * static_cast<float>(first + k);
   };
   const auto make = [&] { return encode_weight_set(layout, fill, "learner").buf; };
   same_bytes_over_garbage(make);

@@ -28,7 +28,7 @@ TEST_CASE("top-1 routing sends each token to exactly one expert", "[policy][moe]
 TEST_CASE("the load-balancing loss is 1 when balanced and grows with imbalance", "[policy][moe]") {
   MoELayer moe(MoEOptions{4, 8, 4, 4, 1});
   auto x = torch::randn({64, 4});
-  auto& router = *moe->named_modules()["router"]->as<torch::nn::Linear>();
+  auto& router = *moe->named_modules()["router"]->as<LinearMap>();
   {
     torch::NoGradGuard g;
     router.weight.zero_();
@@ -51,7 +51,7 @@ TEST_CASE("the load-balancing loss has a gradient into the router", "[policy][mo
   MoELayer moe(MoEOptions{4, 8, 4, 4, 2});
   auto out = moe->forward(torch::randn({32, 4}));
   out.load_balance.backward();
-  auto& router = *moe->named_modules()["router"]->as<torch::nn::Linear>();
+  auto& router = *moe->named_modules()["router"]->as<LinearMap>();
   CHECK(router.weight.grad().abs().sum().item<float>() > 0);
 }
 

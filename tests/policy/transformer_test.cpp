@@ -58,7 +58,7 @@ TEST_CASE("replaying the recorded routes reproduces the output, and other routes
 TEST_CASE("an expert over its capacity drops the tokens past it", "[policy][moe]") {
   MoEOptions o{4, 8, 4, 4, 1, true, 1.0};
   MoELayer moe(o);
-  auto& router = *moe->named_modules()["router"]->as<torch::nn::Linear>();
+  auto& router = *moe->named_modules()["router"]->as<LinearMap>();
   {
     torch::NoGradGuard g;
     router.weight.zero_();
