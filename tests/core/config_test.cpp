@@ -320,7 +320,7 @@ envs_per_explorer = 16
   CHECK_FALSE(lora->policy.lora.router);
   CHECK(policy_with("init = \"hf:m\"\nlora = { rank = 4 }").ok());
   CHECK(refused_naming(policy_with("lora = { rank = 4 }"), "hf:DIR"));
-  CHECK(refused_naming(policy_with("init = \"hf:m\"\nlora = { rank = 4, targets = [\"qkv\"] }"), "qkv"));
+  CHECK(refused_naming(policy_with("init = \"hf:m\"\nlora = { rank = 4, targets = [\"attn\"] }"), "attn"));
   CHECK(refused_naming(policy_with("init = \"hf:m\"\nlora = { rank = 4, targets = [] }"), "targets"));
   CHECK(refused_naming(policy_with("init = \"hf:m\"\nlora = { rank = -1 }"), "rank"));
   CHECK(refused_naming(policy_with("init = \"hf:m\"\nlora = { rank = 4, alpha = 0.0 }"), "alpha"));
