@@ -33,15 +33,16 @@ MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o, bool draw) :
   RLX_REQUIRE(o.d_model % o.heads == 0 || o.head_dim > 0, o.d_model, o.heads);
   RLX_REQUIRE(!o.copy_head || o.arch == TransformerArch::rlx, "a copy head is RLX's own layout's");
   RLX_REQUIRE(!o.copy_head || o.dtype == WeightDType::f32, "a copy head computes in fp32");
+  // LoRA (either layout): the base frozen as buffers that policy/lora_base.hpp
+  // binds to the process's one copy of it; adapters on the targeted maps.
+  const bool frozen = o.lora_on();
+  RLX_REQUIRE(!frozen || !o.lora_base.empty(), "a LoRA policy reads its base from a checkpoint");
+  const auto adapter = [&](const char* target) {
+    return Adapter{o.adapts(target) ? o.lora.rank : 0, frozen ? o.lora.alpha / double(o.lora.rank) : 0.0, frozen};
+  };
   if (o.arch == TransformerArch::hf) {
     // Parameters in the order of the layout's first version (the weight
     // wire and saved files list them so), drawn only when `draw`.
-    // LoRA: the checkpoint's weights frozen (buffers), adapters where targeted.
-    const bool frozen = o.lora_on();
-    RLX_REQUIRE(!frozen || !o.lora_base.empty(), "a LoRA policy reads its base from a checkpoint");
-    const auto adapter = [&](const char* target) {
-      return Adapter{o.adapts(target) ? o.lora.rank : 0, frozen ? o.lora.alpha / double(o.lora.rank) : 0.0, frozen};
-    };
     const auto hold = [&](const std::string& name, torch::Tensor t) {
       return frozen ? register_buffer(name, std::move(t)) : register_parameter(name, std::move(t));
     };
@@ -95,12 +96,6 @@ MoETransformerImpl::MoETransformerImpl(const TransformerOptions& o, bool draw) :
     if (draw) embed_->weight.normal_(0, 0.02);
     return;
   }
-  // LoRA: the base frozen (buffers, read from the init file by
-  // policy/lora_base.hpp), adapters on qkv, o_proj, experts, lm_head.
-  const bool frozen = o.lora_on();
-  const auto adapter = [&](const char* target) {
-    return Adapter{o.adapts(target) ? o.lora.rank : 0, frozen ? o.lora.alpha / double(o.lora.rank) : 0.0, frozen};
-  };
   tok_ = register_module("tok_emb", EmbeddingMap(o.vocab, o.d_model, frozen));
   pos_ = register_module("pos_emb", EmbeddingMap(o.max_len, o.d_model, frozen));
   for (std::int64_t l = 0; l < o.layers; ++l) {

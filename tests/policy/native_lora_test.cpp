@@ -130,15 +130,11 @@ TEST_CASE("a LoRA target RLX's own layout lacks, and a base that is no weights f
           "[policy][lora]") {
   const test::TempDir t("rlx-native-lora-bad");
   native_lora::write_start(t.path / "start.pt");
-  PolicyConfig p;
-  p.kind = PolicyKind::moe_transformer;
-  p.d_model = 16;
-  p.heads = 2;
+  auto p = test::tiny_policy(24);  // start_shape()'s [policy] table
   p.layers = 2;
   p.experts = 4;
   p.top_k = 2;
   p.expert_hidden = 24;
-  p.max_len = 24;
   p.copy_head = true;
   p.init = (t.path / "start.pt").string();
   p.lora.rank = 4;
